@@ -1,0 +1,39 @@
+"""Registers the classic DRA kinds (KEP-3063, ``cdi.k8s.io/v1alpha1``) into the registry.
+
+The claim's registry kind is the internal token ``ClassicResourceClaim`` (so event types and
+subjects never collide with resource.k8s.io's ``ResourceClaim``); manifests use
+``kind: ResourceClaim`` with the cdi.k8s.io apiVersion. For the CLI its names are group-qualified
+(``resourceclaims.cdi.k8s.io``, ``resourceclaim.cdi.k8s.io``) or the internal kind; the bare
+``resourceclaims`` stays the structured kind. The ACME example driver's ``NodeGpuCapacity``
+(``gpu.acme.com/v1alpha1``) is served here too.
+"""
+
+from __future__ import annotations
+
+from events.api import acme_gpu_v1alpha1 as acme
+from events.api import classic_v1alpha1 as cv
+from events.api.registry import ResourceType, WireType, register
+
+register(
+    ResourceType(cv.GROUP, cv.CLASS_KIND, "resourceclasses", "resourceclass", (), False, cv.ResourceClass)
+)
+register(
+    ResourceType(
+        cv.GROUP,
+        cv.CLAIM_KIND,
+        "resourceclaims",
+        "resourceclaim",
+        (),
+        True,
+        cv.ResourceClaim,
+        qualified_only=True,
+    ),
+    WireType(cv.API_VERSION, cv.WIRE_CLAIM_KIND, cv.ResourceClaim),
+)
+
+# The gpu.acme.com example driver's per-node capacity object (a CRD in a real cluster).
+register(
+    ResourceType(
+        acme.GROUP, "NodeGpuCapacity", "nodegpucapacities", "nodegpucapacity", (), False, acme.NodeGpuCapacity
+    )
+)

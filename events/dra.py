@@ -1,0 +1,143 @@
+"""The shared DRA domain events: facts the scheduler, claim controller, kubelet and workloads append
+on the subjects of the ResourceClaims and Pods they change.
+
+They are ordinary :class:`events.envelope.Event` classes on an object's aggregate subject
+(``<root>.ev.ResourceClaim.<ns>.<name>``, ``<root>.ev.Pod.<ns>.<name>``), appended with the
+object's resourceVersion as ``expected_last_seq`` (optimistic concurrency). Their pure reducers,
+registered in the object fold, live in :mod:`projections.dra`, so ``draflow get`` shows their
+effect as if a Kubernetes controller had written the status.
+
+Claim events:
+
+* :class:`ClaimAllocated` also adds the ``resource.kubernetes.io/delete-protection`` finalizer
+  (upstream the scheduler adds it right before it writes the allocation); one fact, one append.
+* :class:`ClaimDeallocated` clears the allocation and the device statuses and drops that
+  finalizer (what upstream's claim controller and the scheduler's Unreserve do together). Its
+  writer must first see ``reservedFor`` empty.
+
+Pod events cover the scheduler (``PodBound``, ``PodUnschedulable``), the claim controller
+(``PodClaimStatusesRecorded``) and the node side (``PodResourcesPrepared``, ``PodStarted``,
+``PodFailed``, ``PodSucceeded``). Timestamps travel in the event (``at``) because reducers are pure.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from events.api.core_v1 import PodResourceClaimStatus
+from events.api.resource_v1 import AllocationResult, ResourceClaimConsumerReference
+from events.envelope import Event
+
+__all__ = [
+    "DELETE_PROTECTION_FINALIZER",
+    "ClaimAllocated",
+    "ClaimDeallocated",
+    "ClaimReservationsReleased",
+    "ClaimReserved",
+    "ContainerCDIDevices",
+    "PodBound",
+    "PodClaimStatusesRecorded",
+    "PodFailed",
+    "PodResourcesPrepared",
+    "PodStarted",
+    "PodSucceeded",
+    "PodUnschedulable",
+]
+
+DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+# -- on the ResourceClaim subject -------------------------------------------------------------------
+
+
+class ClaimAllocated(Event, frozen=True, kw_only=True):
+    """Devices were allocated to the claim for ``pod_uid`` on ``node_name`` (the scheduler's
+    PreBind); sets ``status.allocation`` and the delete-protection finalizer."""
+
+    allocation: AllocationResult
+    node_name: str = ""
+    pod_uid: str = ""
+
+
+class ClaimReserved(Event, frozen=True, kw_only=True):
+    """``consumer`` (a pod) was added to ``status.reservedFor`` (idempotent for the same uid)."""
+
+    consumer: ResourceClaimConsumerReference
+
+
+class ClaimReservationsReleased(Event, frozen=True, kw_only=True):
+    """The consumers with these uids left ``status.reservedFor`` (pod gone, saga compensated)."""
+
+    uids: tuple[str, ...] = ()
+
+
+class ClaimDeallocated(Event, frozen=True, kw_only=True):
+    """The allocation was given back: ``status.allocation`` and ``status.devices`` cleared and the
+    delete-protection finalizer dropped. ``reason``: why (``Unreserve``, ``Reallocate``,
+    ``NoConsumers``...)."""
+
+    reason: str = ""
+
+
+# -- on the Pod subject -----------------------------------------------------------------------------
+
+
+class PodBound(Event, frozen=True, kw_only=True):
+    """The scheduler bound the pod to ``node_name`` (``spec.nodeName``, condition PodScheduled=True)."""
+
+    node_name: str
+    at: str = ""
+
+
+class PodUnschedulable(Event, frozen=True, kw_only=True):
+    """A scheduling attempt found no node: condition PodScheduled=False with kube-scheduler's message."""
+
+    message: str
+    reason: str = "Unschedulable"
+    at: str = ""
+
+
+class PodClaimStatusesRecorded(Event, frozen=True, kw_only=True):
+    """The claim controller recorded which ResourceClaim backs each pod claim
+    (``status.resourceClaimStatuses``, replaced as a whole)."""
+
+    statuses: tuple[PodResourceClaimStatus, ...] = ()
+
+
+class ContainerCDIDevices(msgspec.Struct, frozen=True, kw_only=True):
+    """The CDI device ids a container gets from its claims."""
+
+    container: str
+    cdi_ids: tuple[str, ...] = ()
+
+
+class PodResourcesPrepared(Event, frozen=True, kw_only=True):
+    """The kubelet prepared every claim of the pod on ``node_name``; what each container gets.
+
+    A node-side fact: it does not change the pod object (Kubernetes has no status field for it);
+    the kubelet's PodResources API and the workloads read it from the log."""
+
+    node_name: str = ""
+    containers: tuple[ContainerCDIDevices, ...] = ()
+
+
+class PodStarted(Event, frozen=True, kw_only=True):
+    """The pod's containers are running: phase Running, Initialized/ContainersReady/Ready True."""
+
+    at: str = ""
+    host_ip: str = ""
+    pod_ip: str = ""
+
+
+class PodFailed(Event, frozen=True, kw_only=True):
+    """The pod failed (admission rejected it, preparing its resources failed, a container failed)."""
+
+    reason: str = ""
+    message: str = ""
+    at: str = ""
+
+
+class PodSucceeded(Event, frozen=True, kw_only=True):
+    """Every container exited successfully: phase Succeeded."""
+
+    at: str = ""

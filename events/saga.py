@@ -1,0 +1,73 @@
+"""Saga events: a saga's state is itself event-sourced on ``<root>.ev.Saga._.<saga id>``.
+
+The order on the subject is the saga's history: started, then per step "started" (which registers
+the step's compensation before it runs), "completed" or "failed"; on failure each started step is
+compensated in reverse; one terminal event closes it (completed, compensated, compensation failed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.envelope import Event
+
+__all__ = [
+    "TERMINAL_SAGA_EVENTS",
+    "SagaCompensated",
+    "SagaCompensationFailed",
+    "SagaCompleted",
+    "SagaStarted",
+    "SagaStepCompensated",
+    "SagaStepCompleted",
+    "SagaStepFailed",
+    "SagaStepStarted",
+]
+
+
+class SagaStarted(Event, frozen=True, kw_only=True):
+    saga_type: str
+    input: dict[str, Any] = {}
+    steps: list[str] = []
+
+
+class SagaStepStarted(Event, frozen=True, kw_only=True):
+    """Written before the step runs: from now on its compensation is owed if the saga fails."""
+
+    step: str
+    index: int
+    compensation: str = ""  # the compensation's name, "" when the step has none
+
+
+class SagaStepCompleted(Event, frozen=True, kw_only=True):
+    step: str
+    index: int
+    output: dict[str, Any] = {}
+
+
+class SagaStepFailed(Event, frozen=True, kw_only=True):
+    step: str
+    index: int
+    error: str
+    attempts: int = 1
+
+
+class SagaStepCompensated(Event, frozen=True, kw_only=True):
+    step: str
+    index: int
+
+
+class SagaCompleted(Event, frozen=True, kw_only=True):
+    pass
+
+
+class SagaCompensated(Event, frozen=True, kw_only=True):
+    pass
+
+
+class SagaCompensationFailed(Event, frozen=True, kw_only=True):
+    step: str
+    index: int
+    error: str
+
+
+TERMINAL_SAGA_EVENTS = frozenset({"SagaCompleted", "SagaCompensated", "SagaCompensationFailed"})

@@ -1,0 +1,61 @@
+"""Settings every draflow process reads from its environment.
+
+One place for the variable names and defaults, so the Procfile, the services, the CLI and the tests
+agree on where the bus is and where data lives.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+
+from events.subjects import DEFAULT_ROOT
+
+DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+DEFAULT_DATA_DIR = "./var"
+DEFAULT_STREAM = "DRAFLOW"
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the bus is, where local state lives and how the event stream is named."""
+
+    nats_url: str = DEFAULT_NATS_URL
+    data_dir: Path = Path(DEFAULT_DATA_DIR)
+    stream: str = DEFAULT_STREAM
+    # Subjects live under <root>.ev.> (events) and <root>.dlq.> (dead letters); tests use their own.
+    root: str = DEFAULT_ROOT
+    # JetStream de-duplication window for Nats-Msg-Id: a retried append within it is a no-op.
+    duplicate_window_s: float = 120.0
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        return cls(
+            nats_url=env.get("DRAFLOW_NATS_URL") or DEFAULT_NATS_URL,
+            data_dir=Path(env.get("DRAFLOW_DATA_DIR") or DEFAULT_DATA_DIR),
+            stream=env.get("DRAFLOW_STREAM") or DEFAULT_STREAM,
+            root=env.get("DRAFLOW_SUBJECT_ROOT") or DEFAULT_ROOT,
+            duplicate_window_s=float(env.get("DRAFLOW_DUPLICATE_WINDOW_S") or 120.0),
+        )
+
+    @property
+    def nats_host_port(self) -> tuple[str, int]:
+        """Host and port of the first server in ``nats_url`` (for launching a local server)."""
+        first = self.nats_url.split(",")[0].strip()
+        if "://" not in first:
+            first = "nats://" + first
+        parts = urlsplit(first)
+        return parts.hostname or "127.0.0.1", parts.port or 4222
+
+    @property
+    def dlq_stream(self) -> str:
+        return f"{self.stream}_DLQ"
+
+    def service_dir(self, service: str) -> Path:
+        """A service's private directory under the data dir (SQLite projections, checkpoints)."""
+        path = self.data_dir / service
+        path.mkdir(parents=True, exist_ok=True)
+        return path

@@ -1,0 +1,51 @@
+"""Error classes shared by the store, consumers and sagas: what is worth retrying and what is not."""
+
+from __future__ import annotations
+
+__all__ = [
+    "AppendError",
+    "ConcurrencyError",
+    "EventStoreError",
+    "PermanentError",
+    "PoisonEvent",
+    "StoreUnavailable",
+    "TransientError",
+]
+
+
+class TransientError(Exception):
+    """The same call may succeed later (timeouts, a restarting server): retry with backoff."""
+
+
+class PermanentError(Exception):
+    """Retrying cannot help: compensate, dead-letter or report."""
+
+
+class PoisonEvent(PermanentError):
+    """An event a consumer can never handle: it is terminated and lands in the dead-letter stream."""
+
+
+class EventStoreError(Exception):
+    """Base of the event store's errors."""
+
+
+class ConcurrencyError(EventStoreError):
+    """Someone else changed the aggregate since ``expected_last_seq``: reload and decide again."""
+
+    def __init__(self, subject: str, expected_last_seq: int) -> None:
+        super().__init__(f"{subject}: expected last sequence {expected_last_seq}, the aggregate has moved on")
+        self.subject = subject
+        self.expected_last_seq = expected_last_seq
+
+
+class AppendError(EventStoreError, PermanentError):
+    """JetStream refused an append for a reason other than a conflict (code/err_code from the server)."""
+
+    def __init__(self, subject: str, code: int, err_code: int, description: str) -> None:
+        super().__init__(f"{subject}: append refused ({code}/{err_code}): {description}")
+        self.code = code
+        self.err_code = err_code
+
+
+class StoreUnavailable(EventStoreError, TransientError):
+    """No answer from JetStream (timeout, reconnecting, no responders): worth retrying."""

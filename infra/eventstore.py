@@ -1,0 +1,554 @@
+"""The event store: one JetStream stream, optimistic appends, fast reads and folds.
+
+* ``ensure_stream`` creates or updates the stream (limits retention, file storage, ``deny_delete``,
+  ``deny_purge``, ``allow_direct``, atomic batches, a duplicate window) and its dead-letter stream;
+  every service calls it on start, so it is idempotent.
+* ``append`` publishes events to one aggregate subject with ``Nats-Msg-Id`` (de-duplication) and
+  ``Nats-Expected-Last-Subject-Sequence`` (optimistic concurrency: the *stream* sequence of the
+  subject's last message, 0 = must not exist) and returns the stream sequences. Several events go
+  in one atomic batch. A conflict raises :class:`ConcurrencyError`, recognised by JetStream error
+  code 10071. Transient failures are retried with the same ids; since the server checks the
+  expected sequence before de-duplicating, a conflict on a retry is resolved by looking at the
+  message right after the expected sequence: if it is ours, the append had succeeded.
+* ``read`` streams events in batches via batched direct get (no consumer state), prefetching the
+  next batch while the caller folds the current one; ``load`` folds one aggregate; ``last`` reads a
+  subject's last message with a direct get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import msgspec
+import nats.errors
+from nats.js import api
+from nats.js.errors import APIError
+
+from events.codec import HDR_SCHEMA, HDR_TRACEPARENT, HDR_TYPE, decode, decode_many, encode, make_envelope
+from events.envelope import Envelope, Event
+from events.subjects import aggregate_subject, dlq_subjects, events_prefix, parse_subject
+from infra import tracing
+from infra.config import Settings
+from infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable
+from infra.nats_client import DraflowClient, RawInbox, connect
+from infra.reader import RawRecord, StreamReader, status_of
+from infra.retry import transient_retry
+
+__all__ = [
+    "AppendError",
+    "AppendRequest",
+    "ConcurrencyError",
+    "EventStore",
+    "EventStoreError",
+    "Loaded",
+    "RawRecord",
+    "StoreUnavailable",
+    "new_id",
+]
+
+S = TypeVar("S")
+
+# JetStream error codes (the server's JSErrCode values); we never match on message text.
+ERR_WRONG_LAST_SEQUENCE = 10071
+ERR_STREAM_NAME_IN_USE = 10058
+ERR_BATCH_DUPLICATE_MSG_ID = 10201
+
+MAX_BATCH_EVENTS = 1000  # the server's limit on messages in one atomic batch
+
+HDR_MSG_ID = "Nats-Msg-Id"
+HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+
+
+class _ApiErr(msgspec.Struct):
+    code: int = 0
+    err_code: int = 0
+    description: str = ""
+
+
+class _PubAck(msgspec.Struct):
+    stream: str = ""
+    seq: int = 0
+    duplicate: bool = False
+    error: _ApiErr | None = None
+    count: int = 0
+
+
+_ack_decoder = msgspec.json.Decoder(_PubAck)
+_json = msgspec.json.Encoder()
+
+
+def new_id() -> str:
+    """A random event id (use a deterministic one when a retry must not duplicate)."""
+    return os.urandom(12).hex()
+
+
+class Loaded(NamedTuple, Generic[S]):
+    """A folded aggregate and its version (stream sequence of its last event, 0 if none)."""
+
+    state: S
+    version: int
+
+
+class AppendRequest(NamedTuple):
+    subject: str
+    events: Sequence[Event]
+    expected_last_seq: int | None
+    msg_id: str | None = None
+    correlation_id: str = ""
+    causation_id: str = ""
+
+
+def _kind_of(subject: str) -> str:
+    parts = subject.split(".", 4)
+    return parts[2] if len(parts) > 3 else subject
+
+
+def _span_attributes(subject: str, msg_id: str, evs: Sequence[Event]) -> dict[str, Any]:
+    return {
+        "messaging.system": "nats",
+        "messaging.operation.type": "send",
+        "messaging.destination.name": subject,
+        "messaging.message.id": msg_id,
+        "draflow.event.types": ",".join(type(e).type_name() for e in evs),
+    }
+
+
+class EventStore:
+    """Appends and reads events of one stream. Construct with :meth:`open` (or pass a connection)."""
+
+    def __init__(self, nc: DraflowClient, settings: Settings, actor: str) -> None:
+        self.nc = nc
+        self.settings = settings
+        self.actor = actor
+        self.stream = settings.stream
+        self.root = settings.root
+        self.all_events = f"{events_prefix(settings.root)}.>"
+        self._events_prefix = f"{events_prefix(settings.root)}."
+        self.js = nc.jetstream(timeout=10.0)
+        self._inbox = RawInbox(nc)
+        self._reader = StreamReader(nc, self._inbox, self.stream)
+
+    @classmethod
+    async def open(
+        cls,
+        settings: Settings,
+        actor: str,
+        nc: DraflowClient | None = None,
+        *,
+        ensure: bool = True,
+        connect_timeout_s: float = 60.0,
+    ) -> EventStore:
+        """Connect (retrying while the server starts), ensure the streams exist, ready to use.
+
+        Tools that only read pass ``ensure=False``: they must not create or change the stream.
+        """
+        if nc is None:
+            nc = await connect(settings, actor, connect_timeout_s=connect_timeout_s)
+        store = cls(nc, settings, actor)
+        await store.start(ensure=ensure)
+        return store
+
+    async def start(self, *, ensure: bool = True) -> None:
+        await self._inbox.start()
+        if ensure:
+            await self.ensure_stream()
+
+    async def close(self) -> None:
+        """Flush what is buffered (acks, publishes) and close the connection."""
+        if self.nc.is_closed:
+            return
+        # If the server is gone, nats-py is in its reconnect loop. On Python 3.11 cancelling that
+        # loop can be lost (asyncio.wait_for), which would keep the process alive: make the loop
+        # end by itself after one more attempt.
+        self.nc.options["allow_reconnect"] = False
+        self.nc.options["max_reconnect_attempts"] = 1
+        if self.nc.is_connected:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.nc.flush(), 0.5)
+        # the server may have gone first (everything stops at once under honcho): nothing to close
+        with contextlib.suppress(OSError, nats.errors.Error, TimeoutError):
+            await self.nc.close()
+
+    # ---- stream setup -----------------------------------------------------------------------------
+
+    def stream_config(self) -> api.StreamConfig:
+        return api.StreamConfig(
+            name=self.stream,
+            description="draflow event log",
+            subjects=[self.all_events],
+            retention=api.RetentionPolicy.LIMITS,
+            storage=api.StorageType.FILE,
+            discard=api.DiscardPolicy.OLD,
+            max_msgs=-1,
+            max_bytes=-1,
+            max_age=0,
+            num_replicas=1,
+            duplicate_window=self.settings.duplicate_window_s,
+            deny_delete=True,
+            deny_purge=True,
+            allow_direct=True,
+            allow_atomic=True,
+        )
+
+    def dlq_config(self) -> api.StreamConfig:
+        return api.StreamConfig(
+            name=self.settings.dlq_stream,
+            description="draflow dead letters: poison events with the reason they were set aside",
+            subjects=[dlq_subjects(self.root)],
+            retention=api.RetentionPolicy.LIMITS,
+            storage=api.StorageType.FILE,
+            num_replicas=1,
+            duplicate_window=self.settings.duplicate_window_s,
+            allow_direct=True,
+        )
+
+    async def ensure_stream(self) -> None:
+        """Create the event and dead-letter streams, or update them to the current config."""
+        for config in (self.stream_config(), self.dlq_config()):
+            try:
+                await self.js.add_stream(config)
+            except APIError as exc:
+                if exc.err_code != ERR_STREAM_NAME_IN_USE:
+                    raise
+                await self.js.update_stream(config)
+
+    # ---- appends ----------------------------------------------------------------------------------
+
+    def subject(self, kind: str, namespace: str | None, name: str) -> str:
+        return aggregate_subject(kind, namespace, name, self.root)
+
+    async def append(
+        self,
+        subject: str,
+        events: Event | Sequence[Event],
+        *,
+        expected_last_seq: int | None,
+        msg_id: str | None = None,
+        cause: Envelope[Any] | None = None,
+        correlation_id: str | None = None,
+        causation_id: str | None = None,
+        wait_s: float = 5.0,
+    ) -> tuple[int, ...]:
+        """Append ``events`` to ``subject`` atomically; returns their stream sequences.
+
+        ``expected_last_seq``: the stream sequence of the subject's last event as you loaded it (0 =
+        the subject must be empty; None = no check). ``msg_id``: a deterministic id makes a retried
+        append a no-op (events get ``msg_id`` or ``msg_id#i``). ``cause``: the event that led to this
+        append (sets causation and correlation).
+        """
+        evs: Sequence[Event] = (events,) if isinstance(events, Event) else events
+        if not evs:
+            raise ValueError(f"{subject}: nothing to append")
+        if not subject.startswith(self._events_prefix):
+            raise ValueError(f"{subject}: not an event subject of this stream ({self._events_prefix}...)")
+        if len(evs) > MAX_BATCH_EVENTS:
+            raise ValueError(f"{subject}: at most {MAX_BATCH_EVENTS} events per append")
+        base = msg_id or new_id()
+        corr = correlation_id if correlation_id is not None else (cause.correlation_id if cause else "")
+        caus = causation_id if causation_id is not None else (cause.id if cause else "")
+        attrs = _span_attributes(subject, base, evs) if tracing.enabled() else {}
+        with tracing.producer_span(f"append {_kind_of(subject)}", attrs) as traceparent:
+            msgs = self._build(subject, evs, base, expected_last_seq, corr, caus, traceparent)
+            try:
+                return await self._publish(subject, msgs, expected_last_seq, wait_s)
+            except StoreUnavailable:
+                pass
+            # Retry with the very same ids: de-duplication and conflict resolution make it safe.
+            async for attempt in transient_retry(max_delay_s=max(wait_s * 6, 30.0)):
+                with attempt:
+                    return await self._publish(subject, msgs, expected_last_seq, wait_s)
+        raise AssertionError("unreachable")
+
+    async def append_many(
+        self,
+        requests: Iterable[AppendRequest],
+        *,
+        window: int = 1024,
+        wait_s: float = 10.0,
+        return_exceptions: bool = False,
+    ) -> list[Any]:
+        """Pipelined appends: up to ``window`` publishes in flight; results in request order.
+
+        Single-event requests are published without waiting for each ack; any that fail (conflict,
+        timeout, refusal) and multi-event requests then go through :meth:`append` with the same
+        ids, so the outcome is that of calling ``append`` for each request, only faster. Each
+        result is the tuple of sequences; a failed request raises (the first failure, after all
+        requests were tried) or, with ``return_exceptions``, leaves its exception in its place.
+        """
+        reqs = list(requests)
+        results: list[Any] = [None] * len(reqs)
+        in_flight: deque[tuple[int, str, bytes, asyncio.Future[tuple[bytes, bytes | None]]]] = deque()
+        slow: list[int] = []
+        ids: list[str] = [r.msg_id or new_id() for r in reqs]
+        traced = tracing.enabled()
+
+        async def settle_oldest() -> None:
+            i, subject, token, fut = in_flight.popleft()
+            try:
+                # Only a pending ack costs a trip through the event loop; while we do not yield,
+                # nats-py's flusher coalesces the publishes into few socket writes.
+                data, hdrs = fut.result() if fut.done() else await asyncio.wait_for(fut, wait_s)
+                ack = self._parse_ack(subject, data, hdrs)
+            except (TimeoutError, StoreUnavailable, AppendError):
+                self._inbox.cancel(token)
+                slow.append(i)
+                return
+            if ack.error is None:
+                results[i] = (ack.seq,)
+            else:
+                slow.append(i)
+
+        for i, r in enumerate(reqs):
+            if len(r.events) != 1 or not r.subject.startswith(self._events_prefix):
+                slow.append(i)
+                continue
+            attrs = _span_attributes(r.subject, ids[i], r.events) if traced else {}
+            with tracing.producer_span(f"append {_kind_of(r.subject)}", attrs) as traceparent:
+                ((payload, hdrs),) = self._build(
+                    r.subject, r.events, ids[i], r.expected_last_seq, r.correlation_id, r.causation_id,
+                    traceparent,
+                )
+                reply, token, fut = self._inbox.future()
+                try:
+                    await self._send(r.subject, payload, hdrs, reply)
+                except StoreUnavailable:
+                    self._inbox.cancel(token)
+                    slow.append(i)
+                    continue
+            in_flight.append((i, r.subject, token, fut))
+            if len(in_flight) >= window:
+                await settle_oldest()
+        while in_flight:
+            await settle_oldest()
+
+        sem = asyncio.Semaphore(64)
+
+        async def one(i: int) -> tuple[int, ...]:
+            r = reqs[i]
+            async with sem:
+                return await self.append(
+                    r.subject,
+                    r.events,
+                    expected_last_seq=r.expected_last_seq,
+                    msg_id=ids[i],
+                    correlation_id=r.correlation_id,
+                    causation_id=r.causation_id,
+                    wait_s=wait_s,
+                )
+
+        slow.sort()
+        outcomes = await asyncio.gather(*(one(i) for i in slow), return_exceptions=True)
+        for i, outcome in zip(slow, outcomes, strict=True):
+            results[i] = outcome
+        if not return_exceptions:
+            for outcome in results:
+                if isinstance(outcome, BaseException):
+                    raise outcome
+        return results
+
+    def _build(
+        self,
+        subject: str,
+        evs: Sequence[Event],
+        base: str,
+        expected: int | None,
+        corr: str,
+        caus: str,
+        traceparent: str,
+    ) -> list[tuple[bytes, dict[str, str]]]:
+        out: list[tuple[bytes, dict[str, str]]] = []
+        single = len(evs) == 1
+        for i, ev in enumerate(evs):
+            eid = base if single else f"{base}#{i}"
+            env = make_envelope(
+                ev,
+                id=eid,
+                subject=subject,
+                correlation_id=corr,
+                causation_id=caus,
+                actor=self.actor,
+                traceparent=traceparent,
+            )
+            hdrs = {HDR_MSG_ID: eid, HDR_TYPE: env.type, HDR_SCHEMA: str(env.schema)}
+            if traceparent:
+                hdrs[HDR_TRACEPARENT] = traceparent
+            if i == 0 and expected is not None:
+                hdrs[HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
+            out.append((encode(env), hdrs))
+        return out
+
+    async def _publish(
+        self,
+        subject: str,
+        msgs: list[tuple[bytes, dict[str, str]]],
+        expected: int | None,
+        wait_s: float,
+    ) -> tuple[int, ...]:
+        n = len(msgs)
+        if n == 1:
+            payload, hdrs = msgs[0]
+            ack = await self._request(subject, payload, hdrs, wait_s)
+        else:
+            ack = await self._publish_batch(subject, msgs, wait_s)
+        if ack.error is None:
+            return tuple(range(ack.seq - n + 1, ack.seq + 1))
+        err = ack.error
+        first_id = msgs[0][1][HDR_MSG_ID]
+        if err.err_code == ERR_WRONG_LAST_SEQUENCE and expected is not None:
+            # The server checks the expectation before de-duplication, so a retry of an append
+            # that did land reports a conflict: ours is then the message right after `expected`.
+            found = await self._reader.next_on_subject(subject, expected + 1)
+            if found is not None and found.header(HDR_MSG_ID) == first_id:
+                return tuple(range(found.seq, found.seq + n))
+            raise ConcurrencyError(subject, expected)
+        if err.err_code == ERR_BATCH_DUPLICATE_MSG_ID:
+            last = await self.last_record(subject)
+            if last is not None and last.header(HDR_MSG_ID) == msgs[-1][1][HDR_MSG_ID]:
+                return tuple(range(last.seq - n + 1, last.seq + 1))
+        if err.code == 503:
+            raise StoreUnavailable(f"{subject}: JetStream unavailable: {err.description}")
+        raise AppendError(subject, err.code, err.err_code, err.description)
+
+    async def _publish_batch(
+        self, subject: str, msgs: list[tuple[bytes, dict[str, str]]], wait_s: float
+    ) -> _PubAck:
+        batch_id = new_id()
+        n = len(msgs)
+        first_reply, first_token, first_fut = self._inbox.future()
+        try:
+            for i, (payload, hdrs) in enumerate(msgs[:-1]):
+                h = {**hdrs, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i + 1)}
+                await self._send(subject, payload, h, first_reply if i == 0 else "")
+            payload, hdrs = msgs[-1]
+            h = {**hdrs, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(n), "Nats-Batch-Commit": "1"}
+            ack = await self._request(subject, payload, h, wait_s)
+            if ack.error is not None and first_fut.done():
+                first = self._parse_ack(subject, *first_fut.result())
+                if first.error is not None:  # the start was refused: that is the real reason
+                    return first
+            return ack
+        finally:
+            self._inbox.cancel(first_token)
+
+    async def _send(self, subject: str, payload: bytes, headers: dict[str, str], reply: str) -> None:
+        try:
+            await self.nc.publish(subject, payload, reply=reply, headers=headers)
+        except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
+            raise StoreUnavailable(f"{subject}: cannot publish: {exc!r}") from None
+
+    async def _request(
+        self, subject: str, payload: bytes, headers: dict[str, str], wait_s: float
+    ) -> _PubAck:
+        reply, token, fut = self._inbox.future()
+        try:
+            await self._send(subject, payload, headers, reply)
+            data, hdrs = await asyncio.wait_for(fut, wait_s)
+        except TimeoutError:
+            raise StoreUnavailable(f"{subject}: no acknowledgement within {wait_s}s") from None
+        finally:
+            self._inbox.cancel(token)
+        return self._parse_ack(subject, data, hdrs)
+
+    @staticmethod
+    def _parse_ack(subject: str, data: bytes, hdrs: bytes | None) -> _PubAck:
+        if not data:
+            status = status_of(hdrs)
+            if status == b"503":
+                raise StoreUnavailable(f"{subject}: no stream listening (JetStream down or stream missing)")
+            if status:
+                raise StoreUnavailable(f"{subject}: unexpected status {status.decode()} on publish")
+            return _PubAck()  # a zero-byte ack (the start of an atomic batch)
+        try:
+            return _ack_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise AppendError(subject, 0, 0, f"unreadable ack {data[:200]!r}: {exc}") from None
+
+    # ---- reads ------------------------------------------------------------------------------------
+
+    async def read_raw(
+        self,
+        subject_filter: str | None = None,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        *,
+        batch: int = 2048,
+        wait_s: float = 10.0,
+    ) -> AsyncIterator[list[RawRecord]]:
+        """Stored messages matching ``subject_filter`` (wildcards allowed) in sequence order, in batches.
+
+        Stops once caught up with the stream as it was when the read started (or at ``to_seq``).
+        """
+        filt = subject_filter or self.all_events
+        async for records in self._reader.read(filt, from_seq, to_seq, batch, wait_s):
+            yield records
+
+    async def last_per_subject(
+        self, subject_filter: str, *, batch: int = 2048, wait_s: float = 10.0
+    ) -> AsyncIterator[list[RawRecord]]:
+        """The last stored message of each subject matching ``subject_filter`` (e.g. every saga's head)."""
+        async for records in self._reader.last_per_subject(subject_filter, batch, wait_s):
+            yield records
+
+    async def read(
+        self,
+        subject_filter: str | None = None,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+        *,
+        batch: int = 2048,
+    ) -> AsyncIterator[list[Envelope[Event]]]:
+        """Decoded events (upcast to the current schema) matching ``subject_filter``, in batches."""
+        async for records in self.read_raw(subject_filter, from_seq, to_seq, batch=batch):
+            yield decode_many([(r.data, r.seq) for r in records])
+
+    async def fold(
+        self,
+        subject_filter: str,
+        apply: Callable[[S, Envelope[Event]], S],
+        initial: S,
+        *,
+        from_seq: int = 1,
+        to_seq: int | None = None,
+    ) -> Loaded[S]:
+        """Fold every matching event with the pure reducer ``apply``; version = last sequence seen."""
+        state, version = initial, 0
+        async for envs in self.read(subject_filter, from_seq, to_seq):
+            for env in envs:
+                state = apply(state, env)
+            version = envs[-1].seq
+        return Loaded(state, version)
+
+    async def load(self, subject: str, apply: Callable[[S, Envelope[Event]], S], initial: S) -> Loaded[S]:
+        """Fold one aggregate; ``version`` is the ``expected_last_seq`` for the next append."""
+        return await self.fold(subject, apply, initial)
+
+    async def events(self, subject_filter: str, from_seq: int = 1) -> list[Envelope[Event]]:
+        out: list[Envelope[Event]] = []
+        async for envs in self.read(subject_filter, from_seq):
+            out.extend(envs)
+        return out
+
+    async def last_record(self, subject: str) -> RawRecord | None:
+        """The subject's last stored message, by direct get (None if the subject is empty)."""
+        return await self._reader.last(subject)
+
+    async def last(self, subject: str) -> Envelope[Event] | None:
+        rec = await self.last_record(subject)
+        return None if rec is None else decode(rec.data, rec.seq)
+
+    async def last_seq(self, subject: str) -> int:
+        """The aggregate's version: stream sequence of its last event, 0 if it has none."""
+        rec = await self.last_record(subject)
+        return 0 if rec is None else rec.seq
+
+    async def stream_last_seq(self) -> int:
+        info = await self.js.stream_info(self.stream)
+        return int(info.state.last_seq)
+
+    def parse_subject(self, subject: str) -> tuple[str, str | None, str]:
+        return tuple(parse_subject(subject, self.root))  # type: ignore[return-value]

@@ -1,0 +1,105 @@
+"""The shared runner for draflow services: ``run_service(name, main)`` from a service's ``__main__``.
+
+It does what every service needs and nothing else: logging; tracing (OTLP/HTTP only when
+``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); settings from ``DRAFLOW_NATS_URL`` / ``DRAFLOW_DATA_DIR``
+(and ``DRAFLOW_STREAM`` / ``DRAFLOW_SUBJECT_ROOT``); connecting with tenacity retries while
+nats-server starts (honcho starts everything at once); creating or updating the stream; then
+running ``main(ctx)`` until it returns or SIGTERM/SIGINT arrives. On a signal ``ctx.stop`` is set,
+``main`` gets a grace period to return, then is cancelled; spans are flushed and the process exits
+0 well inside honcho's 5 s before it kills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from infra import tracing
+from infra.config import Settings
+from infra.eventstore import EventStore
+from infra.signals import stop_on_signals
+
+__all__ = ["ServiceContext", "run_service"]
+
+log = logging.getLogger(__name__)
+
+
+class ServiceContext:
+    def __init__(self, name: str, settings: Settings, store: EventStore, stop: asyncio.Event) -> None:
+        self.name = name
+        self.settings = settings
+        self.store = store
+        self.stop = stop  # set on SIGTERM/SIGINT: finish the current work and return
+
+    @property
+    def data_dir(self) -> Path:
+        """This service's own directory under DRAFLOW_DATA_DIR (its SQLite projections live here)."""
+        return self.settings.service_dir(self.name)
+
+
+def configure_logging() -> None:
+    logging.basicConfig(
+        level=os.environ.get("DRAFLOW_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+async def serve(
+    name: str,
+    main: Callable[[ServiceContext], Coroutine[Any, Any, None]],
+    settings: Settings | None = None,
+    *,
+    grace_s: float = 2.0,
+) -> int:
+    settings = settings or Settings.from_env()
+    stop = stop_on_signals()
+    stopping = asyncio.create_task(stop.wait())
+    store: EventStore | None = None
+    code = 0
+    try:
+        log.info("%s: connecting to %s", name, settings.nats_url)
+        opening = asyncio.create_task(EventStore.open(settings, name))
+        await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not opening.done():  # asked to stop while still waiting for nats-server
+            opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await opening
+            return 0
+        store = opening.result()
+        log.info("%s: connected to %s, stream %s", name, settings.nats_url, settings.stream)
+        work = asyncio.create_task(main(ServiceContext(name, settings, store, stop)))
+        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(work), grace_s)
+            except TimeoutError:
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+        if not work.cancelled() and work.exception() is not None:
+            if stop.is_set():  # e.g. nats-server went down together with us: not a failure
+                log.warning("%s: error while stopping: %r", name, work.exception())
+            else:
+                log.error("%s: stopped by an error", name, exc_info=work.exception())
+                code = 1
+    finally:
+        stopping.cancel()
+        tracing.shutdown_tracing()
+        if store is not None:
+            await store.close()
+    log.info("%s: stopped", name)
+    return code
+
+
+def run_service(
+    name: str, main: Callable[[ServiceContext], Coroutine[Any, Any, None]], settings: Settings | None = None
+) -> int:
+    """Run a service to completion; returns the process exit code (0 on SIGTERM)."""
+    configure_logging()
+    tracing.setup_tracing(name)
+    return asyncio.run(serve(name, main, settings))

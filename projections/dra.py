@@ -1,0 +1,175 @@
+"""Reducers of the DRA domain events (:mod:`events.dra`) in the object fold.
+
+Pure functions ``(object | None, event) -> object | None``, registered with
+:func:`projections.objects.reducer`; ``projections.objects.EXTENSIONS`` lists this module so every
+process that folds objects (the apiserver, watches, the scheduler's snapshot) applies them. An
+event on a subject whose object is gone leaves it gone. Reducers never raise: a precondition
+(``reservedFor`` empty before ``ClaimDeallocated``) is the writer's to check.
+"""
+
+from __future__ import annotations
+
+from msgspec.structs import replace
+
+from events.api.core_v1 import Pod, PodCondition, PodStatus
+from events.api.resource_v1 import ResourceClaim
+from events.dra import (
+    DELETE_PROTECTION_FINALIZER,
+    ClaimAllocated,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodBound,
+    PodClaimStatusesRecorded,
+    PodFailed,
+    PodStarted,
+    PodSucceeded,
+    PodUnschedulable,
+)
+from projections.objects import reducer
+
+__all__ = ["set_condition"]
+
+
+def set_condition(status: PodStatus, cond: PodCondition) -> PodStatus:
+    """``status`` with ``cond`` replacing the condition of its type (appended when new); the
+    transition time is kept when the condition's status does not change, as upstream."""
+    out = []
+    found = False
+    for c in status.conditions:
+        if c.type == cond.type:
+            found = True
+            if c.status == cond.status and c.last_transition_time:
+                cond = replace(cond, last_transition_time=c.last_transition_time)
+            out.append(cond)
+        else:
+            out.append(c)
+    if not found:
+        out.append(cond)
+    return replace(status, conditions=tuple(out))
+
+
+def _conditions(status: PodStatus, value: str, at: str, *types: str, reason: str = "") -> PodStatus:
+    for t in types:
+        status = set_condition(
+            status, PodCondition(type=t, status=value, last_transition_time=at or None, reason=reason)
+        )
+    return status
+
+
+# -- ResourceClaim --------------------------------------------------------------------------------
+
+
+@reducer(ClaimAllocated)
+def _allocated(claim: ResourceClaim | None, ev: ClaimAllocated) -> ResourceClaim | None:
+    if claim is None:
+        return None
+    meta = claim.metadata
+    if DELETE_PROTECTION_FINALIZER not in meta.finalizers:
+        meta = replace(meta, finalizers=(*meta.finalizers, DELETE_PROTECTION_FINALIZER))
+    return replace(claim, metadata=meta, status=replace(claim.status, allocation=ev.allocation))
+
+
+@reducer(ClaimReserved)
+def _reserved(claim: ResourceClaim | None, ev: ClaimReserved) -> ResourceClaim | None:
+    if claim is None:
+        return None
+    if any(r.uid == ev.consumer.uid for r in claim.status.reserved_for):
+        return claim
+    reserved = (*claim.status.reserved_for, ev.consumer)
+    return replace(claim, status=replace(claim.status, reserved_for=reserved))
+
+
+@reducer(ClaimReservationsReleased)
+def _released(claim: ResourceClaim | None, ev: ClaimReservationsReleased) -> ResourceClaim | None:
+    if claim is None:
+        return None
+    gone = set(ev.uids)
+    reserved = tuple(r for r in claim.status.reserved_for if r.uid not in gone)
+    if len(reserved) == len(claim.status.reserved_for):
+        return claim
+    return replace(claim, status=replace(claim.status, reserved_for=reserved))
+
+
+@reducer(ClaimDeallocated)
+def _deallocated(claim: ResourceClaim | None, ev: ClaimDeallocated) -> ResourceClaim | None:
+    if claim is None:
+        return None
+    meta = claim.metadata
+    if DELETE_PROTECTION_FINALIZER in meta.finalizers:
+        kept = tuple(f for f in meta.finalizers if f != DELETE_PROTECTION_FINALIZER)
+        meta = replace(meta, finalizers=kept)
+    status = replace(claim.status, allocation=None, devices=())
+    return replace(claim, metadata=meta, status=status)
+
+
+# -- Pod ------------------------------------------------------------------------------------------
+
+
+@reducer(PodBound)
+def _bound(pod: Pod | None, ev: PodBound) -> Pod | None:
+    if pod is None:
+        return None
+    status = set_condition(
+        pod.status,
+        PodCondition(type="PodScheduled", status="True", last_transition_time=ev.at or None),
+    )
+    status = replace(status, nominated_node_name="")
+    return replace(pod, spec=replace(pod.spec, node_name=ev.node_name), status=status)
+
+
+@reducer(PodUnschedulable)
+def _unschedulable(pod: Pod | None, ev: PodUnschedulable) -> Pod | None:
+    if pod is None:
+        return None
+    cond = PodCondition(
+        type="PodScheduled",
+        status="False",
+        reason=ev.reason,
+        message=ev.message,
+        last_transition_time=ev.at or None,
+        last_probe_time=None,
+    )
+    status = set_condition(pod.status, cond)
+    if not status.phase:
+        status = replace(status, phase="Pending")
+    return replace(pod, status=status)
+
+
+@reducer(PodClaimStatusesRecorded)
+def _claim_statuses(pod: Pod | None, ev: PodClaimStatusesRecorded) -> Pod | None:
+    if pod is None:
+        return None
+    return replace(pod, status=replace(pod.status, resource_claim_statuses=tuple(ev.statuses)))
+
+
+@reducer(PodStarted)
+def _started(pod: Pod | None, ev: PodStarted) -> Pod | None:
+    if pod is None:
+        return None
+    status = _conditions(pod.status, "True", ev.at, "Initialized", "ContainersReady", "Ready")
+    status = replace(
+        status,
+        phase="Running",
+        start_time=pod.status.start_time or ev.at or None,
+        host_ip=ev.host_ip or status.host_ip,
+        pod_ip=ev.pod_ip or status.pod_ip,
+    )
+    return replace(pod, status=status)
+
+
+@reducer(PodFailed)
+def _failed(pod: Pod | None, ev: PodFailed) -> Pod | None:
+    if pod is None:
+        return None
+    status = _conditions(pod.status, "False", ev.at, "ContainersReady", "Ready", reason="PodFailed")
+    status = replace(status, phase="Failed", reason=ev.reason, message=ev.message)
+    return replace(pod, status=status)
+
+
+@reducer(PodSucceeded)
+def _succeeded(pod: Pod | None, ev: PodSucceeded) -> Pod | None:
+    if pod is None:
+        return None
+    status = _conditions(pod.status, "False", ev.at, "ContainersReady", "Ready", reason="PodCompleted")
+    return replace(pod, status=replace(status, phase="Succeeded"))

@@ -1,0 +1,301 @@
+"""The object fold: API objects rebuilt from their events by a registry of pure reducers.
+
+An object's state is its storage Struct, or None (never created, or deleted). ``fold(state,
+type_name, event, seq)`` calls the reducer registered for the event's type and stamps
+``metadata.resourceVersion = str(seq)``: the resourceVersion is the stream sequence of the last
+event on the object's subject, whatever its type, so it is always the ``expected_last_seq`` for the
+next append. An event type without a reducer leaves the object as it is (but still moves its
+resourceVersion).
+
+Reducers for the generic lifecycle events (``events.objects``: ``KApplied``, ``KStatusUpdated``,
+``KFinalizersChanged``, ``KDeletionRequested``, ``KDeleted``) and for ``KubeEventRecorded`` are
+registered here. A service that appends domain events on an object's subject extends the fold
+with its own pure reducers::
+
+    from projections.objects import reducer
+
+    @reducer(ClaimAllocated)
+    def _allocated(claim: ResourceClaim | None, ev: ClaimAllocated) -> ResourceClaim | None:
+        if claim is None:
+            return None
+        return replace(claim, status=replace(claim.status, allocation=ev.allocation))
+
+and lists its module in ``EXTENSIONS`` (one line), so every process that folds objects (the
+apiserver, ``draflow get -w``, controllers' caches) imports it via ``load_extensions()``.
+
+``ObjectIndex`` holds many objects in memory (the apiserver's store, a watch's cache): pure, no I/O.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from msgspec.structs import replace
+
+from events.api import core_v1 as c1
+from events.api.base import ApiStruct
+from events.envelope import Envelope, Event
+from events.objects import (
+    APPLIED,
+    DELETED,
+    DELETION_REQUESTED,
+    EVENT_KIND,
+    FINALIZERS_CHANGED,
+    STATUS_UPDATED,
+    KubeEvent,
+    KubeEventRecorded,
+    object_event_type,
+)
+
+__all__ = [
+    "EXTENSIONS",
+    "Change",
+    "ObjectIndex",
+    "Reducer",
+    "fold",
+    "load_extensions",
+    "object_projection",
+    "reducer",
+]
+
+# Modules defining reducers for domain events on object subjects (imported by load_extensions).
+EXTENSIONS: tuple[str, ...] = ("projections.dra", "projections.node")
+# Event modules without object reducers whose events share the stream (saga state): imported too, so
+# every object folder can decode everything it reads and leaves those events to their own folds.
+DECODE_ONLY: tuple[str, ...] = ("events.saga",)
+
+Reducer = Callable[[Any, Any], Any]  # (state: ApiStruct | None, event) -> ApiStruct | None
+_REDUCERS: dict[str, Reducer] = {}
+
+
+def reducer(*event_types: type[Event] | str) -> Callable[[Reducer], Reducer]:
+    """Register ``fn`` as the reducer of these event types (classes or type names)."""
+
+    def deco(fn: Reducer) -> Reducer:
+        for t in event_types:
+            name = t if isinstance(t, str) else t.type_name()
+            existing = _REDUCERS.get(name)
+            if existing is not None and existing is not fn:
+                raise TypeError(f"event type {name!r} already has a reducer ({existing.__qualname__})")
+            _REDUCERS[name] = fn
+        return fn
+
+    return deco
+
+
+_loaded = False
+
+
+def load_extensions() -> None:
+    """Import the modules in EXTENSIONS once, so their reducers are registered."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in (*EXTENSIONS, *DECODE_ONLY):
+            importlib.import_module(module)
+
+
+def _stamp(obj: Any, seq: int) -> Any:
+    meta = obj.metadata
+    rv = str(seq)
+    if meta.resource_version == rv:
+        return obj
+    return replace(obj, metadata=replace(meta, resource_version=rv))
+
+
+def fold(state: Any, type_name: str, event: Any, seq: int) -> Any:
+    """The object after ``event`` (at stream sequence ``seq``); None when it does not exist."""
+    fn = _REDUCERS.get(type_name)
+    new = state if fn is None else fn(state, event)
+    return None if new is None else _stamp(new, seq)
+
+
+# -- reducers of the generic lifecycle events -------------------------------------------------------
+
+
+def _applied(state: Any, ev: Any) -> Any:
+    obj = ev.object
+    if state is None or not hasattr(obj, "status"):
+        return obj
+    return replace(obj, status=state.status)
+
+
+def _status_updated(state: Any, ev: Any) -> Any:
+    return None if state is None else replace(state, status=ev.status)
+
+
+def _finalizers_changed(state: Any, ev: Any) -> Any:
+    if state is None:
+        return None
+    return replace(state, metadata=replace(state.metadata, finalizers=tuple(ev.finalizers)))
+
+
+def _deletion_requested(state: Any, ev: Any) -> Any:
+    if state is None:
+        return None
+    meta = replace(
+        state.metadata,
+        deletion_timestamp=state.metadata.deletion_timestamp or ev.deletion_timestamp,
+        deletion_grace_period_seconds=ev.grace_period_seconds,
+    )
+    new = replace(state, metadata=meta)
+    if isinstance(new, c1.Namespace):
+        new = replace(new, status=replace(new.status, phase="Terminating"))
+    return new
+
+
+def _deleted(state: Any, ev: Any) -> Any:
+    return None
+
+
+_GENERIC: dict[str, Reducer] = {
+    APPLIED: _applied,
+    STATUS_UPDATED: _status_updated,
+    FINALIZERS_CHANGED: _finalizers_changed,
+    DELETION_REQUESTED: _deletion_requested,
+    DELETED: _deleted,
+}
+
+
+def _register_generic() -> None:
+    from events.api.registry import resource_types
+
+    for rt in resource_types():
+        for verb, fn in _GENERIC.items():
+            try:
+                cls = object_event_type(rt.kind, verb)
+            except KeyError:  # e.g. no StatusUpdated for a kind without status
+                continue
+            reducer(cls)(fn)
+
+
+_register_generic()
+
+
+@reducer(KubeEventRecorded)
+def _event_recorded(state: KubeEvent | None, ev: KubeEventRecorded) -> KubeEvent:
+    new = ev.event
+    if state is None:
+        return new if new.count > 0 else replace(new, count=1)
+    return replace(
+        state,
+        count=state.count + max(new.count, 1),
+        last_timestamp=new.last_timestamp or state.last_timestamp,
+        message=new.message,
+    )
+
+
+def object_projection(kind: str) -> Any:
+    """One kind's objects as a ``projections.base.Projection``: row key = the object's subject,
+    state = the object. For services that keep their own persisted copy (``infra.projection_store``)
+    or a ``MemoryView`` instead of asking the apiserver."""
+    from events.api.registry import lookup_resource
+    from events.subjects import encode_token
+    from projections.base import Projection
+
+    rt = lookup_resource(kind)
+    if kind != EVENT_KIND and rt is None:
+        raise KeyError(f"kind {kind!r} is not served")
+    struct: type[Any] = KubeEvent if rt is None else rt.struct
+
+    class Objects(Projection[Any]):
+        name = f"objects_{kind.lower()}"
+        state_type = struct
+        subjects = (f"{encode_token(kind)}.*.*",)
+
+        def apply(self, key: str, state: Any, env: Envelope[Event]) -> Any:
+            return fold(state, env.type, env.data, env.seq)
+
+    return Objects()
+
+
+# -- many objects in memory -----------------------------------------------------------------------
+
+
+class Change(NamedTuple):
+    """One watch event: ADDED / MODIFIED / DELETED with the object (its last state for DELETED)."""
+
+    type: str
+    object: ApiStruct
+    seq: int
+
+
+Key = tuple[str, str]  # (namespace or "", name)
+
+
+class ObjectIndex:
+    """Objects by kind and key, with each subject's version (kept after deletion, as a tombstone).
+
+    ``apply`` ignores events at or below the subject's version, so the same event may arrive
+    twice (applied locally right after an append, then again from the log) without harm.
+    """
+
+    def __init__(self) -> None:
+        self._objects: dict[str, dict[Key, ApiStruct]] = {}
+        self._versions: dict[tuple[str, str, str], int] = {}
+        self._ns_counts: Counter[str] = Counter()
+
+    def version(self, kind: str, namespace: str, name: str) -> int:
+        """The subject's version: sequence of its last event, 0 if it has none."""
+        return self._versions.get((kind, namespace, name), 0)
+
+    def get(self, kind: str, namespace: str, name: str) -> ApiStruct | None:
+        objs = self._objects.get(kind)
+        return None if objs is None else objs.get((namespace, name))
+
+    def items(self, kind: str, namespace: str | None = None) -> list[ApiStruct]:
+        """Objects of a kind (in one namespace, or all when None), sorted by namespace and name."""
+        objs = self._objects.get(kind, {})
+        keys = sorted(k for k in objs if namespace is None or k[0] == namespace)
+        return [objs[k] for k in keys]
+
+    def kinds(self) -> Iterator[str]:
+        return iter(list(self._objects))
+
+    def count_in_namespace(self, namespace: str) -> int:
+        """How many namespaced objects (of any kind but Event) live in ``namespace``."""
+        return self._ns_counts[namespace]
+
+    def apply(
+        self, kind: str, namespace: str, name: str, type_name: str, event: Any, seq: int
+    ) -> Change | None:
+        """Fold one event into the object it addresses; the resulting change, if any."""
+        vkey = (kind, namespace, name)
+        if seq <= self._versions.get(vkey, 0):
+            return None
+        self._versions[vkey] = seq
+        objs = self._objects.setdefault(kind, {})
+        key = (namespace, name)
+        old = objs.get(key)
+        new = fold(old, type_name, event, seq)
+        if new is None:
+            if old is None:
+                return None
+            del objs[key]
+            if namespace and kind != EVENT_KIND:
+                self._ns_counts[namespace] -= 1
+            return Change("DELETED", old, seq)
+        objs[key] = new
+        if old is None:
+            if namespace and kind != EVENT_KIND:
+                self._ns_counts[namespace] += 1
+            return Change("ADDED", new, seq)
+        return Change("MODIFIED", new, seq)
+
+    def put(self, kind: str, namespace: str, name: str, obj: ApiStruct, version: int) -> None:
+        """Seed the index with an object read elsewhere (a list reply) at its version."""
+        objs = self._objects.setdefault(kind, {})
+        if (namespace, name) not in objs and namespace and kind != EVENT_KIND:
+            self._ns_counts[namespace] += 1
+        objs[(namespace, name)] = obj
+        self._versions[(kind, namespace, name)] = version
+
+    def apply_envelope(self, kind: str, namespace: str, name: str, env: Envelope[Event]) -> Change | None:
+        return self.apply(kind, namespace, name, env.type, env.data, env.seq)
+
+    def touch(self, kind: str, namespace: str, name: str, seq: int) -> Change | None:
+        """An event this process cannot decode moved the subject: keep the version in step."""
+        return self.apply(kind, namespace, name, "", None, seq)

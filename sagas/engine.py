@@ -1,0 +1,275 @@
+"""The saga engine: runs saga definitions step by step, persisting every move as a saga event.
+
+Before a step runs, ``SagaStepStarted`` registers its compensation; the step's result is recorded
+by ``SagaStepCompleted``. Transient failures (:class:`~infra.errors.TransientError`, store
+unavailability) are retried with tenacity (bounded, exponential, jittered); anything else, or
+exhausted retries, records ``SagaStepFailed`` and compensates every started step in reverse order.
+A crash at any point leaves a saga whose events say exactly what is done and what is owed:
+:meth:`SagaEngine.resume_pending` (run by whichever instance starts next) continues it, forward or
+backward. Steps and compensations must be idempotent; :class:`StepContext` gives them
+deterministic ids and appends so that a re-run after a crash has no second effect.
+
+Every saga is one trace: step spans are children of the ``SagaStarted`` append's span, also when
+another process resumes the saga.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from events.envelope import Envelope, Event
+from events.saga import (
+    TERMINAL_SAGA_EVENTS,
+    SagaCompensated,
+    SagaCompensationFailed,
+    SagaCompleted,
+    SagaStarted,
+    SagaStepCompensated,
+    SagaStepCompleted,
+    SagaStepFailed,
+    SagaStepStarted,
+)
+from events.subjects import aggregate_subject
+from infra import tracing
+from infra.errors import ConcurrencyError, TransientError
+from infra.eventstore import EventStore
+from infra.retry import transient_retry
+from sagas.state import SagaState, SagaStatus, apply, decide
+
+__all__ = ["SagaDefinition", "SagaEngine", "SagaState", "SagaStatus", "Step", "StepContext"]
+
+log = logging.getLogger(__name__)
+
+_SAGA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+SAGA_KIND = "Saga"
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+class StepContext:
+    """What a step or compensation gets: the saga, its input, earlier outputs, idempotent appends."""
+
+    def __init__(self, engine: SagaEngine, state: SagaState, index: int, compensating: bool) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.saga_id = state.saga_id
+        self.saga_type = state.saga_type
+        self.input = state.input
+        self.outputs = state.outputs
+        self.index = index
+        self.step = state.steps[index]
+        self.compensating = compensating
+        self.attempt = 0
+
+    def msg_id(self, suffix: str = "") -> str:
+        """A deterministic id for an effect of this step: a re-run produces the same id."""
+        phase = "undo" if self.compensating else "do"
+        return f"saga:{self.saga_id}:{self.index}:{phase}" + (f":{suffix}" if suffix else "")
+
+    async def append(
+        self,
+        subject: str,
+        events: Event | Sequence[Event],
+        *,
+        expected_last_seq: int | None,
+        suffix: str = "",
+    ) -> tuple[int, ...]:
+        """Append on behalf of the saga: deterministic msg id, correlation = the saga id."""
+        return await self.store.append(
+            subject,
+            events,
+            expected_last_seq=expected_last_seq,
+            msg_id=self.msg_id(suffix),
+            correlation_id=self.saga_id,
+        )
+
+
+StepFn = Callable[[StepContext], Awaitable[dict[str, Any] | None]]
+CompensateFn = Callable[[StepContext], Awaitable[None]]
+
+
+class Step(msgspec.Struct, frozen=True):
+    name: str
+    action: StepFn
+    compensate: CompensateFn | None = None
+
+
+class SagaDefinition(msgspec.Struct, frozen=True):
+    saga_type: str
+    steps: tuple[Step, ...]
+
+
+class SagaEngine:
+    def __init__(
+        self,
+        store: EventStore,
+        definitions: Sequence[SagaDefinition],
+        *,
+        retry_attempts: int = 5,
+        retry_initial_s: float = 0.05,
+        retry_max_wait_s: float = 2.0,
+        on_event: Callable[[SagaState, Event], Awaitable[None] | None] | None = None,
+    ) -> None:
+        self.store = store
+        self.definitions = {d.saga_type: d for d in definitions}
+        self.retry_attempts = retry_attempts
+        self.retry_initial_s = retry_initial_s
+        self.retry_max_wait_s = retry_max_wait_s
+        self.on_event = on_event  # observability hook, called after each saga event is stored
+
+    def subject(self, saga_id: str) -> str:
+        return aggregate_subject(SAGA_KIND, None, saga_id, self.store.root)
+
+    async def load(self, saga_id: str) -> SagaState | None:
+        loaded = await self.store.load(self.subject(saga_id), apply, None)
+        return loaded.state
+
+    async def start(self, saga_type: str, saga_id: str, input: dict[str, Any] | None = None) -> SagaState:
+        """Start (or, if it already exists, resume) a saga and run it to a terminal state."""
+        if not _SAGA_ID.match(saga_id):
+            raise ValueError(f"saga id {saga_id!r}: must match {_SAGA_ID.pattern}")
+        definition = self.definitions.get(saga_type)
+        if definition is None:
+            raise ValueError(f"unknown saga type {saga_type!r}")
+        with tracing.span(f"saga {saga_type}", attributes={"draflow.saga.id": saga_id}):
+            try:
+                await self.store.append(
+                    self.subject(saga_id),
+                    SagaStarted(
+                        saga_type=saga_type, input=input or {}, steps=[s.name for s in definition.steps]
+                    ),
+                    expected_last_seq=0,
+                    msg_id=f"saga:{saga_id}:started",
+                    correlation_id=saga_id,
+                )
+            except ConcurrencyError:
+                pass  # started before (by us or another instance): resume it
+        return await self.run(saga_id)
+
+    async def run(self, saga_id: str) -> SagaState:
+        """Drive a saga from its stored state until it is terminal."""
+        state = await self.load(saga_id)
+        if state is None:
+            raise LookupError(f"saga {saga_id}: not found")
+        definition = self.definitions[state.saga_type]
+        while True:
+            action = decide(state)
+            if action.kind == "none":
+                return state
+            try:
+                state = await self._act(definition, state, action)
+            except ConcurrencyError:
+                # another instance moved the saga on: reload and decide again
+                reloaded = await self.load(saga_id)
+                assert reloaded is not None
+                state = reloaded
+
+    async def _record(self, state: SagaState, event: Event) -> SagaState:
+        subject = self.subject(state.saga_id)
+        (seq,) = await self.store.append(
+            subject,
+            event,
+            expected_last_seq=state.version,
+            # deterministic per position *and* move: a retry is de-duplicated, a different move
+            # that another instance recorded at this position shows up as a conflict
+            msg_id=f"saga:{state.saga_id}:{state.version}:{type(event).type_name()}",
+            correlation_id=state.saga_id,
+        )
+        env = Envelope(
+            id="",
+            type=type(event).type_name(),
+            schema=type(event).SCHEMA,
+            subject=subject,
+            time=_EPOCH,
+            data=event,
+            seq=seq,
+        )
+        new = apply(state, env)
+        assert new is not None
+        if self.on_event is not None:
+            result = self.on_event(new, event)
+            if asyncio.iscoroutine(result):
+                await result
+        return new
+
+    async def _act(self, definition: SagaDefinition, state: SagaState, action: Any) -> SagaState:
+        if action.kind == "complete":
+            return await self._record(state, SagaCompleted())
+        if action.kind == "compensated":
+            return await self._record(state, SagaCompensated())
+        step = definition.steps[action.index]
+        if action.kind == "run":
+            if action.index not in state.started:
+                comp = f"{step.name}:compensate" if step.compensate else ""
+                state = await self._record(
+                    state, SagaStepStarted(step=step.name, index=action.index, compensation=comp)
+                )
+            ok, result, attempts = await self._attempt(step.action, state, action.index, False, step.name)
+            if ok:
+                return await self._record(
+                    state, SagaStepCompleted(step=step.name, index=action.index, output=result or {})
+                )
+            return await self._record(
+                state,
+                SagaStepFailed(step=step.name, index=action.index, error=str(result), attempts=attempts),
+            )
+        assert step.compensate is not None
+        ok, result, _ = await self._attempt(step.compensate, state, action.index, True, step.name)
+        if ok:
+            return await self._record(state, SagaStepCompensated(step=step.name, index=action.index))
+        return await self._record(
+            state, SagaCompensationFailed(step=step.name, index=action.index, error=str(result))
+        )
+
+    async def _attempt(
+        self, fn: Callable[[StepContext], Awaitable[Any]], state: SagaState, index: int, undo: bool, name: str
+    ) -> tuple[bool, Any, int]:
+        """Run a step or compensation with bounded retries; (ok, result or error text, attempts)."""
+        ctx = StepContext(self, state, index, undo)
+        span_name = f"{'compensate' if undo else 'step'} {name}"
+        attrs = {"draflow.saga.id": state.saga_id, "draflow.saga.type": state.saga_type}
+        with tracing.span(span_name, traceparent=state.traceparent, attributes=attrs) as span:
+            try:
+                async for attempt in transient_retry(
+                    attempts=self.retry_attempts,
+                    initial_s=self.retry_initial_s,
+                    max_wait_s=self.retry_max_wait_s,
+                ):
+                    with attempt:
+                        ctx.attempt = attempt.retry_state.attempt_number
+                        return True, await fn(ctx), ctx.attempt
+            except TransientError as exc:
+                err = f"gave up after {ctx.attempt} attempts: {type(exc).__name__}: {exc}"
+            except Exception as exc:  # a permanent failure: compensate
+                err = f"{type(exc).__name__}: {exc}"
+            if span is not None:
+                span.set_attribute("error.type", err.split(":")[0])
+            log.info("saga %s: %s failed: %s", state.saga_id, span_name, err)
+            return False, err, ctx.attempt
+        raise AssertionError("unreachable")
+
+    async def resume_pending(self, *, concurrency: int = 16) -> list[SagaState]:
+        """Run every unfinished saga of the types this engine knows to a terminal state."""
+        pending: list[str] = []
+        prefix = self.subject("x")[: -len("x")]
+        async for records in self.store.last_per_subject(f"{prefix}*"):
+            for r in records:
+                if r.header("Draflow-Type") not in TERMINAL_SAGA_EVENTS:
+                    pending.append(r.subject[len(prefix) :])
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(saga_id: str) -> SagaState | None:
+            async with sem:
+                state = await self.load(saga_id)
+                if state is None or state.saga_type not in self.definitions or state.status.terminal:
+                    return state
+                return await self.run(saga_id)
+
+        results = await asyncio.gather(*(one(s) for s in pending))
+        return [s for s in results if s is not None]

@@ -1,0 +1,70 @@
+"""The reallocation saga: PostFilter freed a claim allocated where its pod cannot run.
+
+When no node fits because a claim is allocated (to a place the pod cannot reach) and only this
+pod uses it, kube-scheduler's DRA PostFilter clears the allocation so the next attempt can
+allocate again. Here that is a saga too, so the decision and its effect show in the log: one step,
+``deallocate``, reloads the claim, checks the decision still holds (same uid, no other consumer)
+and appends ``ClaimReservationsReleased`` (if the pod was reserved) and
+``ClaimDeallocated{reason: Reallocate}`` atomically on the claim's subject, optimistically. The
+claim's change requeues the pod. Nothing to compensate: a deallocation is not undone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events.api.core_v1 import Pod
+from events.api.meta import ObjectMeta
+from events.api.resource_v1 import ResourceClaim
+from events.dra import ClaimDeallocated, ClaimReservationsReleased
+from events.envelope import Event
+from infra.errors import ConcurrencyError
+from sagas.engine import SagaDefinition, Step, StepContext
+from sagas.pod_scheduling import MAX_CONFLICTS, Runtime, SchedulingConflict
+from services.scheduler.framework import ClaimRef
+from services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
+
+__all__ = ["REALLOCATION", "ReallocationInput", "reallocation_saga"]
+
+REALLOCATION = "Reallocation"
+
+
+class ReallocationInput(msgspec.Struct, frozen=True, kw_only=True):
+    claim_namespace: str
+    claim_name: str
+    claim_uid: str = ""
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+
+
+def reallocation_saga(rt: Runtime) -> SagaDefinition:
+    async def deallocate(ctx: StepContext) -> dict[str, Any]:
+        inp = msgspec.convert(ctx.input, ReallocationInput)
+        ref = ClaimRef(inp.claim_namespace, inp.claim_name, inp.claim_uid)
+        pod = Pod(metadata=ObjectMeta(namespace=inp.pod_namespace, name=inp.pod_name, uid=inp.pod_uid))
+        subject = rt.subject("ResourceClaim", inp.claim_namespace, inp.claim_name)
+        for attempt in range(MAX_CONFLICTS):
+            claim, version = await rt.load("ResourceClaim", inp.claim_namespace, inp.claim_name)
+            if not isinstance(claim, ResourceClaim):
+                raise SchedulingConflict(f"claim {ref} is gone")
+            try:
+                if deallocated(claim, ref, pod) is claim:
+                    return {"deallocated": False}
+            except PreBindConflict as exc:
+                raise SchedulingConflict(str(exc)) from exc
+            events: list[Event] = []
+            if claim.status.reserved_for:
+                events.append(ClaimReservationsReleased(uids=tuple(r.uid for r in claim.status.reserved_for)))
+            events.append(ClaimDeallocated(reason="Reallocate"))
+            try:
+                await ctx.append(subject, events, expected_last_seq=version, suffix=str(attempt))
+            except ConcurrencyError:
+                continue
+            rt.appended()
+            return {"deallocated": True}
+        raise SchedulingConflict(f"claim {ref}: kept changing ({MAX_CONFLICTS} conflicts)")
+
+    return SagaDefinition(REALLOCATION, (Step("deallocate", deallocate),))

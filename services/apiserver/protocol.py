@@ -1,0 +1,216 @@
+"""The apiserver's wire protocol: JSON (msgspec) request/reply on ``<root>.api.<verb>``.
+
+Every reply is a :class:`Reply`: the object(s) or per-item results, or a Kubernetes ``Status``-like
+error ``{code, reason, message, causes}`` (``causes`` lists field errors). Objects travel as their
+``-o json`` form (``apiVersion``/``kind`` first, storage version v1). Verbs and their requests:
+
+=============  ===================  ============================================================
+verb           request              reply
+=============  ===================  ============================================================
+``apply``      ApplyRequest         ``results``: one ItemResult per manifest (created/configured/
+                                    unchanged or an error); ``create`` = the same, create only
+``get``        GetRequest           ``object``
+``list``       ListRequest          ``items`` + ``resource_version`` (+ ``continue_`` to page on)
+``delete``     DeleteRequest        ``results`` (deleted, or the object kept by finalizers)
+``status``     StatusRequest        ``object`` after a status write (409 on a stale resourceVersion)
+``finalize``   FinalizeRequest      ``object`` after adding/removing finalizers
+``event``      EventRequest         ``object``: the recorded (or aggregated) core/v1 Event
+=============  ===================  ============================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events.api.registry import lookup_resource
+from events.objects import EVENT_KIND
+
+__all__ = [
+    "VERBS",
+    "ApplyRequest",
+    "Cause",
+    "DeleteItem",
+    "DeleteRequest",
+    "EventRequest",
+    "FinalizeRequest",
+    "GetRequest",
+    "ItemResult",
+    "ListRequest",
+    "Reply",
+    "ReplyIn",
+    "Status",
+    "StatusError",
+    "StatusRequest",
+    "api_subject",
+    "qualified_resource",
+]
+
+VERBS = ("apply", "create", "get", "list", "delete", "status", "finalize", "event")
+
+
+def api_subject(root: str, verb: str) -> str:
+    return f"{root}.api.{verb}"
+
+
+class Cause(msgspec.Struct, kw_only=True, omit_defaults=True):
+    field: str = ""
+    reason: str = ""
+    message: str = ""
+
+
+class Status(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A refusal, as Kubernetes' metav1.Status: HTTP-like code, machine reason, human message."""
+
+    code: int
+    reason: str
+    message: str
+    causes: list[Cause] = []
+
+
+class StatusError(Exception):
+    """A request refused with a Status (raised by handlers and by the client)."""
+
+    operation: str = ""  # "create" or "update" when known (apply reports it per item)
+
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message)
+        self.status = status
+
+    @classmethod
+    def of(cls, code: int, reason: str, message: str, causes: list[Cause] | None = None) -> StatusError:
+        return cls(Status(code=code, reason=reason, message=message, causes=causes or []))
+
+
+class ApplyItem(msgspec.Struct, kw_only=True, omit_defaults=True):
+    manifest: Any
+    source: str = ""  # file name, for messages
+
+
+class ApplyRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    items: list[ApplyItem]
+    namespace: str = ""  # the namespace for objects that name none ("" = default)
+    enforce_namespace: bool = False  # -n given: an object naming another namespace is refused
+    dry_run: bool = False
+
+
+class ItemResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    outcome: str = ""  # created | configured | unchanged | deleted
+    operation: str = ""  # on errors: "create" or "update", when the server got that far
+    resource_version: str = ""
+    error: Status | None = None
+
+
+class GetRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str
+    name: str
+    namespace: str = ""
+    min_resource_version: int = 0  # wait until the server has seen this stream sequence
+
+
+class ListRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str
+    namespace: str | None = None  # None = all namespaces
+    label_selector: str = ""
+    field_selector: str = ""
+    limit: int = 0
+    continue_: str = msgspec.field(default="", name="continue")
+    min_resource_version: int = 0
+
+
+class DeleteItem(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str
+    name: str
+    namespace: str = ""
+    uid: str = ""  # precondition
+    resource_version: str = ""  # precondition
+
+
+class DeleteRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    items: list[DeleteItem]
+    grace_period_seconds: int | None = None  # None = the object's default; 0 = now
+
+
+class StatusRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str
+    name: str
+    status: Any
+    namespace: str = ""
+    resource_version: str = ""  # "" = unconditional (the server retries on its own conflicts)
+
+
+class FinalizeRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    kind: str
+    name: str
+    namespace: str = ""
+    add: list[str] = []
+    remove: list[str] = []
+    resource_version: str = ""
+
+
+class EventRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Record a Kubernetes Event about an object (the server fills uid and apiVersion)."""
+
+    kind: str
+    name: str
+    reason: str
+    message: str
+    namespace: str = ""
+    type: str = "Normal"
+    component: str = ""
+    host: str = ""
+
+
+class Reply(msgspec.Struct, kw_only=True, omit_defaults=True):
+    object: msgspec.Raw | None = None
+    items: list[msgspec.Raw] | None = None
+    results: list[ItemResult] | None = None
+    resource_version: int = 0
+    continue_: str = msgspec.field(default="", name="continue")
+    error: Status | None = None
+
+
+class ReplyIn(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A Reply as a client decodes it: objects as plain JSON values."""
+
+    object: Any = None
+    items: list[Any] | None = None
+    results: list[ItemResult] | None = None
+    resource_version: int = 0
+    continue_: str = msgspec.field(default="", name="continue")
+    error: Status | None = None
+
+
+REQUEST_TYPES: dict[str, type[msgspec.Struct]] = {
+    "apply": ApplyRequest,
+    "create": ApplyRequest,
+    "get": GetRequest,
+    "list": ListRequest,
+    "delete": DeleteRequest,
+    "status": StatusRequest,
+    "finalize": FinalizeRequest,
+    "event": EventRequest,
+}
+
+
+def qualified_resource(kind: str) -> str:
+    """``resourceclaims.resource.k8s.io``, ``pods``: how Kubernetes names a resource in messages."""
+    if kind == EVENT_KIND:
+        return "events"
+    rt = lookup_resource(kind)
+    if rt is None:
+        return kind.lower()
+    return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+
+
+def qualified_kind(kind: str) -> str:
+    """``ResourceClaim.resource.k8s.io``, ``Pod``: how Kubernetes names a kind in Invalid errors."""
+    rt = lookup_resource(kind)
+    if rt is None:
+        return kind
+    shown = getattr(rt.struct, "WIRE_KIND", kind)  # the classic claim's token -> ResourceClaim
+    return f"{shown}.{rt.group}" if rt.group else shown

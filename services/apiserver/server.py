@@ -1,0 +1,273 @@
+"""The apiserver service: answers ``<root>.api.<verb>`` requests from its in-memory store.
+
+Requests arrive on one queue-group subscription (several apiservers may share the load; they
+agree through the log's optimistic concurrency) and each is handled in its own task. Reads (get,
+list) are served from memory at once; writes are serialised by one lock, so decisions within one
+process never race, and appended with the object's version as the expected last sequence. Any
+failure becomes a Status reply: a client never sees a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import nats.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from events.api.base import ApiStruct
+from events.api.codec import decode_object, encode_object, object_meta, to_json
+from events.objects import object_applied
+from infra.eventstore import ConcurrencyError, EventStore
+from projections.objects import Change
+from services.apiserver import errors
+from services.apiserver.admission import apply_defaults
+from services.apiserver.apply import Applier
+from services.apiserver.lifecycle import Lifecycle, resolve_kind
+from services.apiserver.protocol import (
+    REQUEST_TYPES,
+    ApplyRequest,
+    DeleteRequest,
+    EventRequest,
+    FinalizeRequest,
+    GetRequest,
+    ListRequest,
+    Reply,
+    Status,
+    StatusError,
+    StatusRequest,
+    api_subject,
+)
+from services.apiserver.quota import QuotaAdmission
+from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
+from services.apiserver.store import ApiStore
+from services.apiserver.strategy import now_rfc3339, stamp_create
+
+__all__ = ["ApiServer"]
+
+log = logging.getLogger(__name__)
+
+BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_encoder = msgspec.json.Encoder()
+_REPLY_HEADROOM = 64 * 1024  # bytes kept free under the server's max payload for the envelope
+
+
+def _raw(obj: ApiStruct) -> msgspec.Raw:
+    return msgspec.Raw(to_json(obj))
+
+
+class ApiServer:
+    def __init__(self, events: EventStore) -> None:
+        self.events = events
+        self.store = ApiStore(events)
+        self.quota = QuotaAdmission()
+        self.store.listen(self.quota.on_change)
+        self.applier = Applier(self.store, self.quota)
+        self.lifecycle = Lifecycle(self.store)
+        self._write_lock = asyncio.Lock()
+        self._sub: Subscription | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._terminating: set[str] = set()
+        self._ns_wake = asyncio.Event()
+        self._ns_task: asyncio.Task[None] | None = None
+        self._handlers: dict[str, Callable[[Any], Awaitable[Reply]]] = {
+            "apply": lambda r: self._apply(r, create_only=False),
+            "create": lambda r: self._apply(r, create_only=True),
+            "get": self._get,
+            "list": self._list,
+            "delete": self._delete,
+            "status": self._status,
+            "finalize": self._finalize,
+            "event": self._event,
+        }
+
+    async def start(self) -> None:
+        self.store.listen(self._on_change)
+        await self.store.start()
+        await self._bootstrap()
+        self._ns_task = asyncio.create_task(self._namespace_controller(), name="apiserver-namespaces")
+        subject = api_subject(self.events.root, "*")
+        self._sub = await self.events.nc.subscribe(subject, queue="apiserver", cb=self._on_request)
+        log.info("apiserver ready on %s (log at %d)", subject, self.store.position)
+
+    async def stop(self) -> None:
+        if self._sub is not None:
+            await self._sub.unsubscribe()
+            self._sub = None
+        for task in [*self._tasks, self._ns_task]:
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._ns_task is not None:
+            await asyncio.gather(self._ns_task, return_exceptions=True)
+        await self.store.stop()
+
+    async def _bootstrap(self) -> None:
+        """Create the namespaces every cluster has, once (the first apiserver to try wins)."""
+        for name in BOOTSTRAP_NAMESPACES:
+            if self.store.index.version("Namespace", "", name):
+                continue
+            ns = decode_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            ns = stamp_create(apply_defaults(ns), uid=f"namespace-{name}", now=now_rfc3339())
+            try:
+                await self.store.append(
+                    "Namespace",
+                    "",
+                    name,
+                    [object_applied(ns)],
+                    expected_last_seq=0,
+                    msg_id=f"bootstrap-ns-{name}",
+                )
+            except ConcurrencyError:
+                await self.store.sync("Namespace", "", name)
+
+    # -- the namespace controller ----------------------------------------------------------------
+
+    def _on_change(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if change.type == "DELETED" and namespace:
+            ns = self.store.index.get("Namespace", "", namespace)
+            if ns is not None and object_meta(ns).deletion_timestamp is not None:
+                self._terminating.add(namespace)
+                self._ns_wake.set()
+        elif (
+            kind == "Namespace"
+            and change.type == "MODIFIED"
+            and object_meta(change.object).deletion_timestamp
+        ):
+            self._terminating.add(name)
+            self._ns_wake.set()
+
+    async def _namespace_controller(self) -> None:
+        while True:
+            await self._ns_wake.wait()
+            self._ns_wake.clear()
+            pending, self._terminating = self._terminating, set()
+            for ns in sorted(pending):
+                try:
+                    async with self._write_lock:
+                        await self.lifecycle.drain_namespace(ns)
+                except Exception:
+                    log.exception("finishing namespace %s failed", ns)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def _on_request(self, msg: Msg) -> None:
+        task = asyncio.create_task(self._handle(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _handle(self, msg: Msg) -> None:
+        verb = msg.subject.rsplit(".", 1)[-1]
+        reply = await self.handle(verb, msg.data)
+        if not msg.reply:
+            return
+        data = _encoder.encode(reply)
+        limit = self.events.nc.max_payload
+        if len(data) > limit:
+            err = StatusError.of(413, "RequestEntityTooLarge", f"reply of {len(data)} bytes exceeds {limit}")
+            data = _encoder.encode(Reply(error=err.status))
+        try:
+            await msg.respond(data)
+        except Exception:
+            log.exception("cannot reply to %s", msg.subject)
+
+    async def handle(self, verb: str, data: bytes) -> Reply:
+        """One request (raw JSON) to one reply; never raises."""
+        handler = self._handlers.get(verb)
+        req_type = REQUEST_TYPES.get(verb)
+        if handler is None or req_type is None:
+            return Reply(error=Status(code=404, reason="NotFound", message=f"unknown verb {verb!r}"))
+        try:
+            req = msgspec.json.decode(data, type=req_type)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
+            return Reply(
+                error=Status(code=400, reason="BadRequest", message=f"invalid {verb} request: {exc}")
+            )
+        try:
+            return await handler(req)
+        except StatusError as exc:
+            return Reply(error=exc.status)
+        except TimeoutError:
+            return Reply(
+                error=Status(code=504, reason="Timeout", message="the server timed out waiting for the log")
+            )
+        except nats.errors.MaxPayloadError as exc:
+            return Reply(
+                error=Status(code=413, reason="RequestEntityTooLarge", message=f"too large to store: {exc}")
+            )
+        except Exception as exc:
+            log.exception("%s request failed", verb)
+            return Reply(error=errors.internal(f"{type(exc).__name__}: {exc}").status)
+
+    async def _apply(self, req: ApplyRequest, create_only: bool) -> Reply:
+        async with self._write_lock:
+            return Reply(
+                results=await self.applier.apply(req, create_only), resource_version=self.store.position
+            )
+
+    async def _delete(self, req: DeleteRequest) -> Reply:
+        async with self._write_lock:
+            return Reply(results=await self.lifecycle.delete(req))
+
+    async def _status(self, req: StatusRequest) -> Reply:
+        async with self._write_lock:
+            obj = await self.lifecycle.update_status(req)
+        return Reply(object=_raw(obj) if obj is not None else None)
+
+    async def _finalize(self, req: FinalizeRequest) -> Reply:
+        async with self._write_lock:
+            obj = await self.lifecycle.finalize(req)
+        return Reply(object=_raw(obj) if obj is not None else None)
+
+    async def _event(self, req: EventRequest) -> Reply:
+        async with self._write_lock:
+            obj = await self.lifecycle.record_event(req)
+        return Reply(object=_raw(obj))
+
+    async def _get(self, req: GetRequest) -> Reply:
+        kind, namespaced = resolve_kind(req.kind)
+        if req.min_resource_version:
+            await self.store.wait_position(req.min_resource_version)
+        namespace = (req.namespace or "default") if namespaced else ""
+        obj = self.store.index.get(kind, namespace, req.name)
+        if obj is None:
+            raise errors.not_found(kind, req.name)
+        return Reply(object=_raw(obj), resource_version=self.store.position)
+
+    async def _list(self, req: ListRequest) -> Reply:
+        kind, namespaced = resolve_kind(req.kind)
+        if req.min_resource_version:
+            await self.store.wait_position(req.min_resource_version)
+        try:
+            labels = parse_label_selector(req.label_selector)
+            _, fields = parse_field_selector(req.field_selector)
+        except SelectorError as exc:
+            raise errors.bad_request(str(exc)) from None
+        namespace = (req.namespace or "default") if namespaced and req.namespace is not None else None
+        after = tuple(req.continue_.split("/", 1)) if req.continue_ else None
+        budget = self.events.nc.max_payload - _REPLY_HEADROOM
+        items: list[msgspec.Raw] = []
+        last: tuple[str, str] | None = None
+        position = self.store.position
+        for obj in self.store.index.items(kind, namespace):
+            meta = object_meta(obj)
+            key = (meta.namespace, meta.name)
+            if after is not None and key <= after:
+                continue
+            if not labels(meta.labels):
+                continue
+            if req.field_selector and not fields(encode_object(obj)):
+                continue
+            raw = _raw(obj)
+            budget -= len(raw) + 1
+            if items and (budget < 0 or (req.limit and len(items) >= req.limit)):
+                return Reply(
+                    items=items, resource_version=position, continue_=f"{last[0]}/{last[1]}" if last else ""
+                )
+            items.append(raw)
+            last = key
+        return Reply(items=items, resource_version=position)

@@ -1,0 +1,213 @@
+"""The claim controller service: level-triggered passes of ``sync_pod`` / ``sync_claim`` over the cache.
+
+Each pass syncs the pods and claims that changes since the last pass can affect (a periodic full
+pass syncs all of them) against the cache (the log folded, see
+:mod:`services.claim_controller.runtime`) and turns the deciders' actions into writes:
+
+* ``CreateClaim`` → create through the apiserver (the name is derived from the pod's uid, so a
+  replayed decision hits ``AlreadyExists`` and a claim created before a crash is adopted by the
+  decider's crash recovery on the next pass);
+* ``RecordPodClaimStatus`` → ``PodClaimStatusesRecorded`` on the pod's subject;
+* the status actions of one claim (``AddReservedFor`` / ``RemoveReservedFor`` / ``Deallocate``) →
+  ``ClaimReserved`` / ``ClaimReservationsReleased`` / ``ClaimDeallocated``, appended as **one**
+  atomic batch at the claim's version (``ClaimDeallocated`` also drops the delete-protection
+  finalizer, so a ``RemoveFinalizer`` that follows it in the batch is already done);
+* a lone ``RemoveFinalizer`` (claim being deleted, not allocated) → the apiserver's finalize,
+  which deletes the object when the last finalizer goes;
+* ``DeleteClaim`` → delete (uid precondition); ``RecordEvent`` → a Kubernetes Event.
+
+A claim left with a deletion timestamp and no finalizers (its finalizer was dropped by a
+``ClaimDeallocated`` fact, which cannot delete) is deleted again, which removes it for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+
+from events.api.resource_v1 import ResourceClaim
+from events.dra import (
+    DELETE_PROTECTION_FINALIZER,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodClaimStatusesRecorded,
+)
+from events.envelope import Event
+from projections.objects import Change
+from services.claim_controller.actions import (
+    AddReservedFor,
+    ClaimAction,
+    CreateClaim,
+    Deallocate,
+    DeleteClaim,
+    RecordEvent,
+    RecordPodClaimStatus,
+    RemoveFinalizer,
+    RemoveReservedFor,
+)
+from services.claim_controller.controller import sync_claim, sync_pod
+from services.claim_controller.dirty import Dependencies, claim_pod_names, pod_claim_names
+from services.claim_controller.runtime import Runtime
+
+__all__ = ["ClaimControllerService", "claim_events", "execute"]
+
+log = logging.getLogger(__name__)
+
+ACTOR = "claim-controller"
+KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+
+
+def claim_events(actions: list[ClaimAction], reason: str = "NoConsumers") -> list[Event]:
+    """One claim's status actions as the domain events of one atomic append, in order."""
+    out: list[Event] = []
+    deallocated = False
+    for a in actions:
+        if isinstance(a, AddReservedFor):
+            out.append(ClaimReserved(consumer=a.consumer))
+        elif isinstance(a, RemoveReservedFor):
+            out.append(ClaimReservationsReleased(uids=a.uids))
+        elif isinstance(a, Deallocate):
+            out.append(ClaimDeallocated(reason=reason))
+            deallocated = True
+        elif isinstance(a, RemoveFinalizer) and not (
+            deallocated and a.finalizer == DELETE_PROTECTION_FINALIZER
+        ):
+            raise ValueError(f"finalizer {a.finalizer} cannot be removed by a domain event")
+    return out
+
+
+async def execute(rt: Runtime, actions: list[ClaimAction], *, reason: str = "NoConsumers") -> None:
+    """Carry out a decider's actions: per-claim status batches first, in decision order."""
+    batches: dict[tuple[str, str], list[ClaimAction]] = defaultdict(list)
+    order: list[tuple[str, str] | ClaimAction] = []
+    for a in actions:
+        if isinstance(a, (AddReservedFor, RemoveReservedFor, Deallocate, RemoveFinalizer)):
+            key = (a.namespace, a.claim_name)
+            if key not in batches:
+                order.append(key)
+            batches[key].append(a)
+        else:
+            order.append(a)
+    for item in order:
+        if isinstance(item, tuple):
+            await _claim_batch(rt, item[0], item[1], batches[item], reason)
+        else:
+            await _one(rt, item)
+
+
+async def _claim_batch(rt: Runtime, namespace: str, name: str, batch: list[ClaimAction], reason: str) -> None:
+    claim = rt.get("ResourceClaim", namespace, name)
+    if claim is None or claim.metadata.uid != batch[0].claim_uid:  # type: ignore[union-attr]
+        return
+    lone_finalizer = [a for a in batch if isinstance(a, RemoveFinalizer)]
+    status_actions = [a for a in batch if not isinstance(a, RemoveFinalizer)]
+    if status_actions:
+        events = claim_events(batch, reason)
+        if not await rt.append("ResourceClaim", namespace, name, events):
+            return
+        if any(isinstance(a, Deallocate) for a in batch):
+            lone_finalizer = []
+    for a in lone_finalizer:
+        await rt.remove_finalizer("ResourceClaim", namespace, name, a.finalizer)
+
+
+async def _one(rt: Runtime, a: ClaimAction) -> None:
+    if isinstance(a, CreateClaim):
+        await rt.create(a.to_claim())
+    elif isinstance(a, RecordPodClaimStatus):
+        pod = rt.get("Pod", a.namespace, a.pod_name)
+        if pod is not None and pod.metadata.uid == a.pod_uid:
+            await rt.append("Pod", a.namespace, a.pod_name, [PodClaimStatusesRecorded(statuses=a.statuses)])
+    elif isinstance(a, DeleteClaim):
+        await rt.delete("ResourceClaim", a.namespace, a.claim_name, uid=a.claim_uid)
+    elif isinstance(a, RecordEvent):
+        await rt.record_event(a.kind, a.namespace, a.name, a.type, a.reason, a.message)
+
+
+class _ClaimNames:
+    """Whether a claim name is in use in one namespace, asked of the cache (no list built)."""
+
+    def __init__(self, rt: Runtime, namespace: str) -> None:
+        self.rt = rt
+        self.namespace = namespace
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.rt.get("ResourceClaim", self.namespace, name) is not None
+
+
+class ClaimControllerService:
+    """Level-triggered passes: after a change, the pods and claims it can affect (see
+    :mod:`services.claim_controller.dirty`); every ``full_resync_s`` (and first), every pod then
+    every claim, so a missed hint is caught up. Either way each decider gets only the objects it
+    reads, looked up by key, so a pass costs what it syncs, not the cluster's size squared."""
+
+    def __init__(self, rt: Runtime, *, full_resync_s: float = 5.0) -> None:
+        self.rt = rt
+        rt.kinds = KINDS
+        self.full_resync_s = full_resync_s
+        self.deps = Dependencies()
+        self._last_full: float | None = None
+        self.full_passes = 0
+        rt.cache.listen(self._on_change)
+
+    def _on_change(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if kind in KINDS:
+            self.deps.on_change(kind, namespace, name, change)
+
+    async def sync(self) -> None:
+        rt = self.rt
+        now = time.monotonic()
+        full = self._last_full is None or now - self._last_full >= self.full_resync_s
+        dirty = self.deps.take()
+        try:
+            if full:
+                self._last_full = now
+                self.full_passes += 1
+                all_pods, all_claims = rt.items("Pod"), rt.items("ResourceClaim")
+                self.deps.rebuild(all_pods, all_claims)
+                pods = [(p.metadata.namespace, p.metadata.name) for p in all_pods]
+                claims = [(c.metadata.namespace, c.metadata.name) for c in all_claims]
+            else:
+                pods, claims = sorted(dirty.pods), sorted(dirty.claims)
+            for ns, name in pods:
+                await self._sync_pod(ns, name)
+            for ns, name in claims:
+                current = rt.get("ResourceClaim", ns, name)
+                if current is not None:
+                    await self._sync_claim(current)
+        except BaseException:
+            self._last_full = None  # the hints taken are lost: the retry is a full pass
+            raise
+
+    async def _sync_pod(self, ns: str, name: str) -> None:
+        rt = self.rt
+        pod = rt.get("Pod", ns, name)
+        if pod is None or pod.metadata.deletion_timestamp is not None or not pod.spec.resource_claims:
+            return  # sync_pod leaves these alone
+        claim_names = pod_claim_names(pod) | self.deps.owned_by(ns, pod.metadata.uid)
+        claims = [c for c in (rt.get("ResourceClaim", ns, n) for n in sorted(claim_names)) if c is not None]
+        template_names = {c.resource_claim_template_name for c in pod.spec.resource_claims}
+        templates = [
+            t
+            for t in (rt.get("ResourceClaimTemplate", ns, n) for n in sorted(template_names) if n)
+            if t is not None
+        ]
+        actions = sync_pod(pod, claims, templates, taken=_ClaimNames(rt, ns))
+        if actions:
+            async with rt.step("Pod", ns, name, "claim-controller sync pod"):
+                await execute(rt, actions)
+
+    async def _sync_claim(self, claim: ResourceClaim) -> None:
+        meta = claim.metadata
+        if meta.deletion_timestamp is not None and not meta.finalizers:
+            await self.rt.delete("ResourceClaim", meta.namespace, meta.name, uid=meta.uid)
+            return
+        pods = [self.rt.get("Pod", meta.namespace, n) for n in sorted(claim_pod_names(claim))]
+        actions = sync_claim(claim, [p for p in pods if p is not None])
+        if actions:
+            async with self.rt.step(
+                "ResourceClaim", meta.namespace, meta.name, "claim-controller sync claim"
+            ):
+                await execute(self.rt, actions)

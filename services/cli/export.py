@@ -1,0 +1,275 @@
+"""``draflow export`` / ``draflow import``: the event log as a portable JSON Lines file.
+
+A user attaches the file to a bug report; a developer imports it into an empty system and replays
+it (``draflow log``, projections, sagas) exactly as it happened. The first line is a header
+(``{"draflow_export": 1, "stream", "root", "from_seq", "to_seq", ...}``), then one line per stored
+message: its original stream ``seq``, ``subject``, server ``time``, its NATS ``headers`` (without
+the ones the server adds on read) and the stored ``envelope`` byte for byte.
+
+Import re-appends in order, one message at a time, with the original ``Nats-Msg-Id`` and
+``Nats-Expected-Last-Subject-Sequence`` (the subject's last sequence *in the target*), so nothing
+is interleaved or doubled. It refuses a stream holding anything but a prefix of the same log; a
+stream holding such a prefix (an interrupted import) is resumed after it. Sequences stay the same
+when the export started at sequence 1 of a gap-free stream; otherwise they are renumbered densely
+(the order and every id are kept). A log exported under another subject root is rewritten to the
+target's root (the envelope's ``subject`` too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+import nats.errors
+from nats.js.errors import APIError, NotFoundError
+
+from events.codec import DecodeError, decode_raw, encode
+from infra.config import Settings
+from infra.errors import StoreUnavailable
+from infra.eventstore import ERR_WRONG_LAST_SEQUENCE, HDR_EXPECTED_LAST_SUBJECT_SEQ, HDR_MSG_ID, EventStore
+from infra.reader import RawRecord
+from services.cli.main import UserError
+
+__all__ = ["ExportHeader", "ExportedMessage", "connect_store", "parse_headers", "read_export", "register"]
+
+FORMAT_VERSION = 1
+
+# headers the server adds to a stored message when it is read back (or that only steer a publish)
+_SERVER_HEADERS = ("Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Stream", "Nats-Last-Sequence",
+                   "Nats-Num-Pending", "Nats-Expected-", "Nats-Batch-", "Nats-TTL", "Nats-Marker-Reason")
+
+
+class ExportHeader(msgspec.Struct, kw_only=True):
+    draflow_export: int = FORMAT_VERSION
+    stream: str
+    root: str
+    from_seq: int
+    to_seq: int
+    count: int = 0
+
+
+class ExportedMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
+    seq: int
+    subject: str
+    time: str = ""
+    headers: dict[str, str] = {}
+    envelope: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET  # the stored JSON, verbatim
+    data_b64: str = ""  # instead of envelope, for a stored message that is not JSON (kept as is)
+
+    def payload(self) -> bytes:
+        if isinstance(self.envelope, msgspec.Raw):
+            return bytes(self.envelope)
+        return base64.b64decode(self.data_b64)
+
+
+_enc = msgspec.json.Encoder()
+_header_dec = msgspec.json.Decoder(ExportHeader)
+_msg_dec = msgspec.json.Decoder(ExportedMessage)
+_any = msgspec.json.Decoder()
+
+
+def parse_headers(block: bytes | None) -> dict[str, str]:
+    """A raw NATS header block as a dict (first value wins), without server-added headers."""
+    out: dict[str, str] = {}
+    if not block:
+        return out
+    for line in block.decode().split("\r\n")[1:]:
+        if ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        key = key.strip()
+        if key and not key.startswith(_SERVER_HEADERS) and key not in out:
+            out[key] = value.strip()
+    return out
+
+
+def settings_with_url(url: str | None) -> Settings:
+    settings = Settings.from_env()
+    return msgspec.structs.replace(settings, nats_url=url) if url else settings
+
+
+async def connect_store(settings: Settings, *, ensure: bool = False) -> EventStore:
+    """Connect for a CLI command, with one-line errors."""
+    try:
+        store = await EventStore.open(settings, "draflow-cli", ensure=False, connect_timeout_s=3.0)
+    except (OSError, TimeoutError, nats.errors.Error) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise UserError(f"cannot connect to NATS at {settings.nats_url}: {reason}") from None
+    if ensure:
+        try:
+            await store.ensure_stream()
+        except APIError as exc:
+            await store.close()
+            raise UserError(f"cannot create stream {settings.stream}: {exc.description}") from None
+    return store
+
+
+async def require_stream(store: EventStore, stream: str) -> Any:
+    try:
+        return await store.js.stream_info(stream)
+    except NotFoundError:
+        raise UserError(f"no event log yet: stream {stream} does not exist (start a service first)") from None
+
+
+def export_line(rec: RawRecord) -> bytes:
+    t = rec.time
+    when = t.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if t is not None else ""
+    msg = ExportedMessage(seq=rec.seq, subject=rec.subject, time=when, headers=parse_headers(rec.headers))
+    try:
+        _any.decode(rec.data)
+        msg.envelope = msgspec.Raw(rec.data)
+    except msgspec.DecodeError:  # garbage someone published: export it, so a replay sees it too
+        msg.data_b64 = base64.b64encode(rec.data).decode()
+    return _enc.encode(msg)
+
+
+async def export_log(settings: Settings, out: TextIO, from_seq: int, to_seq: int | None) -> int:
+    store = await connect_store(settings)
+    try:
+        info = await require_stream(store, settings.stream)
+        last = int(info.state.last_seq)
+        end = min(to_seq, last) if to_seq is not None else last
+        header = ExportHeader(stream=settings.stream, root=settings.root, from_seq=from_seq, to_seq=end)
+        lines: list[bytes] = []
+        if end >= from_seq:
+            async for records in store.read_raw(store.all_events, from_seq, end):
+                lines.extend(export_line(r) for r in records)
+        header.count = len(lines)
+        out.write(_enc.encode(header).decode() + "\n")
+        for line in lines:
+            out.write(line.decode() + "\n")
+        out.flush()
+        return len(lines)
+    except StoreUnavailable as exc:
+        raise UserError(f"reading the log failed: {exc}") from None
+    finally:
+        await store.close()
+
+
+def read_export(path: Path) -> tuple[ExportHeader, list[ExportedMessage]]:
+    """Parse an export file; a bad line is a clear error naming the file and line."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror or exc}") from None
+    if not lines:
+        raise UserError(f"{path}: empty file (expected a draflow export header line)")
+    try:
+        header = _header_dec.decode(lines[0])
+    except msgspec.DecodeError as exc:
+        raise UserError(f"{path}:1: not a draflow export header: {exc}") from None
+    if header.draflow_export != FORMAT_VERSION:
+        fmt = header.draflow_export
+        raise UserError(f"{path}:1: export format {fmt} (this draflow reads {FORMAT_VERSION})")
+    msgs: list[ExportedMessage] = []
+    for i, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        try:
+            msgs.append(_msg_dec.decode(line))
+        except msgspec.DecodeError as exc:
+            raise UserError(f"{path}:{i}: not an exported message: {exc}") from None
+        if msgs[-1].subject.split(".", 2)[1:2] != ["ev"]:
+            raise UserError(f"{path}:{i}: subject {msgs[-1].subject!r} is not an event subject (<root>.ev.>)")
+    if any(b.seq <= a.seq for a, b in itertools.pairwise(msgs)):
+        raise UserError(f"{path}: messages are not in stream order")
+    return header, msgs
+
+
+def rerooted(msg: ExportedMessage, old_root: str, new_root: str) -> tuple[str, bytes]:
+    """Subject and payload for the target stream (the same bytes when the roots agree)."""
+    payload = msg.payload()
+    if old_root == new_root:
+        return msg.subject, payload
+    subject = new_root + msg.subject[len(old_root):]
+    try:
+        env = decode_raw(payload)
+    except DecodeError:
+        return subject, payload  # not an envelope: nothing inside to re-root
+    return subject, encode(msgspec.structs.replace(env, subject=new_root + env.subject[len(old_root):]))
+
+
+async def _existing_ids(store: EventStore) -> list[tuple[int, str, str]]:
+    found: list[tuple[int, str, str]] = []
+    async for records in store.read_raw(store.all_events):
+        found.extend((r.seq, r.subject, r.header(HDR_MSG_ID) or "") for r in records)
+    return found
+
+
+async def import_log(settings: Settings, path: Path, out: TextIO) -> tuple[int, int]:
+    """Append the exported messages to an empty (or partially imported) stream: (skipped, appended)."""
+    header, msgs = read_export(path)
+    store = await connect_store(settings, ensure=True)
+    try:
+        existing = await _existing_ids(store)
+        last_on: dict[str, int] = {}
+        for i, (seq, subject, msg_id) in enumerate(existing):
+            want = msgs[i] if i < len(msgs) else None
+            want_subject = rerooted(want, header.root, settings.root)[0] if want else ""
+            if want is None or want.headers.get(HDR_MSG_ID, "") != msg_id or want_subject != subject:
+                raise UserError(
+                    f"stream {settings.stream} is not empty ({len(existing)} events) and does not hold "
+                    f"the start of {path} (message {i + 1} differs): import only into an empty system"
+                )
+            last_on[subject] = seq
+        if existing:
+            print(f"resuming: the first {len(existing)} events of {path} are already imported", file=out)
+        appended = 0
+        for msg in msgs[len(existing):]:
+            subject, payload = rerooted(msg, header.root, settings.root)
+            headers = dict(msg.headers)
+            headers[HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(last_on.get(subject, 0))
+            try:
+                ack = await store.js.publish(subject, payload, timeout=10.0, headers=headers)
+            except APIError as exc:
+                if exc.err_code == ERR_WRONG_LAST_SEQUENCE:
+                    msg_ = f"{subject}: changed by someone else during the import (seq {msg.seq})"
+                    raise UserError(msg_) from None
+                raise UserError(f"import of seq {msg.seq} ({subject}) refused: {exc.description}") from None
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError) as exc:
+                raise UserError(f"import stopped at seq {msg.seq}: {exc!r}; run it again to resume") from None
+            last_on[subject] = ack.seq
+            appended += 1
+        return len(existing), appended
+    finally:
+        await store.close()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write the event log as JSON Lines (for a bug report)")
+    p.add_argument("--from-seq", type=int, default=1, metavar="N", help="first stream sequence")
+    p.add_argument("--to-seq", type=int, default=None, metavar="N", help="last stream sequence")
+    p.add_argument("-o", "--output", default="-", metavar="FILE", help="file to write (default: stdout)")
+    p.add_argument("--nats-url", default=None, help="NATS URL (default: $DRAFLOW_NATS_URL)")
+    p.set_defaults(func=run_export)
+    q = sub.add_parser("import", help="append an exported log to an empty system (resumable)")
+    q.add_argument("file", type=Path, help="a file written by draflow export")
+    q.add_argument("--nats-url", default=None, help="NATS URL (default: $DRAFLOW_NATS_URL)")
+    q.set_defaults(func=run_import)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    if args.from_seq < 1:
+        raise UserError(f"--from-seq: must be >= 1, got {args.from_seq}")
+    if args.to_seq is not None and args.to_seq < args.from_seq:
+        raise UserError(f"--to-seq: must be >= --from-seq ({args.from_seq}), got {args.to_seq}")
+    settings = settings_with_url(args.nats_url)
+    if args.output == "-":
+        n = asyncio.run(export_log(settings, sys.stdout, args.from_seq, args.to_seq))
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq))
+    print(f"exported {n} events", file=sys.stderr)
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    skipped, appended = asyncio.run(import_log(settings_with_url(args.nats_url), args.file, sys.stderr))
+    print(f"imported {appended} events" + (f" ({skipped} were already there)" if skipped else ""))
+    return 0

@@ -1,0 +1,64 @@
+"""The `draflow` command line: a thin dispatcher over one module per command group.
+
+Each module named in COMMANDS exposes ``register(subparsers)``, which adds its
+sub-commands and sets ``func`` (``(args) -> int``) on each parser. Modules are
+imported lazily so ``draflow version`` does not pay for NATS or the allocator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command group module -> the sub-command names it registers (for lazy import)
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "services.cli.version": ("version",),
+    "services.cli.log": ("log",),
+    "services.cli.allocate": ("allocate",),
+    "services.cli.apply": ("apply", "create"),
+    "services.cli.get": ("get",),
+    "services.cli.describe": ("describe",),
+    "services.cli.delete": ("delete",),
+    "services.cli.events": ("events",),
+    "services.cli.export": ("export", "import"),
+    "services.cli.trace": ("trace",),
+    "services.cli.dlq": ("dlq",),
+}
+
+
+class UserError(Exception):
+    """An error caused by the user's input: printed as one line, no traceback."""
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="draflow", description="DRA as an event-sourced workflow engine")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name, names in COMMANDS.items():
+        if only is not None and only not in names:
+            continue
+        importlib.import_module(module_name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    first = next((a for a in args_list if not a.startswith("-")), None)
+    known = {n for names in COMMANDS.values() for n in names}
+    parser = build_parser(first if first in known else None)
+    args = parser.parse_args(args_list)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(func(args) or 0)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""The classic driver's sagas as data, and the pure meaning of each step.
+
+A :class:`SagaPlan` lists steps; each names an action and, optionally, the compensation that
+undoes it. The foundation's saga engine (``sagas.engine``) runs them: it registers a step's
+compensation before the step starts, retries transient failures and, on a permanent failure,
+compensates every started step in reverse order (including the failing one).
+:mod:`services.driver_controller.saga_wiring` turns a plan into an engine ``SagaDefinition``.
+
+What each action means is :func:`run_action`: a pure function of the claim, its class, the plugin
+and the saga input, returning :class:`Done` (with the claim as it must be written, or ``None`` for
+no write), :class:`Retry` (transient: the engine retries with backoff) or :class:`Fail`
+(permanent: compensate).
+
+* **allocation** (``ClassicAllocation``): check the claim is still Pending for the same node (undo:
+  record the failure: clear ``selectedNode``, list the node as unsuitable when the failure was
+  definite) -> ensure the finalizer (undo: remove it) -> driver allocates and the result is
+  written as phase Allocated (undo: driver frees; ``InProgress`` is a retry; a re-run after a crash
+  gets the same answer because plugins are idempotent per claim uid).
+* **reallocation** (``ClassicReallocation``): check phase Reallocate and no users -> driver frees
+  -> record Pending -> remove the finalizer. The scheduler then sets a new ``selectedNode`` and
+  the allocation saga runs again, elsewhere.
+* **teardown** (``ClassicTeardown``): as reallocation, for a deleted claim without users.
+
+Freeing has no compensation: a released resource cannot be taken back; a failed free leaves the
+claim in its phase and ``sync_claim`` starts the saga again later.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import msgspec
+
+from events.api import classic_v1alpha1 as cv
+from services.driver_controller import claims as cl
+from services.driver_controller.controller import DEALLOCATE_DELETED, StartAllocation, StartDeallocation
+from services.driver_controller.plugin import (
+    AllocationResult,
+    ControllerPlugin,
+    Freed,
+    InProgress,
+    Parameters,
+)
+
+__all__ = [
+    "ALLOCATION",
+    "PLANS",
+    "REALLOCATION",
+    "TEARDOWN",
+    "Done",
+    "Fail",
+    "Retry",
+    "SagaInput",
+    "SagaPlan",
+    "StepOutcome",
+    "StepPlan",
+    "plan_for",
+    "run_action",
+    "saga_id",
+]
+
+
+class StepPlan(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    action: str
+    compensation: str | None = None
+
+
+class SagaPlan(msgspec.Struct, frozen=True, kw_only=True):
+    saga_type: str
+    steps: tuple[StepPlan, ...]
+
+
+# Action names (the wiring maps each to an engine step function).
+CHECK_PENDING = "CheckPending"
+RECORD_FAILURE = "RecordFailure"
+ENSURE_FINALIZER = "EnsureFinalizer"
+REMOVE_FINALIZER = "RemoveFinalizer"
+DRIVER_ALLOCATE = "DriverAllocate"
+DRIVER_DEALLOCATE = "DriverDeallocate"
+CHECK_FREEABLE = "CheckFreeable"
+RECORD_PENDING = "RecordPending"
+
+ALLOCATION = SagaPlan(
+    saga_type="ClassicAllocation",
+    steps=(
+        StepPlan(name="check-claim", action=CHECK_PENDING, compensation=RECORD_FAILURE),
+        StepPlan(name="set-finalizer", action=ENSURE_FINALIZER, compensation=REMOVE_FINALIZER),
+        StepPlan(name="allocate-and-record", action=DRIVER_ALLOCATE, compensation=DRIVER_DEALLOCATE),
+    ),
+)
+_FREE_STEPS = (
+    StepPlan(name="check-claim", action=CHECK_FREEABLE),
+    StepPlan(name="driver-deallocate", action=DRIVER_DEALLOCATE),
+    StepPlan(name="record-pending", action=RECORD_PENDING),
+    StepPlan(name="remove-finalizer", action=REMOVE_FINALIZER),
+)
+REALLOCATION = SagaPlan(saga_type="ClassicReallocation", steps=_FREE_STEPS)
+TEARDOWN = SagaPlan(saga_type="ClassicTeardown", steps=_FREE_STEPS)
+PLANS = (ALLOCATION, REALLOCATION, TEARDOWN)
+
+
+class SagaInput(msgspec.Struct, frozen=True, kw_only=True):
+    """What a classic saga is started with (JSON-able: it is stored in ``SagaStarted``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    driver_name: str
+    selected_node: str | None = None
+    reason: str = ""
+
+
+def plan_for(action: StartAllocation | StartDeallocation) -> SagaPlan:
+    if isinstance(action, StartAllocation):
+        return ALLOCATION
+    return TEARDOWN if action.reason == DEALLOCATE_DELETED else REALLOCATION
+
+
+def saga_id(plan: SagaPlan, claim: cv.ResourceClaim, claim_seq: int, attempt: int = 0) -> str:
+    """Deterministic per claim version and attempt: a redelivered decision starts no second saga;
+    a saga that failed without changing the claim (a free that did not work) is tried again
+    under the next attempt number."""
+    suffix = f"-{attempt}" if attempt else ""
+    return f"{plan.saga_type}-{claim.metadata.uid or claim.metadata.name}-{claim_seq}{suffix}"[:128]
+
+
+class Done(msgspec.Struct, frozen=True, kw_only=True):
+    """The step succeeded; ``claim`` is the claim to write (None: nothing to write)."""
+
+    claim: cv.ResourceClaim | None = None
+    note: str = ""
+
+
+class Retry(msgspec.Struct, frozen=True, kw_only=True):
+    reason: str
+
+
+class Fail(msgspec.Struct, frozen=True, kw_only=True):
+    reason: str
+    definite: bool = False
+
+
+StepOutcome: TypeAlias = Done | Retry | Fail
+
+
+def _same_claim(claim: cv.ResourceClaim | None, inp: SagaInput) -> str | None:
+    if claim is None:
+        return "the claim is gone"
+    if inp.uid and claim.metadata.uid != inp.uid:
+        return "the claim was replaced (different uid)"
+    return None
+
+
+def run_action(
+    action: str,
+    claim: cv.ResourceClaim | None,
+    resource_class: cv.ResourceClass | None,
+    plugin: ControllerPlugin,
+    inp: SagaInput,
+    *,
+    failure: Fail | None = None,
+) -> StepOutcome:
+    """The pure meaning of one step or compensation on the current claim.
+
+    ``failure`` is the saga's failure, for ``RecordFailure`` (only a definite failure marks the
+    selected node unsuitable).
+    """
+    problem = _same_claim(claim, inp)
+    if claim is None or problem is not None:
+        # Compensations of a vanished claim have nothing left to write.
+        return (
+            Done(note=problem or "")
+            if action in (RECORD_FAILURE, REMOVE_FINALIZER)
+            else Fail(reason=problem or "")
+        )
+    driver = inp.driver_name
+    if action == CHECK_PENDING:
+        if cl.is_deleting(claim):
+            return Fail(reason="the claim is being deleted", definite=True)
+        if cl.phase(claim) != cv.PENDING:
+            return Fail(reason=f"the claim is {cl.phase(claim)}, not Pending", definite=True)
+        selected = cl.scheduling(claim).scheduler.selected_node or None
+        if selected != inp.selected_node:
+            return Fail(reason=f"the selected node changed to {selected!r}", definite=False)
+        return Done()
+    if action == RECORD_FAILURE:
+        if cl.phase(claim) != cv.PENDING:
+            return Done(note="claim no longer pending")
+        current = cl.scheduling(claim).scheduler.selected_node
+        if current != (inp.selected_node or ""):
+            return Done(note="the scheduler selected another node meanwhile: its choice stays")
+        node = inp.selected_node if failure is not None and failure.definite else None
+        if not current and node is None:
+            return Done()
+        return Done(claim=cl.allocation_failed_on(claim, node))
+    if action == ENSURE_FINALIZER:
+        return Done() if cl.has_finalizer(claim, driver) else Done(claim=cl.with_finalizer(claim, driver))
+    if action == REMOVE_FINALIZER:
+        if not cl.has_finalizer(claim, driver):
+            return Done()
+        if cl.phase(claim) != cv.PENDING:
+            return Done(note="claim still allocated: the finalizer stays")
+        return Done(claim=cl.without_finalizer(claim, driver))
+    if action == DRIVER_ALLOCATE:
+        if resource_class is None:
+            return Fail(reason=f"ResourceClass {claim.spec.resource_class_name!r} not found", definite=True)
+        params = Parameters(
+            class_parameters=resource_class.parameters, claim_parameters=claim.spec.parameters
+        )
+        out = plugin.allocate(claim, resource_class, params, inp.selected_node)
+        if isinstance(out, AllocationResult):
+            return Done(claim=cl.allocated(claim, driver, out))
+        if isinstance(out, InProgress):
+            return Retry(reason=out.reason)
+        return Fail(reason=out.reason, definite=True) if out.definite else Retry(reason=out.reason)
+    if action == CHECK_FREEABLE:
+        if claim.status.reserved_for:
+            return Fail(reason="the claim is in use (reservedFor is not empty)")
+        if cl.phase(claim) == cv.PENDING:
+            return Fail(reason="the claim is not allocated")
+        return Done()
+    if action == DRIVER_DEALLOCATE:
+        freed = plugin.deallocate(claim)
+        if isinstance(freed, Freed):
+            return Done()
+        if isinstance(freed, InProgress):
+            return Retry(reason=freed.reason)
+        return Fail(reason=freed.reason, definite=True) if freed.definite else Retry(reason=freed.reason)
+    if action == RECORD_PENDING:
+        return Done(claim=cl.deallocated(claim))
+    raise ValueError(f"unknown classic saga action {action!r}")

@@ -1,0 +1,258 @@
+"""The driver-controller service: level-triggered passes of the classic deciders over the cache.
+
+Built on the shared controller runtime (:mod:`services.claim_controller.runtime`: the log folded
+into an in-memory cache, a pass after every change, appends at the version held). One pass:
+
+1. plugins ``observe`` the Nodes and driver-owned inventory objects (``NodeGpuCapacity``) and, on
+   the first pass, every allocated claim (books rebuilt);
+2. the classic claim controller: ``sync_pod`` for Pods with KEP claims; a missing ``<pod>-<name>``
+   claim is admitted (``admit_classic``) and created on its subject with expected sequence 0;
+   claims whose owning Pod is gone are marked for deletion;
+3. per claim and plugin, ``sync_claim``: finalizer changes and ``unsuitable_updates`` are
+   appended at the claim's version; ``StartAllocation`` / ``StartDeallocation`` start a saga on
+   the foundation engine (saga id from the claim's version, so a repeated decision does not start
+   a second one) in a background task, and the claim counts as busy until it ends;
+4. a deleted claim without finalizers is removed (``ClassicResourceClaimDeleted``).
+
+Writes bypass the apiserver's request API (which does not admit classic kinds yet) but use the
+same lifecycle facts, so every reader's fold agrees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import uuid
+from collections.abc import Mapping
+
+import msgspec
+from msgspec.structs import replace
+
+from events.api import classic_v1alpha1 as cv
+from events.api import core_v1 as c1
+from events.api.classic_pod import pod_claims
+from events.envelope import Event
+from events.objects import (
+    deletion_requested,
+    finalizers_changed,
+    object_applied,
+    object_deleted,
+    status_updated,
+)
+from infra.eventstore import ConcurrencyError
+from sagas.engine import SagaEngine, SagaStatus
+from services.apiserver.admission.classic import admit_classic
+from services.claim_controller.runtime import Runtime
+from services.driver_controller import claims as cl
+from services.driver_controller import controller as ctl
+from services.driver_controller.plugin import ControllerPlugin
+from services.driver_controller.podclaims import (
+    CreateClaim,
+    pod_claim_refs,
+    pods_waiting_for,
+    sync_pod,
+)
+from services.driver_controller.saga_wiring import build_definitions
+from services.driver_controller.sagas import SagaInput, plan_for, saga_id
+from services.driver_controller.store import EventClaimStore
+
+__all__ = ["ACTOR", "KINDS", "DriverControllerService"]
+
+log = logging.getLogger(__name__)
+
+ACTOR = "driver-controller"
+CLAIM = cv.CLAIM_KIND
+# Driver-owned inventory kinds the plugins observe (the ACME driver's per-node capacity).
+INVENTORY = ("Node", "NodeGpuCapacity")
+KINDS = frozenset({CLAIM, cv.CLASS_KIND, "Pod", *INVENTORY})
+_UID_NAMESPACE = uuid.UUID("6d1f2a52-3c1e-4b7a-9a43-2f0c6a1de301")
+
+
+class DriverControllerService:
+    def __init__(
+        self,
+        rt: Runtime,
+        plugins: Mapping[str, ControllerPlugin],
+        *,
+        retry_attempts: int = 5,
+        retry_initial_s: float = 0.05,
+    ) -> None:
+        self.rt = rt
+        rt.kinds = KINDS
+        self.plugins = dict(plugins)
+        self.engine = SagaEngine(
+            rt.events,
+            build_definitions(self.plugins, EventClaimStore(rt.events)),
+            retry_attempts=retry_attempts,
+            retry_initial_s=retry_initial_s,
+        )
+        self.sagas: dict[tuple[str, str], asyncio.Task[SagaStatus]] = {}
+        self.attempts: dict[str, int] = {}  # base saga id -> attempts that ended without success
+        self.answered: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._restored = False
+
+    async def resume(self) -> None:
+        """Finish sagas a previous instance left running (forward or backward)."""
+        await self.engine.resume_pending()
+
+    def busy(self, namespace: str, name: str) -> bool:
+        task = self.sagas.get((namespace, name))
+        return task is not None and not task.done()
+
+    async def wait_idle(self) -> None:
+        running = [t for t in self.sagas.values() if not t.done()]
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def sync(self) -> None:
+        rt = self.rt
+        for kind in INVENTORY:
+            for obj in rt.items(kind):
+                for plugin in self.plugins.values():
+                    plugin.observe(obj)
+        claims: list[cv.ResourceClaim] = rt.items(CLAIM)
+        if not self._restored:
+            for claim in claims:
+                if cl.phase(claim) != cv.PENDING:
+                    for plugin in self.plugins.values():
+                        plugin.observe(claim)
+            self._restored = True
+        pods: list[c1.Pod] = [p for p in rt.items("Pod") if pod_claims(p) is not None]
+        await self._pods(pods, claims)
+        classes = {c.metadata.name: c for c in rt.items(cv.CLASS_KIND)}
+        for claim in rt.items(CLAIM):
+            await self._claim(claim, classes, pods)
+
+    async def _pods(self, pods: list[c1.Pod], claims: list[cv.ResourceClaim]) -> None:
+        by_ns: dict[str, dict[str, cv.ResourceClaim]] = {}
+        for c in claims:
+            by_ns.setdefault(c.metadata.namespace, {})[c.metadata.name] = c
+        for pod in pods:
+            for action in sync_pod(pod, by_ns.get(pod.metadata.namespace, {})):
+                if isinstance(action, CreateClaim):
+                    await self._create(action.claim)
+                else:
+                    log.info("%s: pod %s: %s", ACTOR, pod.metadata.name, action)
+        live = {p.metadata.uid for p in self.rt.items("Pod")}
+        for c in claims:
+            owners = [r.uid for r in c.metadata.owner_references if r.kind == "Pod"]
+            if owners and not any(u in live for u in owners) and not cl.is_deleting(c):
+                await self._delete(c)
+
+    async def _create(self, claim: cv.ResourceClaim) -> None:
+        meta = claim.metadata
+        owner = meta.owner_references[0].uid if meta.owner_references else ""
+        uid = str(uuid.uuid5(_UID_NAMESPACE, f"{meta.namespace}/{meta.name}/{owner}"))
+        stored = admit_classic(replace(claim, metadata=replace(meta, uid=uid)), namespace=meta.namespace)
+        try:
+            await self.rt.cache.append(
+                CLAIM, meta.namespace, meta.name, [object_applied(stored)], expected_last_seq=0
+            )
+        except ConcurrencyError:
+            pass  # created meanwhile (another pass or instance): the next pass sees it
+
+    async def _delete(self, claim: cv.ResourceClaim) -> None:
+        meta = claim.metadata
+        if meta.finalizers:
+            # the shell may read the clock for a timestamp; no decision depends on it
+            stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            await self.rt.append(CLAIM, meta.namespace, meta.name, [deletion_requested(CLAIM, stamp)])
+        else:
+            await self.rt.append(CLAIM, meta.namespace, meta.name, [object_deleted(CLAIM)])
+
+    async def _claim(
+        self, claim: cv.ResourceClaim, classes: Mapping[str, cv.ResourceClass], pods: list[c1.Pod]
+    ) -> None:
+        meta = claim.metadata
+        key = (meta.namespace, meta.name)
+        if cl.is_deleting(claim) and not meta.finalizers and not self.busy(*key):
+            await self.rt.append(CLAIM, meta.namespace, meta.name, [object_deleted(CLAIM)])
+            return
+        if cl.phase(claim) != cv.PENDING:
+            self.answered.pop(key, None)  # a later negotiation must be answered afresh
+        cls = classes.get(claim.spec.resource_class_name)
+        for driver, plugin in self.plugins.items():
+            actions = ctl.sync_claim(
+                claim,
+                cls,
+                driver_name=driver,
+                saga_running=self.busy(*key),
+                answered_potential_nodes=self.answered.get(key),
+            )
+            for action in actions:
+                await self._act(claim, action, driver, plugin, classes, pods)
+
+    async def _act(
+        self,
+        claim: cv.ResourceClaim,
+        action: ctl.Action,
+        driver: str,
+        plugin: ControllerPlugin,
+        classes: Mapping[str, cv.ResourceClass],
+        pods: list[c1.Pod],
+    ) -> None:
+        meta = claim.metadata
+        if isinstance(action, ctl.AddFinalizer):
+            await self._write(claim, cl.with_finalizer(claim, driver))
+        elif isinstance(action, ctl.RemoveFinalizer):
+            await self._write(claim, cl.without_finalizer(claim, driver))
+        elif isinstance(action, ctl.UpdateUnsuitableNodes):
+            waiting = pods_waiting_for(claim, pods)
+            pod = waiting[0] if waiting else None
+            group = [claim]
+            if pod is not None:
+                names = {r.claim_name for r in pod_claim_refs(pod)}
+                group = [c for c in self.rt.items(CLAIM, meta.namespace) if c.metadata.name in names]
+            for new in ctl.unsuitable_updates(plugin, pod, group, classes):
+                old = self.rt.get(CLAIM, new.metadata.namespace, new.metadata.name)
+                if old is not None:
+                    await self._write(old, new)
+            for c in group:
+                self.answered[(c.metadata.namespace, c.metadata.name)] = cl.scheduling(
+                    c
+                ).scheduler.potential_nodes
+        elif isinstance(action, ctl.StartAllocation | ctl.StartDeallocation):
+            plan = plan_for(action)
+            seq = int(meta.resource_version or 0)
+            inp = SagaInput(
+                namespace=meta.namespace,
+                name=meta.name,
+                uid=meta.uid,
+                driver_name=driver,
+                selected_node=action.selected_node if isinstance(action, ctl.StartAllocation) else None,
+                reason=action.reason if isinstance(action, ctl.StartDeallocation) else "",
+            )
+            base = saga_id(plan, claim, seq)
+            sid = saga_id(plan, claim, seq, self.attempts.get(base, 0))
+            task = asyncio.create_task(self._run_saga(base, plan.saga_type, sid, msgspec.to_builtins(inp)))
+            task.add_done_callback(self._saga_done)
+            self.sagas[(meta.namespace, meta.name)] = task
+        elif isinstance(action, ctl.Wait):
+            log.debug("%s: %s/%s: %s", ACTOR, meta.namespace, meta.name, action.reason)
+
+    async def _run_saga(self, base: str, saga_type: str, sid: str, inp: dict[str, object]) -> SagaStatus:
+        state = await self.engine.start(saga_type, sid, inp)
+        if state.status != SagaStatus.COMPLETED:
+            # Ended without success: if the claim did not change, the next pass (on the runtime's
+            # resync timer, not at once) starts the same work under a new attempt number.
+            self.attempts[base] = self.attempts.get(base, 0) + 1
+            log.info("%s: saga %s ended %s: %s", ACTOR, sid, state.status, state.error)
+        return state.status
+
+    def _saga_done(self, task: asyncio.Task[SagaStatus]) -> None:
+        if task.cancelled():
+            return
+        if task.exception() is not None:
+            log.warning("%s: saga failed to run: %r", ACTOR, task.exception())
+        elif task.result() == SagaStatus.COMPLETED:
+            self.rt.kick()  # the saga's writes enable the next decision
+
+    async def _write(self, old: cv.ResourceClaim, new: cv.ResourceClaim) -> None:
+        events: list[Event] = []
+        if new.metadata.finalizers != old.metadata.finalizers:
+            events.append(finalizers_changed(CLAIM, new.metadata.finalizers))
+        if new.status != old.status:
+            events.append(status_updated(CLAIM, new.status))
+        if events:
+            await self.rt.append(CLAIM, new.metadata.namespace, new.metadata.name, events)

@@ -1,0 +1,1 @@
+"""DRA drivers: the kubelet plugin boundary (``api``), CDI spec helpers (``cdi``), example drivers."""

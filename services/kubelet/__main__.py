@@ -1,0 +1,77 @@
+"""``python -m services.kubelet --node NAME [--gpus N]``: one node's kubelet until SIGTERM.
+
+The node's DRA driver plugin (``gpu.example.com`` with N GPUs) runs inside the kubelet process
+behind the ``DRAPlugin`` protocol, as a registered plugin would behind its socket; it writes its
+CDI specs under ``$DRAFLOW_DATA_DIR/cdi/<node>/``. The Node is registered with the label
+``gpu.example.com/gpus=<N>``, which tells the driver's control-plane process
+(``python -m services.drivers.gpu_example``) how many GPUs to publish for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from events.api.resource_v1 import ResourceClaim
+from infra.service import ServiceContext, run_service
+from services.claim_controller.runtime import Runtime
+from services.drivers.api import ClaimRef, DRAPlugin
+from services.drivers.gpu_example import GpuExamplePlugin
+from services.drivers.gpu_example.publisher import GPUS_LABEL
+from services.kubelet.service import KubeletService
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m services.kubelet", description=__doc__)
+    p.add_argument("--node", required=True, help="the node this kubelet runs (Node name)")
+    p.add_argument("--gpus", type=int, default=8, help="gpu.example.com GPUs on this node (0: no driver)")
+    return p.parse_args(argv)
+
+
+def build(rt: Runtime, ctx: ServiceContext, node: str, gpus: int) -> KubeletService:
+    state_dir = ctx.settings.service_dir(f"kubelet-{node}")
+    plugins: dict[str, DRAPlugin] = {}
+    labels: dict[str, str] = {}
+    if gpus > 0:
+
+        def get_claim(ref: ClaimRef) -> ResourceClaim | None:
+            claim = rt.get("ResourceClaim", ref.namespace, ref.name)
+            return claim if claim is not None and claim.metadata.uid == ref.uid else None
+
+        plugin = GpuExamplePlugin(
+            node,
+            ctx.settings.data_dir / "cdi" / node,
+            get_claim,
+            num_gpus=gpus,
+            state_dir=state_dir / "plugins" / plugin_dir_name(),
+        )
+        plugins[plugin.driver_name] = plugin
+        labels[GPUS_LABEL] = str(gpus)
+    return KubeletService(rt, node, state_dir, plugins, node_labels=labels)
+
+
+def plugin_dir_name() -> str:
+    return "gpu.example.com"
+
+
+def main_for(node: str, gpus: int) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
+    async def main(ctx: ServiceContext) -> None:
+        rt = Runtime(ctx.store, actor=f"kubelet/{node}")
+        await rt.start()
+        await rt.wait_for_apiserver()
+        try:
+            kubelet = build(rt, ctx, node, gpus)
+            await kubelet.register()
+            print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
+            await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
+        finally:
+            await rt.stop()
+
+    return main
+
+
+if __name__ == "__main__":
+    args = parse_args(sys.argv[1:])
+    sys.exit(run_service(f"kubelet-{args.node}", main_for(args.node, args.gpus)))

@@ -1,0 +1,136 @@
+"""Kubelet admission of a pod bound to this node: may it use its claims?
+
+The checks of upstream ``PrepareResources`` that come before any driver is called (and before the
+claim-info cache is touched): each claim the pod refers to must exist, a claim generated from a
+template must be controlled by the pod, the pod's uid must be in ``status.reservedFor``, the claim
+must be allocated and every driver in its allocation must be registered on this node. The special
+claim for extended resources backed by DRA (``pod.status.extendedResourceClaimStatus``) is checked
+the same way. A refusal becomes a Warning event on the pod (reason
+``FailedPrepareDynamicResources``) and, in draflow, the pod fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from events.api.core_v1 import Pod
+from events.api.resource_v1 import ResourceClaim
+from services.claim_controller.actions import ClaimAction
+from services.claim_controller.controller import release_reservations as release_claim
+from services.claim_controller.podclaims import (
+    ClaimNameError,
+    is_for_pod,
+    is_reserved_for_pod,
+    resolve_claim_name,
+)
+
+__all__ = ["FAILED_PREPARE", "Admit", "Reject", "admit", "pod_claim_names", "release_reservations"]
+
+FAILED_PREPARE = "FailedPrepareDynamicResources"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """The pod may start; ``claims`` are the ones to prepare, in pod-spec order (extended last)."""
+
+    claims: tuple[ResourceClaim, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """The pod may not start: ``reason`` and ``message`` are those of the Warning event."""
+
+    reason: str
+    message: str
+
+
+def pod_claim_names(pod: Pod) -> list[tuple[str, bool]]:
+    """``(claim name, must check owner)`` for every claim the pod uses, unneeded ones skipped.
+
+    Raises ``ClaimNameError`` when a template claim has not been created yet.
+    """
+    names: list[tuple[str, bool]] = []
+    for pod_claim in pod.spec.resource_claims:
+        resolved = resolve_claim_name(pod, pod_claim)
+        if resolved.name is not None:
+            names.append((resolved.name, resolved.must_check_owner))
+    extended = pod.status.extended_resource_claim_status
+    if extended is not None and extended.resource_claim_name:
+        names.append((extended.resource_claim_name, False))
+    return names
+
+
+def _reject(message: str) -> Reject:
+    return Reject(reason=FAILED_PREPARE, message=f"Failed to prepare dynamic resources: {message}")
+
+
+def admit(
+    pod: Pod,
+    claims: Mapping[str, ResourceClaim] | Iterable[ResourceClaim],
+    *,
+    registered_drivers: Collection[str] | None = None,
+) -> Admit | Reject:
+    """Decide whether ``pod`` may use its claims on this node.
+
+    ``claims``: the claims of the pod's namespace (a name -> claim map or any iterable).
+    ``registered_drivers``: the drivers with a node plugin here; None skips that check.
+    """
+    if isinstance(claims, Mapping):
+        by_name = dict(claims)
+    else:
+        by_name = {c.metadata.name: c for c in claims if c.metadata.namespace == pod.metadata.namespace}
+    try:
+        names = pod_claim_names(pod)
+    except ClaimNameError as err:
+        return _reject(str(err))
+    admitted: list[ResourceClaim] = []
+    for name, must_check_owner in names:
+        claim = by_name.get(name)
+        if claim is None:
+            return _reject(f'fetch ResourceClaim {name}: resourceclaims.resource.k8s.io "{name}" not found')
+        if must_check_owner:
+            problem = is_for_pod(pod, claim)
+            if problem is not None:
+                return _reject(problem)
+        if not is_reserved_for_pod(pod, claim):
+            return _reject(
+                f"pod {pod.metadata.name} ({pod.metadata.uid}) is not allowed to use ResourceClaim "
+                f"{name} ({claim.metadata.uid})"
+            )
+        allocation = claim.status.allocation
+        if allocation is None:
+            return _reject(f"ResourceClaim {name}: not allocated")
+        if registered_drivers is not None:
+            for result in allocation.devices.results:
+                if result.driver not in registered_drivers:
+                    return _reject(
+                        f"DRA driver {result.driver} is not registered (needed by ResourceClaim {name})"
+                    )
+        admitted.append(claim)
+    return Admit(claims=tuple(admitted))
+
+
+def release_reservations(
+    pod: Pod, claims: Mapping[str, ResourceClaim] | Iterable[ResourceClaim]
+) -> list[ClaimAction]:
+    """After the pod's claims are unprepared: drop the pod from their ``reservedFor``.
+
+    Same rule as the claim controller (``release_reservations`` there): removing the last
+    reservation of a protected claim also deallocates it and removes the finalizer. The controller
+    does the same when it sees the pod gone; whichever comes first wins, the other finds nothing.
+    """
+    if isinstance(claims, Mapping):
+        by_name = dict(claims)
+    else:
+        by_name = {c.metadata.name: c for c in claims if c.metadata.namespace == pod.metadata.namespace}
+    try:
+        names = [name for name, _ in pod_claim_names(pod)]
+    except ClaimNameError:
+        names = [s.resource_claim_name for s in pod.status.resource_claim_statuses if s.resource_claim_name]
+    actions: list[ClaimAction] = []
+    for name in dict.fromkeys(names):
+        claim = by_name.get(name)
+        if claim is not None:
+            actions += release_claim(claim, [pod.metadata.uid])
+    return actions

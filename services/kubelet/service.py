@@ -1,0 +1,214 @@
+"""The kubelet service for one node: level-triggered passes of ``next_step`` over the pods in the cache.
+
+What a pass does (every pod, after every change of a Pod / ResourceClaim, and on a timer):
+
+* **START** (bound here, Pending): ``admit``; a refusal records a Warning Event
+  (``FailedPrepareDynamicResources``) and appends ``PodFailed``. Otherwise the claims are prepared
+  through the node's driver plugins (``prepare_pod``: batched per driver, idempotent, bounded
+  retries inside the call), the DRA manager is checkpointed, and ``PodResourcesPrepared`` (the CDI
+  ids per container) + ``PodStarted`` + ``PodContainerStatusesReported`` are appended to the pod in
+  **one** atomic batch. A failed
+  prepare records a Warning Event and is retried on later passes with exponential backoff; after
+  ``max_prepare_attempts`` the pod fails (``PodFailed``), which turns it into RELEASE: whatever was
+  prepared is unprepared again (the compensation), so nothing stays held.
+* **RELEASE** (deleted, terminal or moved while claims are held): unprepare, checkpoint, then drop
+  the pod from the claims' ``reservedFor`` (and deallocate a claim whose last consumer it was) —
+  one atomic batch per claim.
+* **FINISH_DELETION** (deleted, nothing held): make sure no claim still lists the pod, then confirm
+  the deletion (delete with grace period 0).
+
+The checkpoint is the kubelet's only local state: at start the manager is rebuilt from it and
+the claims of pods that vanished meanwhile are unprepared. A corrupt checkpoint stops the kubelet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from events.api.core_v1 import Pod
+from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
+from events.node import PodContainerStatusesReported
+from services.claim_controller.runtime import Runtime
+from services.claim_controller.service import execute
+from services.drivers.api import DRAPlugin
+from services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
+from services.kubelet.checkpoint import read_checkpoint, write_checkpoint
+from services.kubelet.manager import DRAManager
+from services.kubelet.node import node_object, rfc3339, running_status
+from services.kubelet.prepare import prepare_pod, unprepare_pod
+from services.kubelet.sync import Step, next_step, vanished_pods
+
+__all__ = ["KubeletService"]
+
+log = logging.getLogger(__name__)
+
+KINDS = frozenset({"Pod", "ResourceClaim"})
+
+
+def _now() -> str:
+    return rfc3339(datetime.now(UTC))
+
+
+def container_statuses(pod: Pod, now: datetime) -> PodContainerStatusesReported:
+    """The containers as the kubelet starts them: init containers completed, the others running."""
+    stamp = rfc3339(now)
+    init = tuple(
+        {
+            "name": c.name,
+            "image": c.image,
+            "ready": True,
+            "restartCount": 0,
+            "state": {
+                "terminated": {"exitCode": 0, "reason": "Completed", "startedAt": stamp, "finishedAt": stamp}
+            },
+        }
+        for c in pod.spec.init_containers
+    )
+    running = running_status(pod, now).container_statuses
+    return PodContainerStatusesReported(container_statuses=tuple(running), init_container_statuses=init)
+
+
+class KubeletService:
+    def __init__(
+        self,
+        rt: Runtime,
+        node_name: str,
+        state_dir: Path,
+        plugins: Mapping[str, DRAPlugin],
+        *,
+        node_labels: Mapping[str, str] | None = None,
+        max_prepare_attempts: int = 5,
+        retry_base_s: float = 0.5,
+    ) -> None:
+        self.rt = rt
+        rt.kinds = KINDS
+        self.node_name = node_name
+        self.state_dir = state_dir
+        self.plugins = dict(plugins)
+        self.node_labels = dict(node_labels or {})
+        self.max_prepare_attempts = max_prepare_attempts
+        self.retry_base_s = retry_base_s
+        self.manager = DRAManager(read_checkpoint(state_dir))  # CorruptCheckpointError stops us
+        self._failures: dict[str, tuple[int, float]] = {}  # pod uid -> (failed attempts, retry at)
+
+    async def register(self) -> None:
+        """Create or refresh this node's Node object (its status is the kubelet's)."""
+        node = node_object(self.node_name, datetime.now(UTC), labels=self.node_labels)
+        if not await self.rt.apply(node):
+            raise RuntimeError(f"cannot register Node {self.node_name}")
+        current = self.rt.get("Node", "", self.node_name)
+        if current is not None and current.status != node.status:
+            await self.rt.update_status(current, node.status)
+
+    def _checkpoint(self) -> None:
+        write_checkpoint(self.state_dir, self.manager.entries())
+
+    async def sync(self) -> None:
+        pods = self.rt.items("Pod")
+        await self._unprepare_vanished(pods)
+        for pod in pods:
+            current = self.rt.get("Pod", pod.metadata.namespace, pod.metadata.name)
+            if current is None or current.metadata.uid != pod.metadata.uid:
+                continue
+            step = next_step(current, self.node_name, self.manager)
+            if step is Step.NOTHING or (step is Step.START and not self._due(current.metadata.uid)):
+                continue
+            meta = current.metadata
+            async with self.rt.step("Pod", meta.namespace, meta.name, f"kubelet {step.value} pod"):
+                if step is Step.START:
+                    await self._start(current)
+                elif step is Step.RELEASE:
+                    await self._release(current)
+                else:
+                    await self._finish_deletion(current)
+
+    def _due(self, pod_uid: str) -> bool:
+        """False while a failed prepare waits for its next attempt."""
+        _, retry_at = self._failures.get(pod_uid, (0, 0.0))
+        return time.monotonic() >= retry_at
+
+    # -- steps -------------------------------------------------------------------------------
+
+    async def _start(self, pod: Pod) -> None:
+        uid = pod.metadata.uid
+        attempts, _ = self._failures.get(uid, (0, 0.0))
+        ns, name = pod.metadata.namespace, pod.metadata.name
+        decision = admit(pod, self.rt.items("ResourceClaim", ns), registered_drivers=self.plugins.keys())
+        if isinstance(decision, Reject):
+            await self._fail(pod, decision.reason, decision.message, "UnexpectedAdmissionError")
+            return
+        outcome = prepare_pod(self.manager, pod, decision.claims, self.plugins)
+        self._checkpoint()
+        if not outcome.ok:
+            attempts += 1
+            message = f"Failed to prepare dynamic resources: {'; '.join(outcome.errors)}"
+            if attempts >= self.max_prepare_attempts:
+                self._failures.pop(uid, None)
+                await self._fail(pod, FAILED_PREPARE, message, "FailedPrepareDynamicResources")
+                return
+            delay = self.retry_base_s * 2 ** (attempts - 1)
+            self._failures[uid] = (attempts, time.monotonic() + delay)
+            asyncio.get_running_loop().call_later(delay, self.rt.kick)
+            await self.rt.record_event(
+                "Pod", ns, name, "Warning", FAILED_PREPARE, message, host=self.node_name
+            )
+            return
+        self._failures.pop(uid, None)
+        cdi = self.manager.pod_cdi_devices(pod)
+        containers = tuple(ContainerCDIDevices(container=c, cdi_ids=tuple(ids)) for c, ids in cdi.items())
+        started = datetime.now(UTC)
+        await self.rt.append(
+            "Pod",
+            ns,
+            name,
+            [
+                PodResourcesPrepared(node_name=self.node_name, containers=containers),
+                PodStarted(at=rfc3339(started), host_ip="", pod_ip=""),
+                container_statuses(pod, started),
+            ],
+        )
+
+    async def _fail(self, pod: Pod, reason: str, message: str, status_reason: str) -> None:
+        ns, name = pod.metadata.namespace, pod.metadata.name
+        await self.rt.record_event("Pod", ns, name, "Warning", reason, message, host=self.node_name)
+        await self.rt.append("Pod", ns, name, [PodFailed(reason=status_reason, message=message, at=_now())])
+
+    async def _release(self, pod: Pod) -> None:
+        uid, ns = pod.metadata.uid, pod.metadata.namespace
+        names = [n for cns, n in self.manager.claims_of_pod(uid) if cns == ns]
+        outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+        self._checkpoint()
+        if not outcome.ok:
+            log.warning(
+                "%s: unprepare of pod %s/%s: %s", self.node_name, ns, pod.metadata.name, outcome.errors
+            )
+            asyncio.get_running_loop().call_later(self.retry_base_s, self.rt.kick)
+            return
+        await self._drop_reservations(pod)
+
+    async def _drop_reservations(self, pod: Pod) -> None:
+        ns = pod.metadata.namespace
+        actions = release_reservations(pod, self.rt.items("ResourceClaim", ns))
+        await execute(self.rt, actions, reason="PodReleased")
+
+    async def _finish_deletion(self, pod: Pod) -> None:
+        await self._drop_reservations(pod)
+        meta = pod.metadata
+        await self.rt.delete("Pod", meta.namespace, meta.name, uid=meta.uid, grace_period_seconds=0)
+
+    async def _unprepare_vanished(self, pods: list[Pod]) -> None:
+        """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""
+        for uid in vanished_pods(self.manager, pods):
+            by_ns: dict[str, list[str]] = {}
+            for ns, name in self.manager.claims_of_pod(uid):
+                by_ns.setdefault(ns, []).append(name)
+            for ns, names in by_ns.items():
+                outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+                if not outcome.ok:
+                    log.warning("%s: unprepare for vanished pod %s: %s", self.node_name, uid, outcome.errors)
+            self._checkpoint()

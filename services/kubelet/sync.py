@@ -1,0 +1,46 @@
+"""What the kubelet should do next about a pod: the level-triggered step for its shell.
+
+The shell looks at every pod bound to its node (and at pods the DRA manager still remembers) and
+asks ``next_step``; the answer depends only on the pod and the manager's state, so a restarted
+kubelet picks up exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import Enum
+
+from events.api.core_v1 import Pod
+from services.kubelet.manager import DRAManager
+
+__all__ = ["Step", "next_step", "vanished_pods"]
+
+
+class Step(Enum):
+    START = "start"  # admit, prepare the claims, report Running (or Failed on refusal)
+    RELEASE = "release"  # unprepare the claims, drop the reservations
+    FINISH_DELETION = "finish-deletion"  # claims released: confirm the pod's deletion
+    NOTHING = "nothing"
+
+
+def next_step(pod: Pod, node_name: str, manager: DRAManager) -> Step:
+    """The next step for ``pod`` on ``node_name`` (pods bound elsewhere: nothing, unless this node
+    still holds their claims)."""
+    uid = pod.metadata.uid
+    holds_claims = manager.has_pod_reference(uid)
+    if pod.spec.node_name != node_name:
+        return Step.RELEASE if holds_claims else Step.NOTHING
+    if pod.metadata.deletion_timestamp is not None:
+        return Step.RELEASE if holds_claims else Step.FINISH_DELETION
+    if pod.status.phase in ("Succeeded", "Failed"):
+        return Step.RELEASE if holds_claims else Step.NOTHING
+    if pod.status.phase in ("", "Pending"):
+        return Step.START
+    return Step.NOTHING
+
+
+def vanished_pods(manager: DRAManager, pods: Iterable[Pod]) -> list[str]:
+    """Uids of pods the manager still holds claims for but that no longer exist at all (deleted
+    while the kubelet was down): their claims must be unprepared via ``manager.claims_of_pod``."""
+    known = {p.metadata.uid for p in pods}
+    return sorted(manager.referenced_pod_uids() - known)

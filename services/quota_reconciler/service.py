@@ -1,0 +1,136 @@
+"""The quota-reconciler service: follows the log, keeps ``QuotaState``, writes ResourceQuota status.
+
+It folds the object events quota depends on (DeviceClass, Pod, ResourceClaim, ResourceQuota) from
+sequence 1 into an ``ObjectIndex`` and a ``QuotaState``: nothing is kept between runs, so a
+restart replays the log and arrives at the same usage (the reducer has no counters). Only once
+the replay has reached the log's end at start does it ``reconcile``, so no stale intermediate
+status is ever written; after that it reconciles after every batch. Each changed quota is written
+through the apiserver's status verb with the quota's resourceVersion (optimistic concurrency): a
+409 means the quota moved on meanwhile, and the newer version, arriving through the log,
+triggers the next reconcile. When nothing changed, nothing is appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from events.api.codec import object_meta
+from events.api.core_v1 import Pod, ResourceQuota
+from events.api.resource_v1 import DeviceClass, ResourceClaim
+from events.codec import DecodeError, decode
+from events.subjects import parse_subject
+from infra.eventstore import EventStore, RawRecord
+from projections.objects import ObjectIndex, load_extensions
+from services.apiserver.client import ApiClient
+from services.apiserver.protocol import StatusError
+from services.apiserver.tail import Tail
+from services.quota_reconciler.reconcile import QuotaState, reconcile
+
+__all__ = ["ACTOR", "QuotaReconciler"]
+
+ACTOR = "quota-reconciler"
+RETRY_S = 1.0
+TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND})
+
+log = logging.getLogger(__name__)
+
+
+class QuotaReconciler:
+    def __init__(self, events: EventStore, api: ApiClient) -> None:
+        load_extensions()
+        self.events = events
+        self.api = api
+        self.index = ObjectIndex()
+        self.state = QuotaState()
+        self.position = 0  # the stream sequence folded so far
+        self.writes = 0  # status writes that appended (for tests and the log)
+        self.retry_due = False  # a write failed for want of an apiserver: reconcile again soon
+        self._filter = f"{events.root}.ev.>"
+
+    def fold(self, records: list[RawRecord]) -> None:
+        for rec in records:
+            try:
+                kind, ns, name = parse_subject(rec.subject, self.events.root)
+            except ValueError:
+                continue
+            if kind not in TRACKED:
+                continue
+            namespace = ns or ""
+            try:
+                env = decode(rec.data, rec.seq)
+            except DecodeError as exc:
+                log.warning("event %d on %s: %s (version moved, content ignored)", rec.seq, rec.subject, exc)
+                self.index.touch(kind, namespace, name, rec.seq)
+                continue
+            change = self.index.apply_envelope(kind, namespace, name, env)
+            if change is None:
+                continue
+            if change.type == "DELETED":
+                self.state.delete(kind, namespace, name)
+            elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota):
+                self.state.apply(change.object)
+        if records:
+            self.position = records[-1].seq
+
+    async def write_statuses(self) -> int:
+        """Write every quota status ``reconcile`` says changed; returns how many were written."""
+        written = 0
+        self.retry_due = False
+        for quota in reconcile(self.state):
+            meta = quota.metadata
+            stored = self.index.get(ResourceQuota.KIND, meta.namespace, meta.name)
+            rv = object_meta(stored).resource_version if stored is not None else meta.resource_version
+            try:
+                await self.api.update_status(
+                    ResourceQuota.KIND, meta.name, quota.status, namespace=meta.namespace, resource_version=rv
+                )
+            except StatusError as exc:
+                if exc.status.code in (404, 409):  # gone or moved on: the log brings the news
+                    log.info("quota %s/%s: %s", meta.namespace, meta.name, exc.status.message)
+                    continue
+                if exc.status.code >= 500:  # no apiserver (yet), or it timed out: try again soon
+                    log.warning("quota %s/%s: %s; retrying", meta.namespace, meta.name, exc.status.message)
+                    self.retry_due = True
+                    continue
+                raise
+            # Until our own status event arrives through the log, do not write it again.
+            self.state.apply(quota)
+            written += 1
+            log.info("quota %s/%s: used %s", meta.namespace, meta.name, dict(quota.status.used))
+        self.writes += written
+        return written
+
+    async def catch_up(self) -> None:
+        """Fold everything stored up to now (reads end at the log's end)."""
+        async for records in self.events.read_raw(self._filter, self.position + 1):
+            self.fold(records)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Replay to the log's end, reconcile, then follow and reconcile until ``stop`` is set."""
+        await self.catch_up()
+        await self.write_statuses()
+        tail = Tail(self.events, self._filter, self.position + 1)
+        stopping = asyncio.create_task(stop.wait())
+        batches = tail.batches()
+        nxt: asyncio.Future[list[RawRecord]] | None = None
+        try:
+            while not stop.is_set():
+                if nxt is None:
+                    nxt = asyncio.ensure_future(anext(batches))
+                timeout = RETRY_S if self.retry_due else None
+                waiters: set[asyncio.Future[Any]] = {nxt, stopping}
+                await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if stop.is_set():
+                    break
+                if nxt.done():
+                    self.fold(nxt.result())
+                    nxt = None
+                await self.write_statuses()
+        finally:
+            if nxt is not None:
+                nxt.cancel()
+                await asyncio.gather(nxt, return_exceptions=True)
+            stopping.cancel()
+            await tail.stop()

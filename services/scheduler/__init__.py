@@ -1,0 +1,1 @@
+"""The scheduler service: allocates devices to claims (``structured/``) using CEL selectors (``cel/``)."""

@@ -1,0 +1,188 @@
+"""Compiling and evaluating selector expressions; the public entry points live here."""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final
+
+from .ast import Node
+from .checker import Checker
+from .compiler import Compiler, Fn
+from .cost import BUDGET, COST_LIMIT
+from .device import DeviceInput
+from .errors import CelCompileError, CelRuntimeError, EvalError
+from .library import load
+from .parser import parse
+from .types import BOOL, DYN, Type
+from .values import type_name
+
+__all__ = ["COST_LIMIT", "Program", "cache_clear", "compile_expression"]
+
+CACHE_SIZE: Final = 1024
+_COMPILE_STACK: Final = 4000
+
+_FUNCTIONS = load()
+
+
+class Program:
+    """A compiled selector. ``evaluate(device) -> bool`` raises CelRuntimeError; not thread-safe.
+
+    ``evaluate`` is a per-program closure (no bound-method or attribute lookups per call).
+    """
+
+    __slots__ = ("_fn", "_limit", "evaluate", "expression", "result_type")
+
+    def __init__(self, expression: str, fn: Fn, limit: int, costly: bool, result_type: Type) -> None:
+        self.expression = expression
+        self.result_type = result_type
+        self._fn = fn
+        self._limit = limit
+        self.evaluate: Callable[[DeviceInput], bool] = _make_evaluate(
+            expression, fn, limit, costly, result_type
+        )
+
+    def evaluate_value(self, device: DeviceInput) -> Any:
+        """The raw CEL result (for tests and tools); raises CelRuntimeError like ``evaluate``."""
+        if device.error is not None:
+            raise CelRuntimeError(self.expression, device.error)
+        BUDGET[0] = 0
+        BUDGET[1] = self._limit
+        try:
+            return self._fn(device)
+        except EvalError as exc:
+            offset = locate_error(self.expression, device, exc)
+            raise CelRuntimeError(self.expression, exc.message, offset) from None
+
+    def __repr__(self) -> str:
+        return f"Program({self.expression!r})"
+
+
+def _make_evaluate(
+    expression: str, fn: Fn, limit: int, costly: bool, result_type: Type
+) -> Callable[[DeviceInput], bool]:
+    def fail(device: DeviceInput, exc: BaseException | None, result: Any = None) -> bool:
+        if device.error is not None:
+            raise CelRuntimeError(expression, device.error)
+        if isinstance(exc, EvalError):
+            raise CelRuntimeError(expression, exc.message, locate_error(expression, device, exc)) from None
+        if isinstance(exc, RecursionError):
+            raise CelRuntimeError(expression, "expression too deeply nested to evaluate") from None
+        raise CelRuntimeError(
+            expression, f"CEL result of type {type_name(result)} could not be converted to bool"
+        )
+
+    if result_type == BOOL and not costly:
+
+        def evaluate_bool(device: DeviceInput) -> bool:
+            """True/False for this device; raises CelRuntimeError (a fatal allocation error)."""
+            if device.error is None:
+                try:
+                    return fn(device)
+                except (EvalError, RecursionError) as exc:
+                    return fail(device, exc)
+            return fail(device, None)
+
+        return evaluate_bool
+
+    def evaluate(device: DeviceInput) -> bool:
+        """True/False for this device; raises CelRuntimeError (a fatal allocation error)."""
+        if device.error is not None:
+            return fail(device, None)
+        if costly:
+            BUDGET[0] = 0
+            BUDGET[1] = limit
+        try:
+            result = fn(device)
+        except (EvalError, RecursionError) as exc:
+            return fail(device, exc)
+        if result is True or result is False:
+            return result
+        return fail(device, None, result)
+
+    return evaluate
+
+
+def locate_error(expression: str, device: DeviceInput, exc: EvalError) -> int:
+    """Offset of the sub-expression that raised ``exc``: the evaluation is replayed with a
+    program compiled in locating mode (evaluation is deterministic), so the fast path pays
+    nothing for positions. Cost-limit errors are not replayed (no single node is at fault)."""
+    if "cost limit" in exc.message:
+        return -1
+    limit = sys.getrecursionlimit()
+    if limit < _COMPILE_STACK:
+        sys.setrecursionlimit(_COMPILE_STACK)
+    try:
+        root = parse(expression)
+        checker = Checker(expression, _FUNCTIONS)
+        checker.check(root, {})
+        fn = Compiler(checker, locate=True).compile(root)
+        BUDGET[0] = 0
+        fn(device)
+    except EvalError as replayed:
+        return replayed.offset if replayed.message == exc.message else -1
+    except (CelCompileError, RecursionError):
+        return -1
+    finally:
+        if limit < _COMPILE_STACK:
+            sys.setrecursionlimit(limit)
+    return -1
+
+
+def _compile(expression: str, cost_limit: int, require_bool: bool) -> Program:
+    # The checker and compiler recurse ~3 frames per AST level; the parser caps nesting at 250
+    # levels, which needs more than Python's default 1000 frames. Raise it for the compile only.
+    limit = sys.getrecursionlimit()
+    if limit < _COMPILE_STACK:
+        sys.setrecursionlimit(_COMPILE_STACK)
+    try:
+        return _compile_checked(expression, cost_limit, require_bool)
+    finally:
+        if limit < _COMPILE_STACK:
+            sys.setrecursionlimit(limit)
+
+
+def _compile_checked(expression: str, cost_limit: int, require_bool: bool) -> Program:
+    root: Node = parse(expression)
+    checker = Checker(expression, _FUNCTIONS)
+    try:
+        result_type = checker.check(root, {})
+    except RecursionError:
+        raise CelCompileError(expression, "expression too deeply nested") from None
+    if require_bool and result_type not in (BOOL, DYN):
+        raise CelCompileError(
+            expression, f"must evaluate to bool or the unknown type, not {result_type}", positional=False
+        )
+    compiler = Compiler(checker)
+    fn = compiler.compile(root)
+    return Program(expression, fn, cost_limit, compiler.costly, result_type)
+
+
+_cache: OrderedDict[str, Program] = OrderedDict()
+
+
+def compile_expression(expression: str) -> Program:
+    """Compile a DRA selector (result must be bool or dyn); cached by expression text (LRU).
+
+    Raises CelCompileError (with the position) for syntax errors, undeclared references,
+    unknown functions/fields, type errors and a non-bool result. Failures are not cached.
+    """
+    program = _cache.get(expression)
+    if program is not None:
+        _cache.move_to_end(expression)
+        return program
+    program = _compile(expression, COST_LIMIT, True)
+    _cache[expression] = program
+    if len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
+    return program
+
+
+def compile_any(expression: str, cost_limit: int = COST_LIMIT) -> Program:
+    """Compile an expression of any result type (not cached); for tests and tools."""
+    return _compile(expression, cost_limit, False)
+
+
+def cache_clear() -> None:
+    _cache.clear()

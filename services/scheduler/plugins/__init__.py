@@ -1,0 +1,33 @@
+"""Scheduler plugins, one package each, as in kube-scheduler's framework.
+
+``default_plugins()`` is the default profile in kube-scheduler's order (the Filter order decides
+which plugin a node's rejection is attributed to).
+
+Extension point for KEP-5004 (extended resources backed by DRA, a later issue): the mapping of
+extended resource names to DeviceClasses goes into ``NodeResourcesFit(dra_backed=...)`` and a
+node-specific special claim into ``DynamicResources`` (Filter/Reserve/PreBind), as upstream.
+"""
+
+from __future__ import annotations
+
+from services.scheduler.plugins.dynamicresources import DynamicResources
+from services.scheduler.plugins.nodeaffinity import NodeAffinity
+from services.scheduler.plugins.nodename import NodeName
+from services.scheduler.plugins.noderesources import NodeResourcesFit
+from services.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from services.scheduler.plugins.schedulinggates import SchedulingGates
+from services.scheduler.plugins.tainttoleration import TaintToleration
+
+__all__ = ["default_plugins"]
+
+
+def default_plugins() -> list[object]:
+    return [
+        SchedulingGates(),
+        NodeUnschedulable(),
+        NodeName(),
+        TaintToleration(),
+        NodeAffinity(),
+        NodeResourcesFit(),
+        DynamicResources(),
+    ]

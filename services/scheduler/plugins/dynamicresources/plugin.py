@@ -1,0 +1,324 @@
+"""The ``DynamicResources`` plugin: ResourceClaims with structured parameters.
+
+Extension points (upstream ``pkg/scheduler/framework/plugins/dynamicresources``):
+
+* PreEnqueue — every claim of the pod exists, is not being deleted, and template claims are
+  controlled by the pod; otherwise the pod waits (gated) for a claim or pod event.
+* PreFilter — resolves the claims; an allocated claim must be reservable (``reservedFor`` not
+  full) unless already reserved for the pod; for claims to allocate: not in flight for another
+  pod, every class exists. Pods without claims skip the plugin.
+* Filter — allocated claims must be usable on the node (their allocation's node selector);
+  claims to allocate must pass the device-index precheck (cheap), then the structured allocator
+  (deferred: only on the node the framework would pick). Failures cached per node and claim
+  spec until that node gets room back.
+* PostFilter — picks, deterministically (pod claim order), an allocated claim that was not
+  usable on some node and is reserved by nobody else, and asks for its deallocation.
+* Score — see ``score.py`` (prioritized list, then bin-packing).
+* Reserve — the allocations computed for the chosen node go into the assume cache.
+* PreBind — what the saga writes per claim (``ClaimBinding``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+import msgspec
+
+from events.api.core_v1 import Pod
+from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from services.scheduler.framework.cluster import ClusterState
+from services.scheduler.framework.decisions import ClaimBinding, ClaimRef
+from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
+from services.scheduler.framework.nodeinfo import NodeInfo
+from services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from services.scheduler.plugins.dynamicresources.claims import (
+    RESERVED_FOR_MAX,
+    ClaimProblem,
+    is_reserved_for,
+    resolve_claims,
+)
+from services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
+from services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
+from services.scheduler.plugins.dynamicresources.precheck import (
+    Estimate,
+    Slot,
+    compile_slots,
+    precheck,
+)
+from services.scheduler.plugins.dynamicresources.score import normalize, raw_score
+from services.scheduler.structured import (
+    AllocationTimeout,
+    Allocator,
+    InvalidInputError,
+    NodeAllocationError,
+)
+from services.scheduler.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
+
+__all__ = ["NAME", "DRAState", "DynamicResources"]
+
+NAME = "DynamicResources"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+TIMED_OUT = "timed out trying to allocate devices"
+_CANNOT_ALLOCATE = unschedulable(CANNOT_ALLOCATE, plugin=NAME)
+_NOT_AVAILABLE = unschedulable(NOT_AVAILABLE, plugin=NAME)
+_TIMED_OUT = unschedulable(TIMED_OUT, plugin=NAME)
+_NEGATIVE_CACHE_MAX = 65536
+_NO_ESTIMATE: Estimate = (0, 1 << 40)  # scores lowest
+
+
+class DRAState:
+    """Per-cycle data (upstream ``stateData``)."""
+
+    __slots__ = (
+        "allocator",
+        "claims",
+        "estimates",
+        "fingerprint",
+        "indexed",
+        "node_allocations",
+        "selectors",
+        "slots",
+        "to_allocate",
+        "unavailable",
+    )
+
+    def __init__(self, claims: list[ResourceClaim]) -> None:
+        self.claims = claims
+        self.to_allocate: list[ResourceClaim] = [c for c in claims if c.status.allocation is None]
+        self.selectors: list[tuple[int, CompiledNodeSelector]] = []
+        self.slots: list[Slot] | None = None
+        self.unavailable: set[int] = set()
+        self.estimates: dict[str, Estimate] = {}
+        # The precheck on the best-fit indexes (None: some signature has no exact index).
+        self.indexed: IndexedPrecheck | None = None
+        self.allocator: Allocator | None = None
+        self.fingerprint: tuple[bytes, ...] | None = None
+        self.node_allocations: dict[str, list[AllocationResult]] = {}
+
+
+class DynamicResources:
+    name = NAME
+    weight = 1
+
+    def __init__(self) -> None:
+        # (node, claim specs) -> release stamp of the node when the allocator said no.
+        self._negative: dict[tuple[str, tuple[bytes, ...]], tuple[int, int, int]] = {}
+
+    def events_to_register(self) -> list[EventRegistration]:
+        return registrations()
+
+    def queue_keys(self, pod: Pod) -> list[str]:
+        """Claims the pod refers to: claim events are only checked against pods naming them."""
+        return queue_keys(pod)
+
+    # -- PreEnqueue / PreFilter ---------------------------------------------------------------
+    def pre_enqueue(self, pod: Pod, cluster: ClusterState) -> Status | None:
+        if not pod.spec.resource_claims:
+            return None
+        try:
+            resolve_claims(pod, cluster)
+        except ClaimProblem as exc:
+            return unresolvable(str(exc), plugin=NAME)
+        return None
+
+    def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
+        if not pod.spec.resource_claims:
+            return SKIP
+        cluster = state.cluster
+        try:
+            claims = resolve_claims(pod, cluster)
+        except ClaimProblem as exc:
+            return unresolvable(str(exc), plugin=NAME)
+        if not claims:
+            return SKIP
+        data = DRAState(claims)
+        for index, claim in enumerate(claims):
+            allocation = claim.status.allocation
+            if allocation is not None:
+                if len(claim.status.reserved_for) >= RESERVED_FOR_MAX and not is_reserved_for(claim, pod):
+                    return unresolvable("resourceclaim in use", plugin=NAME)
+                if allocation.node_selector is not None:
+                    selector = CompiledNodeSelector(allocation.node_selector)
+                    if selector.error is not None:
+                        return error(selector.error, plugin=NAME)
+                    data.selectors.append((index, selector))
+                continue
+            meta = claim.metadata
+            if cluster.pending_allocation(meta.namespace, meta.name) is not None:
+                return unresolvable(
+                    f"resource claim {meta.namespace}/{meta.name} is in the process of being allocated",
+                    plugin=NAME,
+                )
+            status = _check_classes(claim, cluster.classes)
+            if status is not None:
+                return status
+        if data.to_allocate:
+            data.slots = compile_slots(data.to_allocate, cluster.classes)
+            if data.slots:
+                data.indexed = indexed_precheck(cluster, data.slots)
+        state.data[NAME] = data
+        return None
+
+    # -- Filter -------------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        data: DRAState = state.data[NAME]
+        unavailable = False
+        for index, selector in data.selectors:
+            try:
+                ok = selector.matches(node.name, node.labels)
+            except NodeSelectorParseError as exc:
+                return error(str(exc), plugin=NAME)
+            if not ok:
+                data.unavailable.add(index)
+                unavailable = True
+        if data.slots is not None:
+            if data.indexed is not None:
+                estimate = data.indexed.check(node.index)
+            else:
+                estimate = precheck(state.cluster.devices, node, data.slots)
+            if estimate is None:
+                return _CANNOT_ALLOCATE
+            data.estimates[node.name] = estimate
+        if unavailable:
+            return _NOT_AVAILABLE
+        return None
+
+    def filter_batch(
+        self, state: CycleState, pod: Pod, nodes: list[NodeInfo], rejected: list[tuple[NodeInfo, Status]]
+    ) -> list[NodeInfo]:
+        data: DRAState = state.data[NAME]
+        if data.indexed is not None and not data.selectors:
+            return data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
+        kept = []
+        for node in nodes:
+            status = self.filter(state, pod, node)
+            if status is None:
+                kept.append(node)
+            else:
+                rejected.append((node, status))
+        return kept
+
+    def wants_deferred(self, state: CycleState) -> bool:
+        data: DRAState | None = state.data.get(NAME)
+        return data is not None and bool(data.to_allocate)
+
+    def filter_deferred(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        """The allocator on one node (the framework asks in score order)."""
+        data: DRAState = state.data[NAME]
+        cluster = state.cluster
+        if data.fingerprint is None:
+            data.fingerprint = tuple(msgspec.json.encode(c.spec) for c in data.to_allocate)
+        key = (node.name, data.fingerprint)
+        stamp = cluster.devices.release_stamp(node.name)
+        if self._negative.get(key) == stamp:
+            return _CANNOT_ALLOCATE
+        allocator = data.allocator
+        if allocator is None:
+            allocator = data.allocator = Allocator(
+                cluster.slice_snapshot(),
+                cluster.classes,
+                cluster.allocated_state(),
+                features=state.config.features,
+            )
+        try:
+            results = allocator.allocate(
+                node.node, data.to_allocate, max_steps=state.config.allocator_max_steps
+            )
+        except AllocationTimeout:
+            return _TIMED_OUT
+        except NodeAllocationError as exc:
+            return unschedulable(str(exc), plugin=NAME)
+        except InvalidInputError as exc:
+            return error(str(exc), plugin=NAME)
+        if results is None or len(results) != len(data.to_allocate):
+            if len(self._negative) >= _NEGATIVE_CACHE_MAX:
+                self._negative.clear()
+            self._negative[key] = stamp
+            return _CANNOT_ALLOCATE
+        data.node_allocations[node.name] = results
+        return None
+
+    # -- PostFilter / Score ---------------------------------------------------------------------
+    def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:
+        data: DRAState | None = state.data.get(NAME)
+        if data is None or not data.claims:
+            return PostFilterOutcome(unschedulable("no new claims to deallocate", plugin=NAME))
+        uid = pod.metadata.uid
+        for index in sorted(data.unavailable):
+            claim = data.claims[index]
+            reserved = claim.status.reserved_for
+            if not reserved or (len(reserved) == 1 and reserved[0].uid == uid):
+                ref = ClaimRef.of(claim)
+                return PostFilterOutcome(
+                    unschedulable(f"deallocation of ResourceClaim {ref} requested", plugin=NAME), ref
+                )
+        return PostFilterOutcome(unschedulable("still not schedulable", plugin=NAME))
+
+    def score(self, state: CycleState, pod: Pod, node: NodeInfo) -> int:
+        data: DRAState = state.data[NAME]
+        return raw_score(data.estimates.get(node.name, _NO_ESTIMATE))
+
+    def score_nodes(self, state: CycleState, pod: Pod, nodes: list[NodeInfo]) -> dict[str, int]:
+        """``score`` for many nodes at once (the framework prefers this when present)."""
+        estimates = state.data[NAME].estimates
+        return {node.name: raw_score(estimates.get(node.name, _NO_ESTIMATE)) for node in nodes}
+
+    def normalize(self, state: CycleState, pod: Pod, scores: dict[str, int]) -> None:
+        normalize(scores)
+
+    def node_order(
+        self, state: CycleState, pod: Pod, nodes: list[NodeInfo], start: int
+    ) -> Iterator[NodeInfo] | None:
+        """Nodes best-first when one count decides the score (see ``indexed.py``): the framework
+        then stops at the first node passing every filter. None: it samples and scores."""
+        data: DRAState = state.data[NAME]
+        return None if data.indexed is None else data.indexed.walk(start)
+
+    # -- Reserve / PreBind ----------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        data: DRAState | None = state.data.get(NAME)
+        if data is None or not data.to_allocate:
+            return None
+        results = data.node_allocations.get(node_name)
+        if results is None:
+            return error("claim allocation not found for node", plugin=NAME)
+        state.cluster.assume_allocations(pod, node_name, list(zip(data.to_allocate, results, strict=True)))
+        return None
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Nothing beyond the framework's ``ClusterState.forget`` (pending allocations go there)."""
+
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> list[ClaimBinding]:
+        data: DRAState | None = state.data.get(NAME)
+        if data is None:
+            return []
+        results = dict(zip(map(id, data.to_allocate), data.node_allocations.get(node_name, ()), strict=False))
+        meta = pod.metadata
+        consumer = ResourceClaimConsumerReference(resource="pods", name=meta.name, uid=meta.uid)
+        out: list[ClaimBinding] = []
+        for claim in data.claims:
+            if is_reserved_for(claim, pod):
+                continue
+            out.append(ClaimBinding(ClaimRef.of(claim), results.get(id(claim)), consumer))
+        return out
+
+
+def _check_classes(claim: ResourceClaim, classes: Mapping[str, object]) -> Status | None:
+    """Every request's class exists (missing: wait for a class event)."""
+    ref = f"{claim.metadata.namespace}/{claim.metadata.name}"
+    for req in claim.spec.devices.requests:
+        if req.exactly is not None:
+            pairs = [(req.name, req.exactly.device_class_name)]
+        elif req.first_available:
+            pairs = [(f"{req.name}/{sub.name}", sub.device_class_name) for sub in req.first_available]
+        else:
+            return unresolvable(
+                f"resource claim {ref}, request {req.name}: unknown request type", plugin=NAME
+            )
+        for name, class_name in pairs:
+            if not class_name:
+                return error(f"request {name}: unsupported request type", plugin=NAME)
+            if class_name not in classes:
+                return unresolvable(f"request {name}: device class {class_name} does not exist", plugin=NAME)
+    return None

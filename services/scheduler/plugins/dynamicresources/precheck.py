@@ -1,0 +1,215 @@
+"""The cheap half of the DRA Filter: can these claims possibly fit here, and how well?
+
+Each request of a claim to allocate becomes a slot with one option (``exactly``) or several
+(``firstAvailable``, in preference order). An option is satisfiable on a node when the device
+index shows enough free matching devices (ExactCount), at least one matching device that is all
+free (All), or enough matching devices at all (adminAccess, which ignores usage). Counts of the
+same signature add up across the pod's requests. This is a necessary condition only; the
+allocator decides.
+
+The estimate the Score uses comes out of the same pass: the prioritized-list points of the
+options that would be taken (upstream's DRA score: 8 minus the subrequest index) and how many
+matching devices stay free after the pod takes its share (the bin-packing criterion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from events.api.resource_v1 import DeviceClass, ResourceClaim
+from services.scheduler.framework.devices import DeviceIndex, Sig
+from services.scheduler.framework.devorder import SigOrder
+from services.scheduler.framework.nodeinfo import NodeInfo
+
+__all__ = [
+    "FIRST_AVAILABLE_MAX",
+    "Counts",
+    "Estimate",
+    "Option",
+    "Slot",
+    "compile_indexed",
+    "compile_slots",
+    "evaluate",
+    "precheck",
+]
+
+FIRST_AVAILABLE_MAX = 8  # resource.k8s.io FirstAvailableDeviceRequestMaxSize
+
+# (prioritized-list points, matching devices left free after the pod's share)
+Estimate = tuple[int, int]
+# (free matching devices, matching devices, shareable matching devices) on one node
+Counts = tuple[int, int, int]
+
+
+class Option:
+    __slots__ = ("admin", "all_mode", "cls", "count", "sig")
+
+    def __init__(self, sig: Sig, cls: DeviceClass, count: int, all_mode: bool, admin: bool) -> None:
+        self.sig = sig
+        self.cls = cls
+        self.count = count
+        self.all_mode = all_mode
+        self.admin = admin
+
+
+class Slot:
+    __slots__ = ("options", "prioritized")
+
+    def __init__(self, options: tuple[Option, ...], prioritized: bool) -> None:
+        self.options = options
+        self.prioritized = prioritized
+
+
+def _option(
+    class_name: str,
+    selectors: Sequence[object],
+    mode: str,
+    count: int,
+    admin: bool,
+    classes: dict[str, DeviceClass],
+) -> Option | None:
+    cls = classes.get(class_name)
+    if cls is None:
+        return None
+    expressions: list[str] = []
+    for sel in selectors:
+        expr = getattr(getattr(sel, "cel", None), "expression", None)
+        if expr is None:
+            return None  # unsupported selector: leave it to the allocator
+        expressions.append(expr)
+    all_mode = mode == "All"
+    return Option((class_name, tuple(expressions)), cls, max(count, 1), all_mode, admin)
+
+
+def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClass]) -> list[Slot] | None:
+    """Slots for the precheck; None when some request cannot be prechecked (allocator only)."""
+    slots: list[Slot] = []
+    for claim in claims:
+        for req in claim.spec.devices.requests:
+            ex = req.exactly
+            if ex is not None:
+                admin = bool(ex.admin_access)
+                mode = ex.allocation_mode
+                opt = _option(ex.device_class_name, ex.selectors, mode, ex.count, admin, classes)
+                if opt is None:
+                    return None
+                slots.append(Slot((opt,), False))
+                continue
+            options: list[Option] = []
+            for sub in req.first_available:
+                mode = sub.allocation_mode
+                opt = _option(sub.device_class_name, sub.selectors, mode, sub.count, False, classes)
+                if opt is None:
+                    return None
+                options.append(opt)
+            if not options:
+                return None
+            slots.append(Slot(tuple(options), True))
+    return slots
+
+
+def precheck(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> Estimate | None:
+    """The estimate when every slot has a satisfiable option on ``node``, else None."""
+    nd = index.node(node.name, node.labels)
+    if nd.error is not None:
+        return (0, 0)  # the allocator raises the pool error for this node
+    name = node.name
+
+    def counts(opt: Option) -> Counts:
+        entry = index.entry(nd, name, opt.sig, opt.cls)
+        return (entry.free, len(entry.devices), entry.multi)
+
+    return evaluate(slots, counts)
+
+
+def compile_indexed(
+    orders: Mapping[Sig, SigOrder], slots: Sequence[Slot]
+) -> Callable[[int], Estimate | None]:
+    """``evaluate`` specialised for one cycle: counts read from the best-fit indexes' per-node
+    lists (no shareable devices there by construction), signatures numbered, no dicts per node.
+    The returned function takes a node position."""
+    sigs = list(dict.fromkeys(opt.sig for slot in slots for opt in slot.options))
+    number = {sig: k for k, sig in enumerate(sigs)}
+    frees = [orders[sig].free for sig in sigs]
+    totals = [orders[sig].total for sig in sigs]
+    plan = [
+        (slot.prioritized, [(number[o.sig], o.count, o.all_mode, o.admin) for o in slot.options])
+        for slot in slots
+    ]
+    width = len(sigs)
+
+    def check(position: int) -> Estimate | None:
+        free = [f[position] for f in frees]
+        needed = [0] * width
+        taken = [0] * width  # 1: devices taken, 2: all taken
+        points = 0
+        for prioritized, options in plan:
+            for i, (k, count, all_mode, admin) in enumerate(options):
+                if admin:
+                    ok = totals[k][position] >= (1 if all_mode else count)
+                elif all_mode:
+                    total = totals[k][position]
+                    ok = total >= 1 and free[k] == total
+                else:
+                    ok = free[k] - needed[k] >= count
+                if not ok:
+                    continue
+                if not admin:
+                    if all_mode:
+                        taken[k] = 2
+                    else:
+                        needed[k] += count
+                        taken[k] = taken[k] or 1
+                if prioritized:
+                    points += FIRST_AVAILABLE_MAX - i
+                break
+            else:
+                return None
+        free_after = 0
+        for k in range(width):
+            if taken[k] == 1 and free[k] > needed[k]:
+                free_after += free[k] - needed[k]
+        return (points, free_after)
+
+    return check
+
+
+def evaluate(slots: Sequence[Slot], counts: Callable[[Option], Counts]) -> Estimate | None:
+    """Pick, per slot, the first satisfiable option; None when a slot has none.
+
+    ``free_after`` sums, over the signatures the pod takes devices of, the matching devices that
+    stay free (All takes them all; admin access takes none).
+    """
+    needed: dict[Sig, int] = {}
+    chosen: dict[Sig, int] = {}  # sig -> free before the pod
+    emptied: set[Sig] = set()
+    points = 0
+    for slot in slots:
+        for i, opt in enumerate(slot.options):
+            free, total, multi = counts(opt)
+            if opt.admin:
+                ok = total + multi >= (1 if opt.all_mode else opt.count)
+            elif opt.all_mode:
+                ok = total + multi >= 1 and free == total
+            else:
+                ok = free + multi - needed.get(opt.sig, 0) >= opt.count
+            if not ok:
+                continue
+            if not opt.admin:
+                chosen[opt.sig] = free
+                if opt.all_mode:
+                    emptied.add(opt.sig)
+                else:
+                    needed[opt.sig] = needed.get(opt.sig, 0) + opt.count
+            if slot.prioritized:
+                points += FIRST_AVAILABLE_MAX - i
+            break
+        else:
+            return None
+    free_after = 0
+    for sig, free in chosen.items():
+        if sig not in emptied:
+            left = free - needed.get(sig, 0)
+            if left > 0:
+                free_after += left
+    return (points, free_after)

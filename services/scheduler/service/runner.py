@@ -1,0 +1,274 @@
+"""The scheduler service: snapshot from the log, scheduling cycles, one saga per decision.
+
+``SchedulerService.run(stop)``:
+
+1. fold the log into the snapshot (:class:`Snapshot`) and keep following it;
+2. resume the sagas a previous instance left unfinished (forward or backward), then catch up
+   again, so no decision is taken before what was already decided is in the log;
+3. loop: pop the next pod and run its cycle (the pure core), then act on the result —
+   ``Reserved`` starts a PodScheduling saga (a task; up to ``max_sagas`` in flight, the rest of
+   the queue waits), ``Unschedulable`` appends ``PodUnschedulable`` and records a Warning
+   ``FailedScheduling`` event (and starts a Reallocation saga when PostFilter chose a claim to
+   free), ``SchedulingError`` does the same with reason ``SchedulerError``. The loop sleeps until
+   a log batch, a finished saga or the next backoff expiry wakes it.
+
+Decisions use no wall clock or randomness: only the consumed events (the snapshot position is part
+of the saga id) and this instance's in-flight decisions (the assume cache).
+On ``stop`` no new cycle starts; in-flight sagas get ``grace_s`` to finish, the rest are
+cancelled and left for the next instance to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import re
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import msgspec
+
+from events.api.core_v1 import Pod
+from events.dra import PodUnschedulable
+from events.envelope import Envelope, Event
+from events.subjects import aggregate_subject
+from infra.errors import ConcurrencyError
+from infra.eventstore import EventStore
+from sagas.engine import SagaState, SagaStatus
+from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput, pod_scheduling_saga
+from sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
+from services.apiserver.client import ApiClient
+from services.scheduler.framework import (
+    Reserved,
+    Scheduler,
+    SchedulerConfig,
+    SchedulingError,
+    Unschedulable,
+)
+from services.scheduler.service.engine import SchedulerSagaEngine
+from services.scheduler.service.snapshot import Snapshot
+
+__all__ = ["SchedulerService"]
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "default-scheduler"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _utcnow() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        store: EventStore,
+        *,
+        instance: str = "scheduler",
+        config: SchedulerConfig | None = None,
+        api: ApiClient | None = None,
+        max_sagas: int = 256,
+        record_scheduled_events: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.instance = _UNSAFE.sub("-", instance)[:40] or "scheduler"
+        self.api = api
+        self.max_sagas = max_sagas
+        self.record_scheduled_events = record_scheduled_events
+        self.clock = clock
+        self.core = Scheduler(config, clock=clock)
+        self.snapshot = Snapshot(store, self.core)
+        self.engine = SchedulerSagaEngine(store, [pod_scheduling_saga(self), reallocation_saga(self)])
+        self._wake = asyncio.Event()
+        self._sagas: set[asyncio.Task[Any]] = set()
+        self._side: set[asyncio.Task[Any]] = set()
+        self._saga_ids: set[str] = set()
+        self._ids_position = 0
+        self._started = False
+        self.outcomes: dict[str, int] = {"completed": 0, "compensated": 0, "failed": 0, "unschedulable": 0}
+
+    # -- the Runtime the sagas use ---------------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> tuple[Any, int]:
+        return self.snapshot.get(kind, namespace, name)
+
+    async def load(self, kind: str, namespace: str, name: str) -> tuple[Any, int]:
+        return await self.snapshot.load(kind, namespace, name)
+
+    async def history(self, kind: str, namespace: str, name: str) -> list[Envelope[Event]]:
+        return await self.store.events(self.subject(kind, namespace, name))
+
+    def subject(self, kind: str, namespace: str, name: str) -> str:
+        return aggregate_subject(kind, namespace or None, name, self.store.root)
+
+    def now(self) -> str:
+        return _utcnow()
+
+    def appended(self) -> None:
+        self.snapshot.wake()
+
+    def bound(self, plan: PodSchedulingInput) -> None:
+        if self.record_scheduled_events:
+            message = f"Successfully assigned {plan.key} to {plan.node_name}"
+            self._spawn(self._event("Scheduled", message, plan.namespace, plan.name, "Normal"))
+
+    # -- running ------------------------------------------------------------------------------------------
+    def kick(self) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        """Catch up with the log and finish what earlier instances left (before any new decision)."""
+        if self._started:
+            return
+        self._started = True
+        await self.snapshot.start()
+        resumed = await self.engine.resume_pending()
+        if resumed:
+            log.info("%s: resumed %d unfinished sagas", self.instance, len(resumed))
+            await self.snapshot.wait_position(await self.store.stream_last_seq(), 60.0)
+        self.snapshot.on_batch = self.kick
+
+    async def run(self, stop: asyncio.Event, *, grace_s: float = 1.5) -> None:
+        await self.start()
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            while not stop.is_set():
+                await self._drain(stop)
+                self._wake.clear()
+                waker = asyncio.create_task(self._wake.wait())
+                await asyncio.wait({waker, stopping}, timeout=self._timeout(), return_when="FIRST_COMPLETED")
+                waker.cancel()
+        finally:
+            stopping.cancel()
+            await self._shutdown(grace_s)
+
+    def _timeout(self) -> float:
+        wake = self.core.queue.next_wakeup()
+        if wake is None:
+            return 1.0
+        return min(1.0, max(0.0, wake - self.clock()) + 0.001)
+
+    async def _drain(self, stop: asyncio.Event) -> None:
+        """Run cycles while pods are ready and saga capacity is left, yielding now and then."""
+        n = 0
+        while not stop.is_set() and len(self._sagas) < self.max_sagas:
+            step = self.core.schedule_next()
+            if step is None:
+                return
+            qpi, result = step
+            self._dispatch(qpi.pod, result)
+            n += 1
+            if n % 8 == 0:
+                await asyncio.sleep(0)  # let the log follower and the sagas move
+
+    async def _shutdown(self, grace_s: float) -> None:
+        pending = self._sagas | self._side
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            for task in still:
+                task.cancel()
+            for task in still:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.snapshot.stop()
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any], *, saga: bool = False) -> None:
+        task = asyncio.create_task(coro)
+        tasks = self._sagas if saga else self._side
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        if saga:
+            task.add_done_callback(lambda _: self.kick())
+
+    def _saga_id(self, kind: str, uid: str) -> str:
+        position = self.snapshot.position
+        if position != self._ids_position:  # ids only repeat within one snapshot position
+            self._ids_position = position
+            self._saga_ids.clear()
+        base = f"{self.instance}-{kind}-{_UNSAFE.sub('-', uid)[:60]}-{position}"
+        saga_id, n = base, 1
+        while saga_id in self._saga_ids:
+            n += 1
+            saga_id = f"{base}-{n}"
+        self._saga_ids.add(saga_id)
+        return saga_id
+
+    # -- acting on a cycle's result ------------------------------------------------------------------
+    def _dispatch(self, pod: Pod, result: Reserved | Unschedulable | SchedulingError) -> None:
+        if isinstance(result, Reserved):
+            plan = PodSchedulingInput.of(result)
+            saga_id = self._saga_id("ps", plan.uid or plan.name)
+            self._spawn(self._saga(POD_SCHEDULING, saga_id, plan.to_input()), saga=True)
+            return
+        self.outcomes["unschedulable"] += 1
+        reason = "Unschedulable" if isinstance(result, Unschedulable) else "SchedulerError"
+        self._spawn(self._unschedulable(pod, reason, result.message))
+        if isinstance(result, Unschedulable) and result.deallocate is not None:
+            ref = result.deallocate
+            inp = ReallocationInput(
+                claim_namespace=ref.namespace,
+                claim_name=ref.name,
+                claim_uid=ref.uid,
+                pod_namespace=pod.metadata.namespace,
+                pod_name=pod.metadata.name,
+                pod_uid=pod.metadata.uid,
+            )
+            saga_id = self._saga_id("realloc", ref.uid or ref.name)
+            self._spawn(self._saga(REALLOCATION, saga_id, _builtins(inp)), saga=True)
+
+    async def _saga(self, saga_type: str, saga_id: str, inp: dict[str, Any]) -> SagaState | None:
+        try:
+            state = await self.engine.start(saga_type, saga_id, inp)
+        except Exception:
+            log.exception("saga %s (%s) stopped by an error", saga_id, saga_type)
+            self.outcomes["failed"] += 1
+            return None
+        if state.status is SagaStatus.COMPLETED:
+            self.outcomes["completed"] += 1
+        elif state.status is SagaStatus.COMPENSATED:
+            self.outcomes["compensated"] += 1
+        else:
+            self.outcomes["failed"] += 1
+        return state
+
+    async def _unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+        meta = pod.metadata
+        current, version = self.get("Pod", meta.namespace, meta.name)
+        if isinstance(current, Pod) and current.metadata.uid == meta.uid and not current.spec.node_name:
+            same = any(
+                c.type == "PodScheduled"
+                and c.status == "False"
+                and c.reason == reason
+                and c.message == message
+                for c in current.status.conditions
+            )
+            if not same:
+                ev = PodUnschedulable(message=message, reason=reason, at=_utcnow())
+                try:
+                    await self.store.append(
+                        self.subject("Pod", meta.namespace, meta.name), ev, expected_last_seq=version
+                    )
+                except ConcurrencyError:
+                    pass  # the pod changed meanwhile: that change requeues it, nothing to record
+                else:
+                    self.appended()
+        await self._event("FailedScheduling", message, meta.namespace, meta.name, "Warning")
+
+    async def _event(self, reason: str, message: str, namespace: str, name: str, type_: str) -> None:
+        if self.api is None:
+            return
+        try:
+            await self.api.record_event(
+                "Pod", name, reason, message, namespace=namespace, type_=type_, component=COMPONENT
+            )
+        except Exception as exc:  # events are best effort, as upstream's recorder
+            log.warning("cannot record %s event for pod %s/%s: %s", reason, namespace, name, exc)
+
+
+def _builtins(s: Any) -> dict[str, Any]:
+    out: dict[str, Any] = msgspec.to_builtins(s)
+    return out

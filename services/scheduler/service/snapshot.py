@@ -1,0 +1,134 @@
+"""The scheduler's view of the cluster: the log folded into objects, fed to the scheduling core.
+
+One ordered reader follows every event of the stream (``<root>.ev.>``, batched direct gets, no
+consumer state: the scheduler's hot state is rebuilt from the log at start, as DESIGN.md asks).
+Events on the subjects of the kinds the scheduler reads (nodes, pods, claims, classes, slices,
+taint rules) are folded with the shared object fold (:mod:`projections.objects`, extended by
+:mod:`projections.dra`) into an :class:`ObjectIndex`; each resulting change goes to the core
+(``observe`` / ``observe_deleted``), which updates the cluster snapshot and hands the queue its
+requeue hints. Other subjects (sagas, Kubernetes Events, classic kinds) are skipped before
+decoding. ``position`` is the last stream sequence applied: the snapshot a decision was made on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from events.api.base import ApiStruct
+from events.codec import DecodeError, decode
+from events.subjects import aggregate_subject, decode_token
+from infra.eventstore import EventStore, RawRecord
+from projections.objects import ObjectIndex, fold, load_extensions
+from services.apiserver.tail import Tail
+from services.scheduler.framework import Scheduler
+
+__all__ = ["KINDS", "Snapshot"]
+
+log = logging.getLogger(__name__)
+
+KINDS = frozenset({"Node", "Pod", "ResourceClaim", "DeviceClass", "ResourceSlice", "DeviceTaintRule"})
+
+
+class Snapshot:
+    """Objects the scheduler reads, kept current from the log and mirrored into ``core``."""
+
+    def __init__(self, store: EventStore, core: Scheduler) -> None:
+        load_extensions()
+        self.store = store
+        self.core = core
+        self.index = ObjectIndex()
+        self.position = 0
+        self._prefix = f"{store.root}.ev."
+        self._tail: Tail | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._advanced = asyncio.Event()
+        self.on_batch: Callable[[], None] | None = None  # the service's wake-up for its loop
+
+    # -- reading objects -----------------------------------------------------------------------------
+    def get(self, kind: str, namespace: str, name: str) -> tuple[ApiStruct | None, int]:
+        """The object as this snapshot has it and its version (0: no event seen)."""
+        return self.index.get(kind, namespace, name), self.index.version(kind, namespace, name)
+
+    async def load(self, kind: str, namespace: str, name: str) -> tuple[ApiStruct | None, int]:
+        """The object as the log has it now (after a conflict: the snapshot may lag)."""
+        subject = aggregate_subject(kind, namespace or None, name, self.store.root)
+        loaded = await self.store.load(subject, lambda s, env: fold(s, env.type, env.data, env.seq), None)
+        return loaded.state, loaded.version
+
+    # -- following the log ---------------------------------------------------------------------------
+    async def start(self, timeout_s: float = 300.0) -> None:
+        """Fold the log up to its current end, then keep following it in the background."""
+        target = await self.store.stream_last_seq()
+        self._tail = Tail(self.store, f"{self.store.root}.ev.>", self.position + 1, idle_poll_s=0.5)
+        self._task = asyncio.create_task(self._follow(), name="scheduler-snapshot")
+        await self.wait_position(target, timeout_s)
+
+    async def stop(self) -> None:
+        if self._tail is not None:
+            await self._tail.stop()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def wake(self) -> None:
+        """Read now: something was just appended (our own saga step, say)."""
+        if self._tail is not None:
+            self._tail.wake()
+
+    async def wait_position(self, seq: int, timeout_s: float = 10.0) -> None:
+        async with asyncio.timeout(timeout_s):
+            while self.position < seq:
+                await self._advanced.wait()
+
+    async def _follow(self) -> None:
+        assert self._tail is not None
+        while not self._tail.stopped:
+            try:
+                async for records in self._tail.batches():
+                    self.apply_records(records)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # e.g. the connection dropped: resume where we were
+                log.exception("following the log failed; resuming at %d", self._tail.next_seq)
+                await asyncio.sleep(0.5)
+
+    def apply_records(self, records: list[RawRecord]) -> None:
+        """Fold a batch into the index and the core (synchronous: no cycle runs in between)."""
+        prefix, plen = self._prefix, len(self._prefix)
+        for rec in records:
+            subject = rec.subject
+            if not subject.startswith(prefix):
+                continue
+            parts = subject[plen:].split(".")
+            if len(parts) != 3 or parts[0] not in KINDS:
+                continue
+            kind = parts[0]
+            namespace = "" if parts[1] == "_" else decode_token(parts[1])
+            name = decode_token(parts[2])
+            try:
+                env = decode(rec.data, rec.seq)
+            except DecodeError as exc:
+                log.warning("event %d on %s: %s (ignored)", rec.seq, subject, exc)
+                self.index.touch(kind, namespace, name, rec.seq)
+                continue
+            try:
+                change = self.index.apply_envelope(kind, namespace, name, env)
+                if change is None:
+                    continue
+                if change.type == "DELETED":
+                    self.core.observe_deleted(kind, namespace, name)
+                else:
+                    self.core.observe(change.object)
+            except Exception:  # a bug on one object must not stop the scheduler from following
+                log.exception("cannot apply event %d on %s", rec.seq, subject)
+        if records:
+            self.position = max(self.position, records[-1].seq)
+            self._advanced.set()
+            self._advanced = asyncio.Event()
+            if self.on_batch is not None:
+                self.on_batch()

@@ -1,0 +1,38 @@
+"""The workloads controller: pods for Deployments and Jobs, so real Deployment/Job manifests run.
+
+Pure deciders (``sync_deployment``, ``sync_job``) returning actions as data; the service shell
+(``service``, ``python -m services.workloads``) runs them over the log-fed cache and appends the results.
+"""
+
+from services.workloads.actions import (
+    CreatePod,
+    DeletePod,
+    MarkPodSucceeded,
+    UpdateDeploymentStatus,
+    UpdateJobStatus,
+    WorkloadAction,
+    controlled_pods,
+    delete_orphans,
+    succeeded_status,
+)
+from services.workloads.deployment import POD_TEMPLATE_HASH_LABEL, pod_template_hash, sync_deployment
+from services.workloads.job import DEFAULT_RUN_SECONDS, RUN_SECONDS_ANNOTATION, job_finished, sync_job
+
+__all__ = [
+    "DEFAULT_RUN_SECONDS",
+    "POD_TEMPLATE_HASH_LABEL",
+    "RUN_SECONDS_ANNOTATION",
+    "CreatePod",
+    "DeletePod",
+    "MarkPodSucceeded",
+    "UpdateDeploymentStatus",
+    "UpdateJobStatus",
+    "WorkloadAction",
+    "controlled_pods",
+    "delete_orphans",
+    "job_finished",
+    "pod_template_hash",
+    "succeeded_status",
+    "sync_deployment",
+    "sync_job",
+]

@@ -1,0 +1,132 @@
+"""What the workloads controller decides, as data, and the shared pod helpers of its deciders."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from events.api.core_v1 import Pod, PodStatus
+from events.api.meta import ObjectMeta, OwnerReference
+from events.api.workloads_v1 import DeploymentStatus
+
+__all__ = [
+    "CreatePod",
+    "DeletePod",
+    "MarkPodSucceeded",
+    "UpdateDeploymentStatus",
+    "UpdateJobStatus",
+    "WorkloadAction",
+    "controlled_pods",
+    "delete_orphans",
+    "is_active",
+    "owner_reference",
+    "succeeded_status",
+]
+
+
+class _Action(msgspec.Struct, frozen=True, kw_only=True, tag=True, tag_field="action"):
+    pass
+
+
+class CreatePod(_Action, frozen=True, kw_only=True):
+    """Create ``pod`` (name already generated with the controller's suffix source)."""
+
+    pod: Pod
+
+
+class DeletePod(_Action, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str
+    reason: str
+
+
+class MarkPodSucceeded(_Action, frozen=True, kw_only=True):
+    """The simulated run time of a job pod is over: its containers exited 0 at ``finished_at``."""
+
+    namespace: str
+    name: str
+    uid: str
+    finished_at: str
+
+
+class UpdateJobStatus(_Action, frozen=True, kw_only=True):
+    """Replace the Job's status (batch/v1 JobStatus as JSON)."""
+
+    namespace: str
+    name: str
+    uid: str
+    status: dict[str, Any]
+
+
+class UpdateDeploymentStatus(_Action, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str
+    status: DeploymentStatus
+
+
+WorkloadAction = CreatePod | DeletePod | MarkPodSucceeded | UpdateJobStatus | UpdateDeploymentStatus
+
+
+def owner_reference(api_version: str, kind: str, meta: ObjectMeta) -> OwnerReference:
+    """The controller reference a workload's pods carry (deletion blocked until they are gone)."""
+    return OwnerReference(
+        api_version=api_version,
+        kind=kind,
+        name=meta.name,
+        uid=meta.uid,
+        controller=True,
+        block_owner_deletion=True,
+    )
+
+
+def controlled_pods(owner: ObjectMeta, pods: Iterable[Pod]) -> list[Pod]:
+    """Pods whose controller reference is ``owner`` (same namespace)."""
+    out = []
+    for pod in pods:
+        if pod.metadata.namespace != owner.namespace:
+            continue
+        if any(ref.controller and ref.uid == owner.uid for ref in pod.metadata.owner_references):
+            out.append(pod)
+    return out
+
+
+def is_active(pod: Pod) -> bool:
+    """Counts toward a workload's running pods: not terminal and not being deleted."""
+    return pod.metadata.deletion_timestamp is None and pod.status.phase not in ("Succeeded", "Failed")
+
+
+def delete_orphans(owner_uid: str, namespace: str, pods: Iterable[Pod], reason: str) -> list[DeletePod]:
+    """Delete the pods of a workload that is gone (draflow has no garbage collector)."""
+    owner = ObjectMeta(namespace=namespace, uid=owner_uid)
+    return [
+        DeletePod(namespace=p.metadata.namespace, name=p.metadata.name, uid=p.metadata.uid, reason=reason)
+        for p in controlled_pods(owner, pods)
+        if p.metadata.deletion_timestamp is None
+    ]
+
+
+def succeeded_status(pod: Pod, finished_at: str) -> PodStatus:
+    """Status of a pod whose containers all exited 0 (what ``MarkPodSucceeded`` means)."""
+    containers = tuple(
+        {
+            "name": c.name,
+            "image": c.image,
+            "ready": False,
+            "started": False,
+            "restartCount": 0,
+            "state": {
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    "startedAt": pod.status.start_time,
+                    "finishedAt": finished_at,
+                }
+            },
+        }
+        for c in pod.spec.containers
+    )
+    return msgspec.structs.replace(pod.status, phase="Succeeded", container_statuses=containers)

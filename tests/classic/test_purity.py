@@ -1,0 +1,29 @@
+"""The classic deciders and drivers are pure: importing them loads no NATS or SQLite code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PURE = (
+    "events.api.classic_pod",
+    "services.apiserver.admission.classic",
+    "services.driver_controller.controller",
+    "services.driver_controller.sagas",
+    "services.driver_controller.scheduling",
+    "services.driver_controller.podclaims",
+    "services.driver_controller.kubelet",
+    "services.drivers.fpga_example",
+    "services.drivers.acme_gpu",
+)
+
+
+def test_pure_modules_import_no_io_libraries() -> None:
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in PURE)
+        + "io = ('nats', 'sqlite3', 'aiosqlite', 'infra')\n"
+        + "print(sorted(m for m in sys.modules if m.split('.')[0] in io))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,123 @@
+"""In-process harness for the service shells: a real apiserver and real services on the test's stream.
+
+Each service gets its own EventStore connection and :class:`Runtime`, runs its loop as a task and
+is stopped like SIGTERM would (the stop event). ``schedule`` plays the scheduler's part for tests
+that must not depend on it: it appends the facts the scheduler appends (``ClaimAllocated``,
+``ClaimReserved`` on each claim, then ``PodBound``), in that order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from events.api.resource_v1 import (
+    AllocationResult,
+    DeviceAllocationResult,
+    DeviceRequestAllocationResult,
+    ResourceClaimConsumerReference,
+)
+from events.dra import ClaimAllocated, ClaimReserved, PodBound
+from infra.config import Settings
+from infra.eventstore import EventStore
+from services.claim_controller.runtime import Runtime
+
+
+class Running:
+    def __init__(
+        self, rt: Runtime, events: EventStore, task: asyncio.Task[None], stop: asyncio.Event
+    ) -> None:
+        self.rt = rt
+        self.events = events
+        self.task = task
+        self.stop_event = stop
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        await asyncio.wait_for(self.task, 10)
+        await self.rt.stop()
+        await self.events.close()
+
+
+async def start_runtime(settings: Settings, actor: str) -> tuple[Runtime, EventStore]:
+    events = await EventStore.open(settings, actor)
+    rt = Runtime(events, actor=actor, api_timeout_s=10.0)
+    await rt.start()
+    return rt, events
+
+
+async def run(
+    settings: Settings,
+    actor: str,
+    build: Callable[[Runtime], Any],
+    *,
+    resync_s: float = 1.0,
+    before: Callable[[Any], Awaitable[None]] | None = None,
+) -> tuple[Running, Any]:
+    """Start a service: ``build(rt)`` returns the object whose ``sync`` the loop runs."""
+    rt, events = await start_runtime(settings, actor)
+    svc = build(rt)
+    if before is not None:
+        await before(svc)
+    stop = asyncio.Event()
+    task = asyncio.create_task(rt.run(stop, svc.sync, resync_s=resync_s))
+    return Running(rt, events, task, stop), svc
+
+
+async def eventually(check: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
+    """Poll ``check`` (sync or async) until it returns something truthy."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if asyncio.iscoroutine(last):
+            last = await last
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+
+
+def manifests(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def load_dir(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for f in sorted(path.glob("*.yaml")):
+        out += manifests(f.read_text())
+    return out
+
+
+async def schedule(
+    rt: Runtime, namespace: str, pod_name: str, node: str, devices: dict[str, list[tuple[str, str]]]
+) -> None:
+    """Allocate ``devices`` (claim name -> [(request, device)]) on ``node``, reserve, bind."""
+    pod = rt.get("Pod", namespace, pod_name)
+    assert pod is not None
+    consumer = ResourceClaimConsumerReference(resource="pods", name=pod_name, uid=pod.metadata.uid)
+    for claim_name, results in devices.items():
+        allocation = AllocationResult(
+            devices=DeviceAllocationResult(
+                results=tuple(
+                    DeviceRequestAllocationResult(request=r, driver="gpu.example.com", pool=node, device=d)
+                    for r, d in results
+                )
+            )
+        )
+        ok = await rt.append(
+            "ResourceClaim",
+            namespace,
+            claim_name,
+            [
+                ClaimAllocated(allocation=allocation, node_name=node, pod_uid=pod.metadata.uid),
+                ClaimReserved(consumer=consumer),
+            ],
+        )
+        assert ok, claim_name
+    assert await rt.append("Pod", namespace, pod_name, [PodBound(node_name=node)])

@@ -1,0 +1,167 @@
+"""Concurrency and crashes: two schedulers racing, a scheduler process killed mid-saga."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from events.api.core_v1 import Pod
+from events.api.resource_v1 import ResourceClaim
+from events.dra import ClaimAllocated
+from events.objects import decode_stored
+from events.saga import TERMINAL_SAGA_EVENTS
+from infra.config import Settings
+from tests.helpers import assert_eventually
+from tests.scheduler_service.conftest import Cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DRAFLOW_NATS_URL": settings.nats_url,
+        "DRAFLOW_STREAM": settings.stream,
+        "DRAFLOW_SUBJECT_ROOT": settings.root,
+        "DRAFLOW_DATA_DIR": str(settings.data_dir),
+        "DRAFLOW_LOG_LEVEL": "WARNING",
+    }
+
+
+async def _draflow_log(settings: Settings, subject: str) -> str:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.cli",
+        "log",
+        "--subject",
+        subject,
+        cwd=ROOT,
+        env=_env(settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+async def _spawn(settings: Settings) -> asyncio.subprocess.Process:
+    """``python -m services.scheduler`` as Procfile runs it."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.scheduler", cwd=ROOT, env=_env(settings), stderr=subprocess.DEVNULL
+    )
+
+
+async def test_two_schedulers_race_for_the_last_device(cluster: Cluster, settings: Settings) -> None:
+    await cluster.nodes(1, devices=1)
+    pod, claim_name = await cluster.pod("pod-0")
+    a = await cluster.make("sched-a")
+    b = await cluster.make("sched-b")
+    # both caught up with the same log before either decides: both pick the same device
+    await a.start()
+    await b.start()
+    cluster.run(a)
+    cluster.run(b)
+
+    def settled() -> bool:
+        done = a.outcomes["completed"] + b.outcomes["completed"]
+        undone = a.outcomes["compensated"] + b.outcomes["compensated"]
+        return done == 1 and undone == 1
+
+    await assert_eventually(settled, timeout_s=15)
+    winner, loser = (a, b) if a.outcomes["completed"] else (b, a)
+    assert winner.outcomes["compensated"] == 0 and loser.outcomes["completed"] == 0
+
+    claim = await cluster.claim(claim_name)
+    assert claim.status.allocation is not None
+    assert [r.uid for r in claim.status.reserved_for] == [pod.metadata.uid]
+    assert (await cluster.get_pod("pod-0")).spec.node_name == "node-0"
+    history = await cluster.store.events(cluster.store.subject("ResourceClaim", "default", claim_name))
+    allocated = [e for e in history if isinstance(e.data, ClaimAllocated)]
+    assert len(allocated) == 1 and allocated[0].correlation_id.startswith(winner.instance)
+
+    # the loser's trail, as `draflow log` shows it
+    text = await _draflow_log(settings, "Saga._.>")
+    lines = [ln for ln in text.splitlines() if f"{loser.instance}-ps-" in ln]
+    types = [ln.split()[3] for ln in lines]
+    assert types[0] == "SagaStarted" and "SagaStepFailed" in types, text
+    assert types[-2:] == ["SagaStepCompensated", "SagaCompensated"], text
+    assert types.count("SagaStepCompensated") == 2  # release (prebind), then unreserve (reserve)
+    winner_lines = [ln for ln in text.splitlines() if f"{winner.instance}-ps-" in ln]
+    assert winner_lines[-1].split()[3] == "SagaCompleted"
+
+
+async def test_scheduler_killed_mid_saga_resumes_without_double_allocation(
+    cluster: Cluster, settings: Settings
+) -> None:
+    pods, devices = 24, 4
+    await cluster.nodes(8, devices=devices)  # 32 devices for 24 pods
+    claims = [(await cluster.pod(f"pod-{i}"))[1] for i in range(pods)]
+    store = cluster.store
+    first = await _spawn(settings)
+    try:
+        # kill as soon as the first claim allocation is in the log: other sagas are mid-flight
+        async def some_allocation() -> bool:
+            async for envs in store.read(f"{settings.root}.ev.ResourceClaim.>"):
+                if any(isinstance(e.data, ClaimAllocated) for e in envs):
+                    return True
+            return False
+
+        await assert_eventually(some_allocation, timeout_s=30, interval_s=0.005)
+        first.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(first.wait(), 10)
+        unfinished = [
+            r
+            async for records in store.last_per_subject(f"{settings.root}.ev.Saga._.*")
+            for r in records
+            if r.header("Draflow-Type") not in TERMINAL_SAGA_EVENTS
+        ]
+        assert unfinished, "the kill should leave sagas mid-flight"
+    finally:
+        if first.returncode is None:
+            first.kill()
+            await first.wait()
+    second = await _spawn(settings)
+    try:
+
+        async def all_bound() -> list[Pod]:
+            items, _ = await cluster.api.list("Pod", namespace="default")
+            got = [decode_stored(i) for i in items]
+            assert all(isinstance(p, Pod) and p.spec.node_name for p in got), "not all bound yet"
+            return [p for p in got if isinstance(p, Pod)]
+
+        bound = await assert_eventually(all_bound, timeout_s=60, interval_s=0.2)
+        assert len(bound) == pods
+        # every saga is finished, nothing owed
+        heads = [
+            r async for records in store.last_per_subject(f"{settings.root}.ev.Saga._.*") for r in records
+        ]
+        assert heads and all(r.header("Draflow-Type") in TERMINAL_SAGA_EVENTS for r in heads)
+        # no device allocated twice; every allocation belongs to a bound pod that reserves it
+        by_uid = {p.metadata.uid: p for p in bound}
+        used: Counter[tuple[str, str, str]] = Counter()
+        for name in claims:
+            claim = await cluster.claim(name)
+            assert isinstance(claim, ResourceClaim)
+            alloc = claim.status.allocation
+            assert alloc is not None, f"{name} not allocated"
+            for r in alloc.devices.results:
+                used[(r.driver, r.pool, r.device)] += 1
+            (consumer,) = claim.status.reserved_for
+            assert by_uid[consumer.uid].spec.node_name == alloc.devices.results[0].pool
+        assert max(used.values()) == 1 and len(used) == pods
+        # the log agrees: claims allocated exactly once overall (losers deallocated what they wrote)
+        envs = await store.events(f"{settings.root}.ev.ResourceClaim.>")
+        assert sum(isinstance(e.data, ClaimAllocated) for e in envs) >= pods
+        second.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(second.wait(), 10) == 0
+    finally:
+        if second.returncode is None:
+            second.kill()
+            await second.wait()
