@@ -211,6 +211,8 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
                 events.append(finalizers_changed("ResourceClaim", (*claim.metadata.finalizers, FINALIZER)))
             if not any(r.uid == plan.uid for r in claim.status.reserved_for):
                 events.append(ClaimReserved(consumer=c.consumer))
+            if not events:
+                return  # everything the decision asks for is on the claim already
             subject = rt.subject("ResourceClaim", c.namespace, c.name)
             try:
                 await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")

@@ -33,6 +33,11 @@ def test_prebind_writes_finalizer_allocation_and_reservation() -> None:
     assert written.status.reserved_for == (CONSUMER,)
     # Idempotent: applying it again changes nothing (a retried saga step appends nothing).
     assert prebind_claim(written, _binding(claim, allocation)) is written
+    # ...also when the stored claim was read back from the log (equal, not the same object), as
+    # when another process resumes the saga after a crash
+    reread = msgspec.json.decode(msgspec.json.encode(written), type=type(written))
+    assert reread.status.allocation is not allocation
+    assert prebind_claim(reread, _binding(claim, allocation)) is reread
 
 
 def test_prebind_reserve_only_for_allocated_claims() -> None:

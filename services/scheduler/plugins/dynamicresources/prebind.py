@@ -42,9 +42,12 @@ def prebind_claim(current: ResourceClaim, binding: ClaimBinding) -> ResourceClai
     status = current.status
     allocation = status.allocation
     if binding.allocation is not None:
-        if allocation is not None and allocation != binding.allocation:
+        if allocation is None:
+            allocation = binding.allocation
+        elif allocation != binding.allocation:
             raise PreBindConflict(f"claim {ref} got allocated elsewhere in the meantime")
-        allocation = binding.allocation
+        # else: already written (e.g. by this saga before a crash); keep the stored object so an
+        # unchanged claim is returned as itself and a resumed step appends nothing
     elif allocation is None:
         raise PreBindConflict(f"claim {ref} got deallocated in the meantime")
     reserved = status.reserved_for
