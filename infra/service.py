@@ -2,7 +2,8 @@
 
 It does what every service needs and nothing else: logging; tracing (OTLP/HTTP only when
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); settings from ``DRAFLOW_NATS_URL`` / ``DRAFLOW_DATA_DIR``
-(and ``DRAFLOW_STREAM`` / ``DRAFLOW_SUBJECT_ROOT``); connecting with tenacity retries while
+(and ``DRAFLOW_STREAM`` / ``DRAFLOW_SUBJECT_ROOT``); Prometheus ``/metrics`` when
+``DRAFLOW_METRICS_PORT`` is set; connecting with tenacity retries while
 nats-server starts (honcho starts everything at once); creating or updating the stream; then
 running ``main(ctx)`` until it returns or SIGTERM/SIGINT arrives. On a signal ``ctx.stop`` is set,
 ``main`` gets a grace period to return, then is cancelled; spans are flushed and the process exits
@@ -22,6 +23,7 @@ from typing import Any
 from infra import tracing
 from infra.config import Settings
 from infra.eventstore import EventStore
+from infra.metrics import metrics_port_from_env, serve_metrics
 from infra.signals import stop_on_signals
 
 __all__ = ["ServiceContext", "run_service"]
@@ -61,6 +63,10 @@ async def serve(
     stopping = asyncio.create_task(stop.wait())
     store: EventStore | None = None
     code = 0
+    metrics_port = metrics_port_from_env()
+    if metrics_port is not None:
+        bound = serve_metrics(metrics_port)
+        log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
     try:
         log.info("%s: connecting to %s", name, settings.nats_url)
         opening = asyncio.create_task(EventStore.open(settings, name))
