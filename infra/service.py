@@ -72,9 +72,7 @@ async def serve(
         opening = asyncio.create_task(EventStore.open(settings, name))
         await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not opening.done():  # asked to stop while still waiting for nats-server
-            opening.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await opening
+            await _cancel_until_done(opening)
             return 0
         store = opening.result()
         log.info("%s: connected to %s, stream %s", name, settings.nats_url, settings.stream)
@@ -100,6 +98,20 @@ async def serve(
             await store.close()
     log.info("%s: stopped", name)
     return code
+
+
+async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait for it, cancelling again if a cancellation is lost.
+
+    On Python 3.11 ``asyncio.wait_for`` (used inside nats-py's connect) can swallow a cancellation
+    that races with its inner future completing; the connect retry loop would then go on for a
+    minute while honcho waits for us to exit.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.1)
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        task.result()
 
 
 def run_service(

@@ -2,44 +2,31 @@
 
 Configuration comes from the environment (``infra.config.Settings``: ``DRAFLOW_NATS_URL``,
 ``DRAFLOW_STREAM``, ``DRAFLOW_SUBJECT_ROOT``...); ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns tracing on.
+It runs under the shared service runner, so a SIGTERM while it still waits for nats-server (honcho
+starts everything at once) stops it cleanly, like every other service.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
+import sys
 
-from infra import tracing
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.signals import stop_on_signals
+from infra.service import ServiceContext, run_service
 from services.apiserver.server import ApiServer
 
-log = logging.getLogger("services.apiserver")
 
-
-async def serve(settings: Settings) -> None:
-    events = await EventStore.open(settings, actor="apiserver")
-    server = ApiServer(events)
-    stop = stop_on_signals()
+async def serve(ctx: ServiceContext) -> None:
+    server = ApiServer(ctx.store)
     try:
         await server.start()
-        print(f"apiserver: serving {settings.root}.api.* on {settings.nats_url}", flush=True)
-        await stop.wait()
+        # Tests and the demo wait for this line: the API answers from here on.
+        print(f"apiserver: serving {ctx.settings.root}.api.* on {ctx.settings.nats_url}", flush=True)
+        await ctx.stop.wait()
     finally:
         await server.stop()
-        await events.close()
-        tracing.shutdown_tracing()
 
 
 def main() -> None:
-    logging.basicConfig(
-        level=os.environ.get("DRAFLOW_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    tracing.setup_tracing("apiserver")
-    asyncio.run(serve(Settings.from_env()))
+    sys.exit(run_service("apiserver", serve))
 
 
 if __name__ == "__main__":

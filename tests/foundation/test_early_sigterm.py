@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -46,3 +47,34 @@ def test_services_record_early_signals_only_when_run_as_a_service() -> None:
     probe = "import signal, services; print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)"
     as_library = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert as_library.stdout.strip() == "True", as_library.stderr
+
+
+def test_apiserver_stops_on_sigterm_while_waiting_for_nats(tmp_path: Path) -> None:
+    """honcho stops everything at once; the apiserver must not hang retrying a dead nats-server."""
+    env = {
+        **os.environ,
+        "DRAFLOW_NATS_URL": f"nats://127.0.0.1:{free_port()}",  # nothing listens: still connecting
+        "DRAFLOW_DATA_DIR": str(tmp_path),
+        "DRAFLOW_LOG_LEVEL": "INFO",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.apiserver"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # up, and retrying the connection
+            if "apiserver: connecting to" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=5) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
