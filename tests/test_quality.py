@@ -23,7 +23,7 @@ def test_ruff_clean() -> None:
 
 def test_mypy_clean() -> None:
     proc = subprocess.run(
-        [_tool("mypy"), "events", "infra", "projections", "sagas", "services", "bench"],
+        [_tool("mypy"), "events", "infra", "projections", "sagas", "services", "bench", "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -188,7 +188,7 @@ def test_policy_violations() -> None:
 CLASSES = {"class-a": device_class()}
 
 
-def _allocate(slices, claims, state=None, **kw):  # type: ignore[no-untyped-def]
+def _allocate(slices, claims, state=None, **kw):
     return Allocator(slices, CLASSES, state, **kw).allocate(node(), claims)
 
 
@@ -295,7 +295,7 @@ def test_feature_switches_reproduce_upstream_refusals() -> None:
 # -- budgets -----------------------------------------------------------------------------------------------
 
 
-def _impossible():  # type: ignore[no-untyped-def]
+def _impossible():
     devices = [device(f"d{i}", numa=i % 3) for i in range(24)]
     distinct = (DeviceConstraint(distinct_attribute="driver-a/numa"),)
     return [slice_("a", devices)], [claim("c", request("r", count=5), constraints=distinct)]

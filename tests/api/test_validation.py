@@ -8,6 +8,7 @@ import pytest
 
 from events.api.codec import decode_object
 from events.api.errors import ApiError
+from events.api.resource_v1 import ResourceClaim
 from services.apiserver.admission import admit, apply_defaults, check_admin_access, validate
 
 
@@ -343,7 +344,8 @@ def test_recorded_allocated_claim_is_a_valid_status_write() -> None:
 
     path = CORPUS / "kubernetes-sigs__dranet" / "examples__azure_aks_examples__gb300__resource-claim.yaml"
     (result,) = [r for r in load_manifests(path) if r.obj is not None]
+    assert isinstance(result.obj, ResourceClaim)
     new = apply_defaults(result.obj)
-    old = replace(new, status=type(new.status)())  # type: ignore[attr-defined]
-    assert new.status.allocation is not None  # type: ignore[attr-defined]
+    old = replace(new, status=type(new.status)())
+    assert new.status.allocation is not None
     assert validate(new, old) == []

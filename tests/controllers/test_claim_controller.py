@@ -75,12 +75,12 @@ def test_crash_recovery_adopts_the_claim_created_before_the_status_was_recorded(
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
     orphan = make_claim("pod0-gpu-zzzzz", owner_pod=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
     actions = sync_pod(pod, [orphan], [])  # no template needed to adopt
-    assert actions == [
-        RecordPodClaimStatus(
-            namespace="default", pod_name="pod0", pod_uid="uid-pod0", statuses=actions[0].statuses
-        )
-    ]
-    assert actions[0].statuses[0].resource_claim_name == "pod0-gpu-zzzzz"
+    (recorded,) = actions
+    assert isinstance(recorded, RecordPodClaimStatus)
+    assert recorded == RecordPodClaimStatus(
+        namespace="default", pod_name="pod0", pod_uid="uid-pod0", statuses=recorded.statuses
+    )
+    assert recorded.statuses[0].resource_claim_name == "pod0-gpu-zzzzz"
 
 
 def test_claims_of_other_pods_or_other_pod_claims_are_not_adopted() -> None:

@@ -171,8 +171,8 @@ def test_random_pods_converge(specs) -> None:
         owner = claim.metadata.owner_references[0].name
         assert owner in world.pods, f"{claim.metadata.name} outlived its pod"
         for ref in claim.status.reserved_for:
-            pod = world.pods.get(ref.name)
-            assert pod is not None and pod.status.phase not in ("Succeeded", "Failed")
+            held = world.pods.get(ref.name)
+            assert held is not None and held.status.phase not in ("Succeeded", "Failed")
         if not claim.status.reserved_for:
             assert claim.status.allocation is None or owner in live
     for name, pod in live.items():

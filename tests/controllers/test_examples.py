@@ -7,6 +7,7 @@ is another package); everything else is the real deciders, kubelet manager and e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -43,15 +44,17 @@ def test_every_example_document_is_admitted_except_podgroups(path: Path) -> None
         if not result.ok:
             assert 'no matches for kind "PodGroup"' in str(result.error)
             continue
-        assert result.obj is not None
-        api_admit(result.obj, namespace=result.obj.metadata.namespace or "default")
+        obj: Any = result.obj
+        assert obj is not None
+        api_admit(obj, namespace=obj.metadata.namespace or "default")
 
 
 def _load(name: str) -> list:
     objs = []
     for i, result in enumerate(load_manifests(EXAMPLES / name)):
-        assert result.obj is not None
-        obj = api_admit(result.obj, namespace=result.obj.metadata.namespace or "default")
+        loaded: Any = result.obj
+        assert loaded is not None
+        obj = api_admit(loaded, namespace=loaded.metadata.namespace or "default")
         objs.append(
             msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, uid=f"uid-{i}"))
         )

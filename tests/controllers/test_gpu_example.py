@@ -138,7 +138,9 @@ def test_shipped_device_class_is_the_rendered_chart_class() -> None:
             DATA / "deployments__helm__dra-example-driver__templates__deviceclass.rendered.yaml"
         )
     ]
-    gpu = next(r.obj for r in rendered if r.obj is not None and r.obj.metadata.name == "gpu.example.com")
+    gpu = next(
+        r.obj for r in rendered if isinstance(r.obj, DeviceClass) and r.obj.metadata.name == "gpu.example.com"
+    )
     assert isinstance(ours.obj, DeviceClass) and ours.obj == gpu
 
 

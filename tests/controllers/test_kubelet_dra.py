@@ -157,7 +157,8 @@ def test_whole_call_failures_are_retried(tmp_path: Path) -> None:
     assert not failed.ok and failed.errors == [
         "NodePrepareResources: injected failure: NodePrepareResources unavailable"
     ]
-    assert not env2.manager.get("default", "c").prepared
+    info = env2.manager.get("default", "c")
+    assert info is not None and not info.prepared
     assert env2.prepare(pod, claim, attempts=1).ok  # the shell's later retry
 
 
@@ -217,7 +218,8 @@ def test_state_survives_a_kubelet_restart_through_the_checkpoint(tmp_path: Path)
     restarted = Env(tmp_path, claim)
     restarted.manager = DRAManager(read_checkpoint(tmp_path / "kubelet"))
     assert restarted.manager.pod_cdi_devices(p0) == before
-    assert restarted.manager.get("default", "shared").pod_uids == {"uid-p0", "uid-p1"}
+    shared = restarted.manager.get("default", "shared")
+    assert shared is not None and shared.pod_uids == {"uid-p0", "uid-p1"}
     # Re-syncing a running pod re-asks the driver (prepared is not persisted), which is idempotent.
     assert restarted.prepare(p0, claim).ok and restarted.plugin.calls == [("prepare", ("c1",))]
     assert restarted.unprepare(p0, "shared").ok and restarted.unprepare(p1, "shared").ok

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import msgspec
 import pytest
@@ -41,11 +42,14 @@ REALWORLD = Path(__file__).resolve().parents[1] / "data" / "realworld"
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
-class Cluster:
+W = TypeVar("W", Deployment, Job)
+
+
+class Cluster(Generic[W]):
     """Pods plus one workload object; ``apply`` mirrors what the shell's reducers will do."""
 
-    def __init__(self, obj: Deployment | Job) -> None:
-        self.obj = obj
+    def __init__(self, obj: W) -> None:
+        self.obj: W = obj
         self.pods: dict[str, Pod] = {}
         self.created = 0
         self.now = T0

@@ -18,7 +18,7 @@ from tests.allocator.upstream.dsl_results import (
 )
 from tests.allocator.upstream.goeval import Obj, Q, getf
 
-C = {}  # constants, filled by the loader
+C: dict[str, str] = {}  # constants, filled by the loader
 
 
 def _sprintf(fmt, *args):
@@ -315,11 +315,11 @@ def method(recv, name, args):
     elif name == "withDeviceCounterConsumption":
         r.setdefault("ConsumesCounters", []).extend(args)
         if r.pop("_fromCounters", False):
-            caps = {}
+            from_counters: dict[str, Obj] = {}
             for dcc in r["ConsumesCounters"]:
                 for cname, c in dcc["Counters"].items():
-                    caps[cname] = Obj("DeviceCapacity", Value=c["Value"])
-            r["Capacity"] = caps
+                    from_counters[cname] = Obj("DeviceCapacity", Value=c["Value"])
+            r["Capacity"] = from_counters
     elif name == "withNodeSelection":
         sel = args[0]
         if isinstance(sel, dict):

@@ -52,7 +52,9 @@ def autovivify(o, name):
 # ---------------------------------------------------------------- constants
 def load_consts(src):
     consts = {}
-    block = re.search(r"const \(\n(.*?)\n\)", src, re.S).group(1)
+    found = re.search(r"const \(\n(.*?)\n\)", src, re.S)
+    assert found is not None, "no const block"
+    block = found.group(1)
     for m in re.finditer(r'^\s*(\w+)\s*=\s*"([^"]*)"', block, re.M):
         consts[m.group(1)] = m.group(2)
     for block in re.finditer(r"const \(\n(.*?)\n\)", src, re.S):

@@ -21,7 +21,7 @@ TOKEN_RE = re.compile(
 
 
 def tokenize(src):
-    toks = []
+    toks: list[tuple[str, str]] = []
     i = 0
     while i < len(src):
         m = TOKEN_RE.match(src, i)
@@ -37,7 +37,7 @@ def tokenize(src):
             if toks and (toks[-1][0] in ("id", "str", "raw", "num") or toks[-1][1] in (")", "]", "}", "++")):
                 toks.append(("op", ";"))
             continue
-        toks.append((k, v))
+        toks.append((k or "", v))
     toks.append(("eof", ""))
     return toks
 
