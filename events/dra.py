@@ -30,11 +30,13 @@ from events.envelope import Event
 
 __all__ = [
     "DELETE_PROTECTION_FINALIZER",
+    "MAX_REJECTIONS",
     "ClaimAllocated",
     "ClaimDeallocated",
     "ClaimReservationsReleased",
     "ClaimReserved",
     "ContainerCDIDevices",
+    "NodeRejection",
     "PodBound",
     "PodClaimStatusesRecorded",
     "PodFailed",
@@ -89,12 +91,38 @@ class PodBound(Event, frozen=True, kw_only=True):
     at: str = ""
 
 
+class NodeRejection(msgspec.Struct, frozen=True, kw_only=True):
+    """One line of a failed attempt's diagnosis: ``nodes`` nodes rejected for ``reason`` by ``plugin``.
+
+    Nodes are grouped by (plugin, reason), as kube-scheduler's message groups them, so a
+    500-node cluster costs a handful of these, not 500."""
+
+    reason: str
+    plugin: str = ""
+    nodes: int = 0
+
+
+MAX_REJECTIONS = 16  # diagnosis lines kept per attempt (the message still counts every node)
+
+
 class PodUnschedulable(Event, frozen=True, kw_only=True):
-    """A scheduling attempt found no node: condition PodScheduled=False with kube-scheduler's message."""
+    """A scheduling attempt found no node: condition PodScheduled=False with kube-scheduler's message.
+
+    The diagnosis fields (all defaulted: older events decode unchanged) keep what ``draflow
+    explain`` shows: how many nodes were considered, which plugin rejected how many nodes for which
+    reason (at most :data:`MAX_REJECTIONS` groups), the PreFilter/PostFilter messages and
+    ``snapshot_seq``, the log position the decision was taken on (what ``verify-replay`` re-decides
+    from)."""
 
     message: str
     reason: str = "Unschedulable"
     at: str = ""
+    num_nodes: int = 0
+    rejections: tuple[NodeRejection, ...] = ()
+    unschedulable_plugins: tuple[str, ...] = ()
+    pre_filter_message: str = ""
+    post_filter_message: str = ""
+    snapshot_seq: int = 0
 
 
 class PodClaimStatusesRecorded(Event, frozen=True, kw_only=True):

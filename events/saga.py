@@ -28,6 +28,9 @@ class SagaStarted(Event, frozen=True, kw_only=True):
     saga_type: str
     input: dict[str, Any] = {}
     steps: list[str] = []
+    # the log position the decision behind the saga was taken on (0: not recorded); what
+    # ``draflow verify-replay`` re-decides from
+    decided_at_seq: int = 0
 
 
 class SagaStepStarted(Event, frozen=True, kw_only=True):

@@ -37,7 +37,7 @@ from events.saga import (
     SagaStepStarted,
 )
 from events.subjects import aggregate_subject
-from infra import tracing
+from infra import metrics, tracing
 from infra.errors import ConcurrencyError, TransientError
 from infra.eventstore import EventStore
 from infra.retry import transient_retry
@@ -50,6 +50,10 @@ log = logging.getLogger(__name__)
 _SAGA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 SAGA_KIND = "Saga"
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _step_metric(state: SagaState, step: str, result: str) -> None:
+    metrics.SAGA_STEPS.labels(saga=state.saga_type, step=step, result=result).inc()
 
 
 class StepContext:
@@ -130,19 +134,36 @@ class SagaEngine:
         loaded = await self.store.load(self.subject(saga_id), apply, None)
         return loaded.state
 
-    async def start(self, saga_type: str, saga_id: str, input: dict[str, Any] | None = None) -> SagaState:
-        """Start (or, if it already exists, resume) a saga and run it to a terminal state."""
+    async def start(
+        self,
+        saga_type: str,
+        saga_id: str,
+        input: dict[str, Any] | None = None,
+        *,
+        decided_at_seq: int = 0,
+        traceparent: str = "",
+    ) -> SagaState:
+        """Start (or, if it already exists, resume) a saga and run it to a terminal state.
+
+        ``traceparent`` (the triggering event's, e.g. the pod's) makes the saga a child span in
+        that trace instead of a new root: one trace per pod flow. ``decided_at_seq`` records the
+        log position the decision was taken on (for ``draflow verify-replay``).
+        """
         if not _SAGA_ID.match(saga_id):
             raise ValueError(f"saga id {saga_id!r}: must match {_SAGA_ID.pattern}")
         definition = self.definitions.get(saga_type)
         if definition is None:
             raise ValueError(f"unknown saga type {saga_type!r}")
-        with tracing.span(f"saga {saga_type}", attributes={"draflow.saga.id": saga_id}):
+        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type}
+        with tracing.span(f"saga {saga_type}", traceparent=traceparent, attributes=attrs):
             try:
                 await self.store.append(
                     self.subject(saga_id),
                     SagaStarted(
-                        saga_type=saga_type, input=input or {}, steps=[s.name for s in definition.steps]
+                        saga_type=saga_type,
+                        input=input or {},
+                        steps=[s.name for s in definition.steps],
+                        decided_at_seq=decided_at_seq,
                     ),
                     expected_last_seq=0,
                     msg_id=f"saga:{saga_id}:started",
@@ -192,6 +213,8 @@ class SagaEngine:
         )
         new = apply(state, env)
         assert new is not None
+        if new.status.terminal:
+            metrics.SAGA_OUTCOMES.labels(saga=new.saga_type, outcome=new.status.value).inc()
         if self.on_event is not None:
             result = self.on_event(new, event)
             if asyncio.iscoroutine(result):
@@ -243,11 +266,16 @@ class SagaEngine:
                 ):
                     with attempt:
                         ctx.attempt = attempt.retry_state.attempt_number
-                        return True, await fn(ctx), ctx.attempt
+                        if ctx.attempt > 1:
+                            _step_metric(state, span_name, "retried")
+                        out = await fn(ctx)
+                        _step_metric(state, span_name, "ok")
+                        return True, out, ctx.attempt
             except TransientError as exc:
                 err = f"gave up after {ctx.attempt} attempts: {type(exc).__name__}: {exc}"
             except Exception as exc:  # a permanent failure: compensate
                 err = f"{type(exc).__name__}: {exc}"
+            _step_metric(state, span_name, "failed")
             if span is not None:
                 span.set_attribute("error.type", err.split(":")[0])
             log.info("saga %s: %s failed: %s", state.saga_id, span_name, err)

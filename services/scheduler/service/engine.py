@@ -33,13 +33,27 @@ class SchedulerSagaEngine(SagaEngine):
         state = self._fresh.pop(saga_id, None)
         return state if state is not None else await super().load(saga_id)
 
-    async def start(self, saga_type: str, saga_id: str, input: dict[str, Any] | None = None) -> SagaState:
+    async def start(
+        self,
+        saga_type: str,
+        saga_id: str,
+        input: dict[str, Any] | None = None,
+        *,
+        decided_at_seq: int = 0,
+        traceparent: str = "",
+    ) -> SagaState:
         definition = self.definitions.get(saga_type)
         if definition is None:
             raise ValueError(f"unknown saga type {saga_type!r}")
         subject = self.subject(saga_id)
-        event = SagaStarted(saga_type=saga_type, input=input or {}, steps=[s.name for s in definition.steps])
-        with tracing.span(f"saga {saga_type}", attributes={"draflow.saga.id": saga_id}):
+        event = SagaStarted(
+            saga_type=saga_type,
+            input=input or {},
+            steps=[s.name for s in definition.steps],
+            decided_at_seq=decided_at_seq,
+        )
+        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type}
+        with tracing.span(f"saga {saga_type}", traceparent=traceparent, attributes=attrs):
             try:
                 (seq,) = await self.store.append(
                     subject,
@@ -49,7 +63,8 @@ class SchedulerSagaEngine(SagaEngine):
                     correlation_id=saga_id,
                 )
             except ConcurrencyError:
-                return await super().start(saga_type, saga_id, input)  # exists: resume as usual
+                # exists: resume as usual
+                return await super().start(saga_type, saga_id, input, traceparent=traceparent)
             env: Envelope[Event] = Envelope(
                 id="",
                 type=SagaStarted.type_name(),

@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from events.api.core_v1 import Pod
-from events.dra import PodUnschedulable
+from events.dra import MAX_REJECTIONS, NodeRejection, PodUnschedulable
 from events.envelope import Envelope, Event
 from events.subjects import aggregate_subject
 from infra.errors import ConcurrencyError
@@ -199,14 +199,17 @@ class SchedulerService:
 
     # -- acting on a cycle's result ------------------------------------------------------------------
     def _dispatch(self, pod: Pod, result: Reserved | Unschedulable | SchedulingError) -> None:
+        position = self.snapshot.position
+        traceparent = self.snapshot.traceparent(pod.metadata.namespace, pod.metadata.name)
         if isinstance(result, Reserved):
             plan = PodSchedulingInput.of(result)
             saga_id = self._saga_id("ps", plan.uid or plan.name)
-            self._spawn(self._saga(POD_SCHEDULING, saga_id, plan.to_input()), saga=True)
+            self._spawn(
+                self._saga(POD_SCHEDULING, saga_id, plan.to_input(), position, traceparent), saga=True
+            )
             return
         self.outcomes["unschedulable"] += 1
-        reason = "Unschedulable" if isinstance(result, Unschedulable) else "SchedulerError"
-        self._spawn(self._unschedulable(pod, reason, result.message))
+        self._spawn(self._unschedulable(pod, diagnosis_event(result, position)))
         if isinstance(result, Unschedulable) and result.deallocate is not None:
             ref = result.deallocate
             inp = ReallocationInput(
@@ -218,11 +221,17 @@ class SchedulerService:
                 pod_uid=pod.metadata.uid,
             )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
-            self._spawn(self._saga(REALLOCATION, saga_id, _builtins(inp)), saga=True)
+            self._spawn(
+                self._saga(REALLOCATION, saga_id, _builtins(inp), position, traceparent), saga=True
+            )
 
-    async def _saga(self, saga_type: str, saga_id: str, inp: dict[str, Any]) -> SagaState | None:
+    async def _saga(
+        self, saga_type: str, saga_id: str, inp: dict[str, Any], position: int = 0, traceparent: str = ""
+    ) -> SagaState | None:
         try:
-            state = await self.engine.start(saga_type, saga_id, inp)
+            state = await self.engine.start(
+                saga_type, saga_id, inp, decided_at_seq=position, traceparent=traceparent
+            )
         except Exception:
             log.exception("saga %s (%s) stopped by an error", saga_id, saga_type)
             self.outcomes["failed"] += 1
@@ -235,8 +244,9 @@ class SchedulerService:
             self.outcomes["failed"] += 1
         return state
 
-    async def _unschedulable(self, pod: Pod, reason: str, message: str) -> None:
+    async def _unschedulable(self, pod: Pod, ev: PodUnschedulable) -> None:
         meta = pod.metadata
+        reason, message = ev.reason, ev.message
         current, version = self.get("Pod", meta.namespace, meta.name)
         if isinstance(current, Pod) and current.metadata.uid == meta.uid and not current.spec.node_name:
             same = any(
@@ -247,7 +257,7 @@ class SchedulerService:
                 for c in current.status.conditions
             )
             if not same:
-                ev = PodUnschedulable(message=message, reason=reason, at=_utcnow())
+                ev = msgspec.structs.replace(ev, at=_utcnow())
                 try:
                     await self.store.append(
                         self.subject("Pod", meta.namespace, meta.name), ev, expected_last_seq=version
@@ -267,6 +277,42 @@ class SchedulerService:
             )
         except Exception as exc:  # events are best effort, as upstream's recorder
             log.warning("cannot record %s event for pod %s/%s: %s", reason, namespace, name, exc)
+
+
+def diagnosis_event(result: Unschedulable | SchedulingError, position: int = 0) -> PodUnschedulable:
+    """The ``PodUnschedulable`` a failed cycle appends: kube-scheduler's message plus a compact
+    diagnosis (nodes grouped by rejecting plugin and reason, capped) for ``draflow explain``.
+
+    Pure and without a clock (``at`` is stamped by the caller), so ``verify-replay`` can compare
+    a re-decided event with the recorded one field by field."""
+    if isinstance(result, SchedulingError):
+        plugins = (result.plugin,) if result.plugin else ()
+        return PodUnschedulable(
+            message=result.message,
+            reason="SchedulerError",
+            unschedulable_plugins=plugins,
+            snapshot_seq=position,
+        )
+    # reason -> the plugin that gave it (first in plugin order; plugins rarely share a reason)
+    owner: dict[str, str] = {}
+    for plugin, reasons in sorted(result.plugin_reasons.items()):
+        for r in reasons:
+            owner.setdefault(r, plugin)
+    rejections = tuple(
+        NodeRejection(reason=r, plugin=owner.get(r, ""), nodes=n) for r, n in result.node_reasons
+    )
+    if len(rejections) > MAX_REJECTIONS:  # keep the groups that cover the most nodes
+        keep = sorted(rejections, key=lambda x: -x.nodes)[:MAX_REJECTIONS]
+        rejections = tuple(x for x in rejections if x in keep)
+    return PodUnschedulable(
+        message=result.message,
+        num_nodes=result.num_nodes,
+        rejections=rejections,
+        unschedulable_plugins=tuple(sorted(result.unschedulable_plugins)),
+        pre_filter_message=result.pre_filter_message,
+        post_filter_message=result.post_filter_message,
+        snapshot_seq=position,
+    )
 
 
 def _builtins(s: Any) -> dict[str, Any]:

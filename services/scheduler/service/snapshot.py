@@ -46,6 +46,12 @@ class Snapshot:
         self._task: asyncio.Task[None] | None = None
         self._advanced = asyncio.Event()
         self.on_batch: Callable[[], None] | None = None  # the service's wake-up for its loop
+        # (namespace, name) -> the traceparent of the pod's first event (its apply): the pod's
+        # PodScheduling saga continues that trace, so one pod flow is one trace
+        self._traceparents: dict[tuple[str, str], str] = {}
+
+    def traceparent(self, namespace: str, name: str) -> str:
+        return self._traceparents.get((namespace, name), "")
 
     # -- reading objects -----------------------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> tuple[ApiStruct | None, int]:
@@ -120,6 +126,11 @@ class Snapshot:
                 change = self.index.apply_envelope(kind, namespace, name, env)
                 if change is None:
                     continue
+                if kind == "Pod":
+                    if change.type == "ADDED" and env.traceparent:
+                        self._traceparents[(namespace, name)] = env.traceparent
+                    elif change.type == "DELETED":
+                        self._traceparents.pop((namespace, name), None)
                 if change.type == "DELETED":
                     self.core.observe_deleted(kind, namespace, name)
                 else:
