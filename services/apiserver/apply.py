@@ -137,13 +137,15 @@ class Applier:
     def _plan(
         self, item: ApplyItem, req: ApplyRequest, create_only: bool, overlay: dict[str, ApiStruct]
     ) -> Plan:
-        api_version, kind, _, name_hint = _identity(item.manifest)
+        api_version, kind, ns_hint, name_hint = _identity(item.manifest)
         try:
             manifest = normalize_manifest(item.manifest)  # kind-less classic documents, KEP Pods
-            api_version, kind, _, name_hint = _identity(manifest)
+            api_version, kind, ns_hint, name_hint = _identity(manifest)
             obj = decode_object(manifest)
         except ApiError as exc:
-            raise errors.from_api_error(exc, api_version, kind, name_hint) from None
+            scope = lookup_resource(kind) if kind else None
+            ns = (ns_hint or req.namespace or "default") if scope is not None and scope.namespaced else ""
+            raise errors.from_api_error(exc, api_version, kind, name_hint, ns) from None
         except (ValueError, TypeError, RecursionError) as exc:
             raise errors.bad_request(f"cannot decode {kind or 'object'} {name_hint!r}: {exc}") from None
         rt = lookup_resource(obj.KIND)
@@ -181,12 +183,14 @@ class Applier:
         try:
             obj = admit_create(prepare_create(obj), namespace or "default")
         except ApiError as exc:
-            raise errors.invalid(kind, name or object_meta(obj).generate_name, exc.errors) from None
+            raise errors.invalid(
+                kind, name or object_meta(obj).generate_name, exc.errors, namespace
+            ) from None
         if namespace:
             ns = self._namespace_ok(kind, name, namespace, overlay)
             problems = check_admin_access(obj, object_meta(ns).labels)
             if problems:
-                raise errors.invalid(kind, name, problems)
+                raise errors.invalid(kind, name, problems, namespace)
         self.quota.check(obj)
         obj = stamp_create(obj, uid=str(uuid.uuid4()), now=now_rfc3339())
         expected = self.store.index.version(kind, namespace, name)
@@ -198,7 +202,7 @@ class Applier:
         merged = merge_update(existing, obj)
         problems = validate_object(merged, existing)
         if problems:
-            raise errors.invalid(kind, name, problems)
+            raise errors.invalid(kind, name, problems, namespace)
         expected = int(object_meta(existing).resource_version or 0)
         if merged == existing:
             return Plan(kind, namespace, name, "unchanged", [], expected, existing)

@@ -65,11 +65,20 @@ def _causes(errors: list[FieldError]) -> list[Cause]:
     return [Cause(field=e.path, reason=e.type, message=e.rule) for e in errors]
 
 
-def invalid(kind: str, name: str, errors: list[FieldError]) -> StatusError:
-    """422 Invalid listing every field error (one error bare, several in brackets, as upstream)."""
+def _ref(namespace: str, name: str) -> str:
+    """``namespace/name`` for namespaced objects: the message names exactly which object was refused."""
+    return f"{namespace}/{name}" if namespace and name else name
+
+
+def invalid(kind: str, name: str, errors: list[FieldError], namespace: str = "") -> StatusError:
+    """422 Invalid listing every field error (one error bare, several in brackets, as upstream).
+
+    Unlike apimachinery, the quoted name carries the namespace (``"default/gpu"``): draflow users
+    apply many namespaces from one file and the message must say which object was refused.
+    """
     texts = [_field_text(e) for e in errors]
     shown = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
-    message = f'{qualified_kind(kind)} "{name}" is invalid: {shown}'
+    message = f'{qualified_kind(kind)} "{_ref(namespace, name)}" is invalid: {shown}'
     return StatusError.of(422, "Invalid", message, _causes(errors))
 
 
@@ -79,7 +88,7 @@ def _decode_text(e: FieldError) -> str:
     return _field_text(e)
 
 
-def from_api_error(exc: ApiError, api_version: str, kind: str, name: str) -> StatusError:
+def from_api_error(exc: ApiError, api_version: str, kind: str, name: str, namespace: str = "") -> StatusError:
     """Map the model's ApiError (decode or validation) to the refusal the API server would send."""
     errors = exc.errors or [FieldError(kind=kind, type=DECODE, rule=str(exc))]
     first = errors[0]
@@ -91,8 +100,10 @@ def from_api_error(exc: ApiError, api_version: str, kind: str, name: str) -> Sta
         if not kind or not api_version:
             return bad_request("; ".join(_decode_text(e) for e in errors))
         detail = ", ".join(_decode_text(e) for e in errors)
+        which = f' "{_ref(namespace, name)}"' if name else ""
         message = (
-            f'{kind} in version "{api_version.rsplit("/", 1)[-1]}" cannot be handled as a {kind}: {detail}'
+            f'{kind}{which} in version "{api_version.rsplit("/", 1)[-1]}" cannot be handled as a {kind}: '
+            f"{detail}"
         )
         return StatusError.of(400, "BadRequest", message, _causes(errors))
-    return invalid(kind, name, errors)
+    return invalid(kind, name, errors, namespace)

@@ -195,14 +195,14 @@ class Lifecycle:
             try:
                 decoded = decode_object(manifest)
             except ApiError as exc:
-                raise errors.from_api_error(exc, obj.API_VERSION, kind, name) from None
+                raise errors.from_api_error(exc, obj.API_VERSION, kind, name, namespace) from None
             except (ValueError, TypeError, RecursionError) as exc:
                 raise errors.bad_request(f"cannot decode the status of {kind} {name!r}: {exc}") from None
             status = getattr(decoded, "status", None)
             new = replace(obj, status=status)
             problems = validate_object(new, obj)
             if problems:
-                raise errors.invalid(kind, name, problems)
+                raise errors.invalid(kind, name, problems, namespace)
             return [] if status == getattr(obj, "status", None) else [status_updated(kind, status)]
 
         return await self._write(kind, namespace, req.name, decide, req.resource_version)
@@ -215,7 +215,9 @@ class Lifecycle:
             try:
                 return finalize_events(obj, req.add, req.remove)
             except FinalizerForbidden as exc:
-                raise errors.invalid(kind, req.name, [_finalizer_error(kind, obj, str(exc))]) from None
+                raise errors.invalid(
+                    kind, req.name, [_finalizer_error(kind, obj, str(exc))], namespace
+                ) from None
 
         return await self._write(kind, namespace, req.name, decide, req.resource_version)
 

@@ -88,7 +88,7 @@ async def test_rejections_append_nothing_and_name_the_field(api: ApiClient, even
     errors = [r.error for r in results]
     assert all(e is not None for e in errors)
     assert errors[0].reason == "Invalid" and "spec.devices.requests[0].exactly.count" in errors[0].message  # type: ignore[union-attr]
-    assert errors[0].message.startswith('ResourceClaim.resource.k8s.io "b" is invalid: ')  # type: ignore[union-attr]
+    assert errors[0].message.startswith('ResourceClaim.resource.k8s.io "default/b" is invalid: ')  # type: ignore[union-attr]
     assert (errors[1].code, errors[1].message) == (404, 'namespaces "missing-ns" not found')  # type: ignore[union-attr]
     assert errors[2].reason == "BadRequest" and 'unknown field "spec.restartpolicy"' in errors[2].message  # type: ignore[union-attr]
     assert errors[3].reason == "NoKindMatch" and 'no matches for kind "ComputeDomain"' in errors[3].message  # type: ignore[union-attr]

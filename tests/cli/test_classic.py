@@ -119,7 +119,7 @@ def test_validation_errors_are_422_with_the_field(draflow: Draflow) -> None:
     res = draflow("apply", "-f", "-", stdin=bad)
     assert res.code == 1
     assert res.err.strip() == (
-        'Error from server (Invalid): error when creating "STDIN": ResourceClaim.cdi.k8s.io "gpu" is '
+        'Error from server (Invalid): error when creating "STDIN": ResourceClaim.cdi.k8s.io "default/gpu" is '
         'invalid: spec.allocationMode: Unsupported value: "Later": supported values: "Delayed", "Immediate"'
     )
     assert draflow("apply", "-f", "-", stdin=CLAIM).code == 0
@@ -129,7 +129,7 @@ def test_validation_errors_are_422_with_the_field(draflow: Draflow) -> None:
     pod = POD.read_text().replace('      - "gpu"\n', '      - "nope"\n')
     res = draflow("apply", "-f", "-", stdin=pod)
     assert res.code == 1
-    assert 'Pod "device-consumer" is invalid: [spec.containers[0].resources.claims[0]: ' in res.err
+    assert 'Pod "default/device-consumer" is invalid: [spec.containers[0].resources.claims[0]: ' in res.err
     assert (
         'spec.containers[1].resources.claims[0]: Unsupported value: "nope": supported values: "gpu"]'
         in res.err
@@ -213,7 +213,7 @@ def test_kep_pod_templates_of_workloads_are_validated(draflow: Draflow) -> None:
     res = draflow("apply", "-f", "-", stdin=DEPLOYMENT.replace("CLAIM", "nope"))
     assert res.code == 1
     assert res.err.strip() == (
-        'Error from server (Invalid): error when creating "STDIN": Deployment.apps "gpu-app" is invalid: '
+        'Error from server (Invalid): error when creating "STDIN": Deployment.apps "default/gpu-app" is invalid: '
         "spec.template.spec.containers[0].resources.claims[0]: "
         'Unsupported value: "nope": supported values: "gpu"'
     )
