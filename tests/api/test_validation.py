@@ -349,3 +349,88 @@ def test_recorded_allocated_claim_is_a_valid_status_write() -> None:
     old = replace(new, status=type(new.status)())
     assert new.status.allocation is not None
     assert validate(new, old) == []
+
+
+def _node(**parts: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, **parts}
+
+
+def _job_template(restart: str = "Never") -> dict[str, Any]:
+    return {"spec": {"restartPolicy": restart, "containers": [{"name": "c", "image": "i"}]}}
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            _node(status={"capacity": {"example.com/gpu": "1500m", "cpu": "1500m"}}),
+            'Node n1: status.capacity[example.com/gpu]: Invalid value: "1500m": must be an integer',
+        ),
+        (
+            _node(status={"allocatable": {"example.com/gpu": "-1"}}),
+            'Node n1: status.allocatable[example.com/gpu]: Invalid value: "-1": '
+            "must be greater than or equal to 0",
+        ),
+        (
+            _node(spec={"taints": [{"key": "a", "effect": "Sometimes"}]}),
+            'Node n1: spec.taints[0].effect: Unsupported value: "Sometimes": supported values: "NoExecute", '
+            '"NoSchedule", "PreferNoSchedule"',
+        ),
+        (
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "Team_A"}},
+            'Namespace Team_A: metadata.name: Invalid value: "Team_A": a lowercase RFC 1123 label must',
+        ),
+        (
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "q", "namespace": "default"},
+                "spec": {"hard": {"count/resourceclaims.resource.k8s.io": "-1"}},
+            },
+            'ResourceQuota default/q: spec.hard[count/resourceclaims.resource.k8s.io]: Invalid value: "-1": '
+            "must be greater than or equal to 0",
+        ),
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j", "namespace": "default"},
+                "spec": {"completions": -1, "template": _job_template()},
+            },
+            "Job default/j: spec.completions: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "j", "namespace": "default"},
+                "spec": {"template": _job_template("Always")},
+            },
+            'Job default/j: spec.template.spec.restartPolicy: Unsupported value: "Always": supported values: '
+            '"Never", "OnFailure"',
+        ),
+        (
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceTaintRule",
+                "metadata": {"name": "t"},
+                "spec": {"taint": {"key": "k", "effect": "Maybe"}},
+            },
+            'DeviceTaintRule t: spec.taint.effect: Unsupported value: "Maybe": '
+            'supported values: "NoExecute", "NoSchedule", "None"',
+        ),
+    ],
+    ids=[
+        "node-fractional-device",
+        "node-negative",
+        "node-taint",
+        "namespace",
+        "quota",
+        "job",
+        "job-restart",
+        "dtr",
+    ],
+)
+def test_every_kind_names_object_field_and_rule(raw: dict[str, Any], expected: str) -> None:
+    (error,) = _errors(raw)
+    assert error.startswith(expected)

@@ -232,7 +232,9 @@ def validate_node(errs: Errs, obj: c1.Node, old: c1.Node | None) -> None:
         for name, value in values.items():
             at = f"status.{field}[{name}]"
             errs.messages(at, name, names.resource_name(name))
-            _quantity_nonnegative(errs, value, at)
+            q = _quantity_nonnegative(errs, value, at)
+            if names.is_extended_resource_name(name) and not q.is_integer():
+                errs.invalid(at, str(q), "must be an integer")  # devices come whole, as upstream
 
 
 def validate_namespace(errs: Errs, obj: c1.Namespace, old: c1.Namespace | None) -> None:
