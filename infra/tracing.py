@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -32,6 +33,7 @@ __all__ = [
     "setup_tracing",
     "shutdown_tracing",
     "span",
+    "suppressed",
 ]
 
 _propagator = TraceContextTextMapPropagator()
@@ -39,8 +41,23 @@ _provider: TracerProvider | None = None
 _tracer: trace.Tracer = trace.get_tracer("draflow")
 
 
+# True inside ``suppressed()``: replays, imports and verify-replay re-run code paths that would
+# otherwise emit live-looking spans for events that happened long ago
+_suppress: ContextVar[bool] = ContextVar("draflow_tracing_suppressed", default=False)
+
+
 def enabled() -> bool:
-    return _provider is not None
+    return _provider is not None and not _suppress.get()
+
+
+@contextmanager
+def suppressed() -> Iterator[None]:
+    """No span is started (and no traceparent injected) inside this block, in this context."""
+    token = _suppress.set(True)
+    try:
+        yield
+    finally:
+        _suppress.reset(token)
 
 
 def setup_tracing(service_name: str, exporter: SpanExporter | None = None) -> TracerProvider | None:
@@ -71,7 +88,7 @@ def shutdown_tracing(timeout_ms: int = 3000) -> None:
 
 
 def current_traceparent() -> str:
-    if _provider is None:
+    if not enabled():
         return ""
     carrier: dict[str, str] = {}
     _propagator.inject(carrier)
@@ -106,7 +123,7 @@ def extract(headers: Mapping[str, str] | None, traceparent: str = "") -> otel_co
 @contextmanager
 def producer_span(name: str, attributes: dict[str, Any]) -> Iterator[str]:
     """A PRODUCER span around an append; yields the traceparent to inject (empty when off)."""
-    if _provider is None:
+    if not enabled():
         yield ""
         return
     with _tracer.start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=attributes):
@@ -118,7 +135,7 @@ def consumer_span(
     name: str, headers: Mapping[str, str] | None, traceparent: str, attributes: dict[str, Any]
 ) -> Iterator[Span | None]:
     """A CONSUMER span whose parent is the producer's span, carried in the message."""
-    if _provider is None:
+    if not enabled():
         yield None
         return
     ctx = extract(headers, traceparent)
@@ -131,7 +148,7 @@ def span(
     name: str, traceparent: str = "", attributes: dict[str, Any] | None = None
 ) -> Iterator[Span | None]:
     """An INTERNAL span; with ``traceparent`` it joins that trace (sagas resume their own trace)."""
-    if _provider is None:
+    if not enabled():
         yield None
         return
     ctx = extract(None, traceparent) if traceparent else None

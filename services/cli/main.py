@@ -24,6 +24,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.export": ("export", "import"),
     "services.cli.trace": ("trace",),
     "services.cli.dlq": ("dlq",),
+    "services.cli.explain": ("explain",),
+    "services.cli.verify": ("verify-replay",),
+    "services.cli.replay": ("replay", "rebuild"),
 }
 
 

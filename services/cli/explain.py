@@ -1,0 +1,423 @@
+"""``draflow explain pod NAME [-n NS]``: why a pod is where it is, told from the log.
+
+Everything comes from the event log (read straight from JetStream, no apiserver): the pod's own
+events, the ``PodUnschedulable`` diagnoses the scheduler appended (nodes grouped by the plugin and
+reason that rejected them, as kube-scheduler's "0/N nodes are available: ..."), the PodScheduling
+and Reallocation sagas started for the pod (steps, attempts, errors, compensations, folded with
+``sagas.view``), what happened to its ResourceClaims (allocated, reserved, released, deallocated,
+and by which saga), the Kubernetes Events recorded about it (with their repeat counts: retries),
+and a history of who (actor) did what when. ``--as-of-seq`` / ``--as-of-time`` explain the pod as
+it was at that point of the log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from events.api.core_v1 import Pod
+from events.codec import DecodeError, decode
+from events.dra import (
+    ClaimAllocated,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodBound,
+    PodUnschedulable,
+)
+from events.envelope import Envelope, Event
+from events.objects import EVENT_KIND, KubeEventRecorded
+from events.saga import SagaStarted
+from events.subjects import decode_token, encode_token
+from projections.objects import fold, load_extensions
+from sagas.engine import SAGA_KIND
+from sagas.view import SagaView, fold_view
+from services.cli import printers
+from services.cli.asof import add_as_of_args, as_of_requested, open_log, resolve_bound
+from services.cli.common import add_connection_args
+from services.cli.main import UserError
+
+__all__ = ["Explanation", "collect", "register", "render"]
+
+MAX_HISTORY = 200  # history lines printed (the newest are kept; the count of omitted ones is shown)
+_CLAIM_EVENTS = (ClaimAllocated, ClaimReserved, ClaimReservationsReleased, ClaimDeallocated)
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("explain", help="why a pod is where it is, from the event log")
+    p.add_argument("kind", metavar="TYPE", help="pod (the only type explained so far)")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("-n", "--namespace", default="default", help="the namespace (default: default)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    add_as_of_args(p)
+    add_connection_args(p)
+    p.set_defaults(func=run)
+
+
+class Explanation(msgspec.Struct, kw_only=True):
+    namespace: str
+    name: str
+    pod: Pod | None = None
+    pod_events: list[Envelope[Event]] = msgspec.field(default_factory=list)
+    sagas: list[SagaView] = msgspec.field(default_factory=list)
+    claims: dict[str, list[Envelope[Event]]] = msgspec.field(default_factory=dict)
+    kube_events: dict[str, Any] = msgspec.field(default_factory=dict)  # event name -> KubeEvent
+    kube_event_envs: list[Envelope[Event]] = msgspec.field(default_factory=list)
+
+
+def _t(t: datetime.datetime) -> str:
+    t = t.astimezone(datetime.UTC)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+def _saga_pod(started: SagaStarted) -> tuple[str, str, str]:
+    """(namespace, name, uid) of the pod a scheduler saga is about ("" when it is about none)."""
+    inp = started.input
+    if "pod_name" in inp:  # Reallocation
+        return str(inp.get("pod_namespace", "")), str(inp["pod_name"]), str(inp.get("pod_uid", ""))
+    if started.saga_type == "PodScheduling":
+        return str(inp.get("namespace", "")), str(inp.get("name", "")), str(inp.get("uid", ""))
+    return "", "", ""
+
+
+async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> Explanation:
+    """One pass over the log up to ``to_seq``: everything explain shows about the pod."""
+    load_extensions()
+    root = store.root
+    ex = Explanation(namespace=namespace, name=name)
+    pod_subject = f"{root}.ev.Pod.{encode_token(namespace)}.{encode_token(name)}"
+    claim_prefix = f"{root}.ev.ResourceClaim.{encode_token(namespace)}."
+    event_prefix = f"{root}.ev.{EVENT_KIND}.{encode_token(namespace)}."
+    saga_prefix = f"{root}.ev.{SAGA_KIND}._."
+    claim_envs: dict[str, list[Envelope[Event]]] = {}
+    saga_envs: dict[str, list[Envelope[Event]]] = {}
+    ours: set[str] = set()  # saga subjects about this pod
+    state: Any = None
+    async for records in store.read_raw(None, 1, to_seq):
+        for rec in records:
+            subject = rec.subject
+            wanted = (
+                subject == pod_subject
+                or subject.startswith(claim_prefix)
+                or subject.startswith(event_prefix)
+                or subject.startswith(saga_prefix)
+            )
+            if not wanted:
+                continue
+            try:
+                env = decode(rec.data, rec.seq)
+            except (DecodeError, msgspec.MsgspecError):
+                continue
+            if subject == pod_subject:
+                ex.pod_events.append(env)
+                state = fold(state, env.type, env.data, env.seq)
+            elif subject.startswith(claim_prefix):
+                claim_envs.setdefault(subject[len(claim_prefix) :], []).append(env)
+            elif subject.startswith(event_prefix):
+                d = env.data
+                if isinstance(d, KubeEventRecorded) and d.event.involved_object.kind == "Pod":
+                    if d.event.involved_object.name == name:
+                        ex.kube_event_envs.append(env)
+                        old = ex.kube_events.get(d.event.metadata.name)
+                        ex.kube_events[d.event.metadata.name] = fold(old, env.type, d, env.seq)
+            else:
+                if isinstance(env.data, SagaStarted):
+                    ns, pod_name, _uid = _saga_pod(env.data)
+                    if (ns, pod_name) == (namespace, name):
+                        ours.add(subject)
+                if subject in ours:
+                    saga_envs.setdefault(subject, []).append(env)
+    if not ex.pod_events:
+        where = f" (up to sequence {to_seq})" if to_seq is not None else ""
+        raise UserError(f'pods "{name}" not found in namespace "{namespace}": no event in the log{where}')
+    ex.pod = state if isinstance(state, Pod) else None
+    ex.sagas = sorted(
+        (v for envs in saga_envs.values() if (v := fold_view(envs)) is not None),
+        key=lambda v: (v.created, v.state.saga_id),
+    )
+    # the pod's claims: named in its spec or status, or touched by one of its sagas
+    saga_ids = {v.state.saga_id for v in ex.sagas}
+    names = _claim_names(ex)
+    for claim, envs in claim_envs.items():
+        if claim in names or any(e.correlation_id in saga_ids for e in envs):
+            ex.claims[claim] = envs
+    return ex
+
+
+def _claim_names(ex: Explanation) -> set[str]:
+    names: set[str] = set()
+    pods = [ex.pod] if ex.pod is not None else []
+    for env in ex.pod_events:  # a deleted pod: its last known spec/status from the events
+        obj = getattr(env.data, "object", None)
+        if isinstance(obj, Pod):
+            pods.append(obj)
+    for pod in pods:
+        for rc in pod.spec.resource_claims:
+            if rc.resource_claim_name:
+                names.add(rc.resource_claim_name)
+        for st in pod.status.resource_claim_statuses:
+            if st.resource_claim_name:
+                names.add(st.resource_claim_name)
+    for env in ex.pod_events:
+        for st in getattr(env.data, "statuses", ()) or ():
+            if getattr(st, "resource_claim_name", None):
+                names.add(st.resource_claim_name)
+    return names
+
+
+# -- rendering --------------------------------------------------------------------------------------
+
+
+def _status_line(ex: Explanation) -> list[str]:
+    pod = ex.pod
+    if pod is None:
+        last = ex.pod_events[-1]
+        return [f"{'Status:':<11}deleted (last event {last.type} at seq {last.seq}, {_t(last.time)})"]
+    phase = pod.status.phase or "Pending"
+    lines = [f"{'Status:':<11}{phase}" + (" (being deleted)" if pod.metadata.deletion_timestamp else "")]
+    if pod.spec.node_name:
+        lines.append(f"{'Node:':<11}{pod.spec.node_name}")
+    else:
+        cond = next((c for c in pod.status.conditions if c.type == "PodScheduled"), None)
+        if cond is not None and cond.status == "False":
+            lines.append(f"{'Why:':<11}{cond.reason}: {cond.message}")
+        else:
+            lines.append(f"{'Why:':<11}not scheduled yet (no scheduling attempt in the log)")
+    return lines
+
+
+def _attempts(ex: Explanation) -> list[str]:
+    rows: list[tuple[int, list[str]]] = []
+    for env in ex.pod_events:
+        d = env.data
+        if not isinstance(d, PodUnschedulable):
+            continue
+        head = f"seq {env.seq}  {_t(env.time)}  {env.actor or '-'}  {d.reason}"
+        if d.snapshot_seq:
+            head += f"  (decided on the log up to seq {d.snapshot_seq})"
+        block = [head, f"    {d.message}"]
+        if d.pre_filter_message:
+            block.append(f"    PreFilter rejected the pod: {d.pre_filter_message}")
+        if d.rejections:
+            table = [["NODES", "PLUGIN", "REASON"]]
+            table += [[str(r.nodes), r.plugin or "-", r.reason] for r in d.rejections]
+            block += ["    " + line for line in printers.format_table(table, pad=2)]
+        elif d.unschedulable_plugins:
+            block.append(f"    rejected by: {', '.join(d.unschedulable_plugins)}")
+        elif groups := _histogram(d.message):  # written before the diagnosis was recorded
+            table = [["NODES", "PLUGIN", "REASON"]] + [[str(n), "-", r] for n, r in groups]
+            block += ["    " + line for line in printers.format_table(table, pad=2)]
+        if d.post_filter_message:
+            block.append(f"    PostFilter: {d.post_filter_message}")
+        rows.append((env.seq, block))
+    for view in ex.sagas:
+        s = view.state
+        if s.saga_type != "PodScheduling":
+            continue
+        node = s.input.get("node_name", "?")
+        claims = [c.get("name", "?") for c in s.input.get("claims", [])]
+        head = f"saga {s.saga_id}  {_t(view.created)}  PodScheduling -> node {node}: {s.status.value}"
+        block = [head]
+        if claims:
+            tried = ", ".join(_allocation_text(c) for c in s.input["claims"])
+            block.append(f"    allocations tried: {tried}")
+        if s.error:
+            block.append(f"    error: {s.error}")
+        rows.append((_first_seq(view), block))
+    rows.sort(key=lambda r: r[0])
+    out: list[str] = []
+    for i, (_, block) in enumerate(rows, 1):
+        out.append(f"  #{i}  {block[0]}")
+        out += ["  " + line for line in block[1:]]
+    return out or ["  <none>"]
+
+
+def _histogram(message: str) -> list[tuple[int, str]]:
+    """``0/4 nodes are available: 1 Insufficient cpu, 3 cannot allocate all claims.`` -> the groups."""
+    _, sep, rest = message.partition(" nodes are available: ")
+    if not sep:
+        return []
+    groups: list[tuple[int, str]] = []
+    for part in rest.rstrip(".").split(", "):
+        count, _, reason = part.partition(" ")
+        if count.isdigit() and reason:
+            groups.append((int(count), reason))
+        elif groups:  # a reason containing ", "
+            n, r = groups[-1]
+            groups[-1] = (n, f"{r}, {part}")
+    return groups
+
+
+def _first_seq(view: SagaView) -> int:
+    return view.state.version - view.events + 1 if view.events else view.state.version
+
+
+def _allocation_text(claim: dict[str, Any]) -> str:
+    name = claim.get("name", "?")
+    alloc = claim.get("allocation")
+    if not alloc:
+        return f"{name} (already allocated)"
+    results = (alloc.get("devices") or {}).get("results") or []
+    devs = [f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results]
+    return f"{name}: {', '.join(devs) or 'no devices'}"
+
+
+def _sagas(ex: Explanation) -> list[str]:
+    if not ex.sagas:
+        return ["  <none>"]
+    out: list[str] = []
+    for view in ex.sagas:
+        s = view.state
+        out.append(f"  {s.saga_id}  {s.saga_type}  {s.status.value}  (started {_t(view.created)})")
+        table = [["STEP", "STATE", "ATTEMPTS", "COMPENSATION", "ERROR"]]
+        for st in view.steps:
+            comp = "-"
+            if st.compensation and st.compensation_state:
+                comp = f"{st.compensation}: {st.compensation_state}"
+            elif st.compensation and st.state != "Pending":
+                comp = f"{st.compensation}: registered"
+            table.append([st.name, st.state, str(st.attempts), comp, st.error or "-"])
+        out += ["    " + line for line in printers.format_table(table, pad=2)]
+        retried = [st for st in view.steps if st.attempts > 1]
+        if retried:
+            out.append("    retried: " + ", ".join(f"{st.name} x{st.attempts}" for st in retried))
+    return out
+
+
+def _claim_line(env: Envelope[Event]) -> str:
+    d = env.data
+    who = f"{env.actor or '-'}" + (f" (saga {env.correlation_id})" if env.correlation_id else "")
+    if isinstance(d, ClaimAllocated):
+        results = d.allocation.devices.results if d.allocation.devices else ()
+        devs = ", ".join(f"{r.driver}/{r.pool}/{r.device}" for r in results) or "no devices"
+        what = f"allocated {devs} on {d.node_name or '-'}"
+    elif isinstance(d, ClaimReserved):
+        what = f"reserved for {d.consumer.resource}/{d.consumer.name}"
+    elif isinstance(d, ClaimReservationsReleased):
+        what = f"reservations released ({len(d.uids)})"
+    elif isinstance(d, ClaimDeallocated):
+        what = f"deallocated ({d.reason})" if d.reason else "deallocated"
+    else:
+        what = env.type
+    return f"    seq {env.seq}  {_t(env.time)}  {what}  by {who}"
+
+
+def _claims(ex: Explanation) -> list[str]:
+    if not ex.claims:
+        return ["  <none>"]
+    out: list[str] = []
+    for name, envs in sorted(ex.claims.items()):
+        out.append(f"  {name}")
+        lines = [_claim_line(e) for e in envs if isinstance(e.data, _CLAIM_EVENTS)]
+        out += lines or ["    <not allocated>"]
+    return out
+
+
+def _kube_events(ex: Explanation) -> list[str]:
+    if not ex.kube_events:
+        return ["  <none>"]
+    table = [["TYPE", "REASON", "COUNT", "LAST SEEN", "FROM", "MESSAGE"]]
+    for ev in sorted(ex.kube_events.values(), key=lambda e: e.last_timestamp or e.first_timestamp or ""):
+        table.append(
+            [
+                ev.type,
+                ev.reason,
+                str(max(ev.count, 1)),
+                ev.last_timestamp or "-",
+                ev.source.component or "-",
+                ev.message,
+            ]
+        )
+    return ["  " + line for line in printers.format_table(table, pad=2)]
+
+
+def _history(ex: Explanation) -> list[str]:
+    envs: list[Envelope[Event]] = [*ex.pod_events, *ex.kube_event_envs]
+    for claim_envs in ex.claims.values():
+        envs += claim_envs
+    envs.sort(key=lambda e: e.seq)
+    table = [["SEQ", "TIME", "ACTOR", "SUBJECT", "EVENT", "CORRELATION"]]
+    omitted = max(0, len(envs) - MAX_HISTORY)
+    for env in envs[omitted:]:
+        kind, _, rest = env.subject.split(".ev.", 1)[-1].partition(".")
+        obj = f"{kind}/{decode_token(rest.split('.', 1)[-1])}"
+        detail = env.type
+        d = env.data
+        if isinstance(d, PodBound):
+            detail += f" node={d.node_name}"
+        elif isinstance(d, KubeEventRecorded):
+            detail += f" {d.event.reason}"
+        table.append([str(env.seq), _t(env.time), env.actor or "-", obj, detail, env.correlation_id or "-"])
+    out = ["  " + line for line in printers.format_table(table, pad=2)]
+    if omitted:
+        out.insert(0, f"  ({omitted} older events omitted)")
+    return out
+
+
+def render(ex: Explanation) -> str:
+    pod = ex.pod
+    uid = pod.metadata.uid if pod is not None else ""
+    lines = [f"{'Pod:':<11}{ex.namespace}/{ex.name}" + (f" (uid {uid})" if uid else "")]
+    lines += _status_line(ex)
+    sections: Iterable[tuple[str, list[str]]] = (
+        ("Scheduling attempts:", _attempts(ex)),
+        ("Sagas:", _sagas(ex)),
+        ("Claims:", _claims(ex)),
+        ("Events:", _kube_events(ex)),
+        ("History (who did what):", _history(ex)),
+    )
+    for title, body in sections:
+        lines.append(title)
+        lines += body
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def as_json(ex: Explanation) -> dict[str, Any]:
+    attempts = [
+        {"seq": e.seq, "time": _t(e.time), "actor": e.actor, **msgspec.to_builtins(e.data)}
+        for e in ex.pod_events
+        if isinstance(e.data, PodUnschedulable)
+    ]
+    sagas = [
+        {
+            "id": v.state.saga_id,
+            "type": v.state.saga_type,
+            "state": v.state.status.value,
+            "input": v.state.input,
+            "steps": [msgspec.to_builtins(s) for s in v.steps],
+        }
+        for v in ex.sagas
+    ]
+    out: dict[str, Any] = {
+        "namespace": ex.namespace,
+        "name": ex.name,
+        "phase": (ex.pod.status.phase or "Pending") if ex.pod is not None else "Deleted",
+        "node": ex.pod.spec.node_name if ex.pod is not None else "",
+        "unschedulable": attempts,
+        "sagas": sagas,
+        "claims": sorted(ex.claims),
+    }
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kind.lower() not in ("pod", "pods", "po"):
+        raise UserError(f'explain: type "{args.kind}" is not supported (only pod)')
+
+    async def body() -> int:
+        async with open_log(args) as store:
+            to_seq = await resolve_bound(store, args) if as_of_requested(args) else None
+            ex = await collect(store, args.namespace, args.name, to_seq)
+        if args.output == "json":
+            print(json.dumps(as_json(ex), indent=2, sort_keys=True, default=str))
+        else:
+            print(render(ex), flush=True)
+        return 0
+
+    return asyncio.run(body())

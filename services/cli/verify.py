@@ -1,0 +1,430 @@
+"""``draflow verify-replay [--from-seq N] [--to-seq M]``: re-run today's deciders over a recorded log.
+
+The log is read straight from JetStream and folded in order, exactly as the services fold it; at
+every point where a service recorded a decision, the *current* code decides again on the state
+that decision was taken on, and the two are compared. Nothing is appended (publishing is
+disabled: no service object is built, only the pure deciders run), and no spans are emitted.
+
+Decisions checked:
+
+* **scheduler + structured allocator** — every ``PodScheduling`` saga start (the node and every
+  claim's allocation, re-decided with ``Scheduler.schedule`` on the snapshot at the saga's
+  ``decided_at_seq``, with the decisions still in flight at that point in the assume cache, as
+  the live scheduler had them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
+  at its ``snapshot_seq``). Logs written before those fields existed fall back to the position in
+  the saga id and to the sequence right before the event.
+* **claim controller** — every ResourceClaim generated from a template (name and spec, from
+  ``sync_pod`` on the state right before the claim was created).
+
+The first difference is reported (the recorded event, what it recorded, what the current code
+decides) and the exit code is 1; a clean run prints how many decisions were verified and exits 0.
+``--from-seq N`` still folds the log from the start but checks only decisions recorded at N or
+later.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from events.api.core_v1 import Pod
+from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
+from events.codec import DecodeError, decode
+from events.dra import PodUnschedulable
+from events.envelope import Envelope, Event
+from events.saga import SagaStarted, SagaStepCompensated
+from events.subjects import decode_token
+from infra import tracing
+from infra.eventstore import RawRecord
+from projections.objects import ObjectIndex, load_extensions
+from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from services.cli.asof import open_log
+from services.cli.common import add_connection_args, eprint
+from services.cli.main import UserError
+
+__all__ = ["Divergence", "Verifier", "register", "verify_records"]
+
+_SAGA_POSITION = re.compile(r"-(\d+)(?:-\d+)?$")
+_CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "verify-replay",
+        help="re-run the current deciders over the recorded log; report the first decision that differs",
+    )
+    p.add_argument(
+        "--from-seq", type=int, default=1, metavar="N", help="check decisions recorded at N or later"
+    )
+    p.add_argument(
+        "--to-seq", type=int, default=None, metavar="M", help="stop at sequence M (default: the end)"
+    )
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    add_connection_args(p)
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class Divergence:
+    seq: int
+    event: str  # what was recorded, e.g. "PodScheduling saga scheduler-ps-...-13"
+    subject: str
+    expected: Any  # the recorded decision
+    actual: Any  # what the current code decides
+    decided_at: int = 0  # the log position both decisions were taken on
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "event": self.event,
+            "subject": self.subject,
+            "decided_at_seq": self.decided_at,
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+
+@dataclass(order=True)
+class _Decision:
+    position: int  # re-decide on the log up to here
+    seq: int  # where the decision is recorded
+    kind: str = field(compare=False)  # "schedule", "unschedulable", "claim"
+    env: Envelope[Event] = field(compare=False)
+    namespace: str = field(compare=False, default="")
+    name: str = field(compare=False, default="")
+    uid: str = field(compare=False, default="")
+
+
+def _builtins(x: Any) -> Any:
+    """JSON-shaped (lists, not tuples), so a decision compares equal to its recorded form."""
+    return msgspec.json.decode(msgspec.json.encode(x))
+
+
+def _schedule_view(inp: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a PodScheduling decision that are decided: node and per-claim allocation."""
+    return _builtins(
+        {
+            "node": inp.get("node_name", ""),
+            "claims": {c.get("name", ""): c.get("allocation") for c in inp.get("claims", [])},
+        }
+    )
+
+
+def _unschedulable_view(ev: PodUnschedulable, detailed: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"reason": ev.reason, "message": ev.message}
+    if detailed:  # written by a scheduler that records the diagnosis: compare it too
+        out["rejections"] = _builtins(ev.rejections)
+        out["unschedulable_plugins"] = list(ev.unschedulable_plugins)
+        out["pre_filter_message"] = ev.pre_filter_message
+        out["post_filter_message"] = ev.post_filter_message
+    return out
+
+
+class Verifier:
+    """Folds a log and re-decides every recorded decision; pure (no I/O)."""
+
+    def __init__(self, root: str, *, from_seq: int = 1) -> None:
+        from services.scheduler.framework import Scheduler
+        from services.scheduler.service.snapshot import Snapshot
+
+        load_extensions()
+        self.root = root
+        self.from_seq = from_seq
+        self.core = Scheduler(clock=lambda: 0.0)
+        # its fold only: Snapshot reads nothing but the store's root until start() (never called here)
+        self.snapshot = Snapshot(_RootOnly(root), self.core)  # type: ignore[arg-type]
+        self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
+        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0}
+        self._saga_pods: dict[str, str] = {}  # PodScheduling saga id -> "namespace/name"
+        self._prefix = f"{root}.ev."
+
+    # -- which records are decisions ------------------------------------------------------------------
+    def decisions(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> list[_Decision]:
+        out: list[_Decision] = []
+        for rec, env in records:
+            if env is None:
+                continue
+            d = env.data
+            if isinstance(d, SagaStarted) and d.saga_type == POD_SCHEDULING:
+                saga_id = rec.subject.rsplit(".", 1)[-1]
+                position = d.decided_at_seq
+                if not position and (m := _SAGA_POSITION.search(saga_id)):
+                    position = int(m.group(1))
+                inp = d.input
+                out.append(
+                    _Decision(
+                        position or rec.seq - 1,
+                        rec.seq,
+                        "schedule",
+                        env,
+                        str(inp.get("namespace", "")),
+                        str(inp.get("name", "")),
+                        str(inp.get("uid", "")),
+                    )
+                )
+            elif isinstance(d, PodUnschedulable):
+                ns, name = self._ns_name(rec.subject)
+                out.append(_Decision(d.snapshot_seq or rec.seq - 1, rec.seq, "unschedulable", env, ns, name))
+            elif env.type == "ResourceClaimApplied":
+                claim = getattr(d, "object", None)
+                if isinstance(claim, ResourceClaim) and _generated(claim):
+                    meta = claim.metadata
+                    out.append(_Decision(rec.seq - 1, rec.seq, "claim", env, meta.namespace, meta.name))
+        return sorted(out)
+
+    def _ns_name(self, subject: str) -> tuple[str, str]:
+        parts = subject[len(self._prefix) :].split(".")
+        ns = "" if parts[1] == "_" else decode_token(parts[1])
+        return ns, decode_token(parts[2])
+
+    # -- folding ---------------------------------------------------------------------------------------
+    def apply(self, rec: RawRecord, env: Envelope[Event] | None) -> None:
+        self.snapshot.apply_records([rec])
+        if env is None:
+            return
+        parts = rec.subject[len(self._prefix) :].split(".")
+        if len(parts) == 3 and parts[0] in _CLAIM_KINDS:
+            ns = "" if parts[1] == "_" else decode_token(parts[1])
+            self.objects.apply_envelope(parts[0], ns, decode_token(parts[2]), env)
+        d = env.data
+        if isinstance(d, SagaStepCompensated) and d.step == "reserve":
+            # the live scheduler dropped the assumed decision right before recording this
+            key = self._saga_pods.get(rec.subject.rsplit(".", 1)[-1])
+            if key is not None:
+                for event in self.core.cluster.forget(key):
+                    self.core.queue.on_event(event)
+
+    # -- re-deciding -----------------------------------------------------------------------------------
+    def check(self, dec: _Decision) -> Divergence | None:
+        checker: dict[str, Callable[[_Decision], Divergence | None]] = {
+            "schedule": self._check_schedule,
+            "unschedulable": self._check_unschedulable,
+            "claim": self._check_claim,
+        }
+        return checker[dec.kind](dec)
+
+    def _pod(self, dec: _Decision) -> Pod | None:
+        pod, _ = self.snapshot.get("Pod", dec.namespace, dec.name)
+        if not isinstance(pod, Pod) or (dec.uid and pod.metadata.uid != dec.uid):
+            return None
+        return pod
+
+    def _decide(self, pod: Pod | None) -> dict[str, Any]:
+        from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
+        from services.scheduler.service.runner import diagnosis_event
+
+        if pod is None:
+            return {"error": "the pod is not in the log at that position"}
+        result = self.core.schedule(pod)
+        if isinstance(result, Reserved):
+            return {"scheduled": _schedule_view(PodSchedulingInput.of(result).to_input())}
+        assert isinstance(result, Unschedulable | SchedulingError)
+        return {"unschedulable": _unschedulable_view(diagnosis_event(result), True)}
+
+    def _check_schedule(self, dec: _Decision) -> Divergence | None:
+        d = dec.env.data
+        assert isinstance(d, SagaStarted)
+        expected = {"scheduled": _schedule_view(d.input)}
+        actual = self._decide(self._pod(dec))
+        if actual == expected:
+            return None
+        saga_id = dec.env.subject.rsplit(".", 1)[-1]
+        return Divergence(
+            dec.seq,
+            f"PodScheduling saga {saga_id} for pod {dec.namespace}/{dec.name}",
+            dec.env.subject,
+            expected,
+            actual,
+            dec.position,
+        )
+
+    def _check_unschedulable(self, dec: _Decision) -> Divergence | None:
+        d = dec.env.data
+        assert isinstance(d, PodUnschedulable)
+        detailed = bool(d.snapshot_seq)
+        expected = {"unschedulable": _unschedulable_view(d, detailed)}
+        actual = self._decide(self._pod(dec))
+        if "unschedulable" in actual and not detailed:
+            actual["unschedulable"] = {k: actual["unschedulable"][k] for k in ("reason", "message")}
+        if actual == expected:
+            return None
+        return Divergence(
+            dec.seq,
+            f"PodUnschedulable for pod {dec.namespace}/{dec.name}",
+            dec.env.subject,
+            expected,
+            actual,
+            dec.position,
+        )
+
+    def _check_claim(self, dec: _Decision) -> Divergence | None:
+        from services.claim_controller import CreateClaim, sync_pod
+
+        d = dec.env.data
+        claim = getattr(d, "object", None)
+        assert isinstance(claim, ResourceClaim)
+        owner = next(r for r in claim.metadata.owner_references if r.kind == "Pod")
+        expected = {"name": claim.metadata.name, "spec": _builtins(claim.spec)}
+        pod = self.objects.get("Pod", dec.namespace, owner.name)
+        actual: dict[str, Any]
+        if not isinstance(pod, Pod) or pod.metadata.uid != owner.uid:
+            actual = {"error": f"owner pod {owner.name} (uid {owner.uid}) is not in the log at that position"}
+        else:
+            claims = [
+                c for c in self.objects.items("ResourceClaim", dec.namespace) if isinstance(c, ResourceClaim)
+            ]
+            templates = [
+                t
+                for t in self.objects.items("ResourceClaimTemplate", dec.namespace)
+                if isinstance(t, ResourceClaimTemplate)
+            ]
+            taken = {c.metadata.name for c in claims}
+            pod_claim = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION, "")
+            creates = [
+                a
+                for a in sync_pod(pod, claims, templates, taken=taken)
+                if isinstance(a, CreateClaim) and a.pod_claim_name == pod_claim
+            ]
+            if not creates:
+                actual = {"error": "the claim controller would not create this claim"}
+            else:
+                actual = {"name": creates[0].name, "spec": _builtins(creates[0].spec)}
+        if actual == expected:
+            return None
+        return Divergence(
+            dec.seq,
+            f"ResourceClaim {dec.namespace}/{dec.name} created for pod {owner.name}",
+            dec.env.subject,
+            expected,
+            actual,
+            dec.position,
+        )
+
+    def _assume_recorded(self, dec: _Decision) -> None:
+        """Put a recorded PodScheduling decision in the assume cache (what its saga's reserve does)."""
+        pod = self._pod(dec)
+        d = dec.env.data
+        if pod is None or pod.spec.node_name or not isinstance(d, SagaStarted):
+            return
+        plan = msgspec.convert(d.input, PodSchedulingInput)
+        allocs = []
+        for c in plan.claims:
+            claim, _ = self.snapshot.get("ResourceClaim", c.namespace, c.name)
+            if (
+                c.allocation is not None
+                and isinstance(claim, ResourceClaim)
+                and claim.status.allocation is None
+            ):
+                allocs.append((claim, c.allocation))
+        self.core.cluster.assume_allocations(pod, plan.node_name, allocs)
+        self.core.cluster.assume_pod(pod, plan.node_name)
+
+    # -- driving -----------------------------------------------------------------------------------------
+    def run(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> Divergence | None:
+        decisions = self.decisions(records)
+        self._saga_pods = {
+            d.env.subject.rsplit(".", 1)[-1]: f"{d.namespace}/{d.name}"
+            for d in decisions
+            if d.kind == "schedule"
+        }
+        i = 0
+        for dec in decisions:
+            while i < len(records) and records[i][0].seq <= dec.position:
+                self.apply(*records[i])
+                i += 1
+            if dec.seq < self.from_seq:
+                if dec.kind == "schedule":  # not checked, but in flight from now on as it was live
+                    self._assume_recorded(dec)
+                continue
+            self.checked[dec.kind] += 1
+            found = self.check(dec)
+            if found is not None:
+                return found
+        return None
+
+
+class _RootOnly:
+    """What ``Snapshot``'s fold needs of an event store: its subject root (no connection)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+
+def _generated(claim: ResourceClaim) -> bool:
+    meta = claim.metadata
+    return POD_CLAIM_NAME_ANNOTATION in meta.annotations and any(
+        r.kind == "Pod" for r in meta.owner_references
+    )
+
+
+def _decode(rec: RawRecord) -> Envelope[Event] | None:
+    try:
+        return decode(rec.data, rec.seq)
+    except (DecodeError, msgspec.MsgspecError):
+        return None
+
+
+def verify_records(
+    records: list[RawRecord], root: str, from_seq: int = 1
+) -> tuple[Verifier, Divergence | None]:
+    """Verify a log already read (tests and the command)."""
+    verifier = Verifier(root, from_seq=from_seq)
+    with tracing.suppressed():
+        return verifier, verifier.run([(r, _decode(r)) for r in records])
+
+
+def _short(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.from_seq < 1:
+        raise UserError(f"--from-seq: must be >= 1, got {args.from_seq}")
+
+    async def read() -> tuple[list[RawRecord], str, int]:
+        async with open_log(args) as store:
+            last = await store.stream_last_seq()
+            to_seq = last if args.to_seq is None else args.to_seq
+            if to_seq > last or to_seq < 1:
+                raise UserError(f"--to-seq: {args.to_seq} is outside the log (sequences 1..{last})")
+            records: list[RawRecord] = []
+            async for batch in store.read_raw(None, 1, to_seq):
+                records.extend(batch)
+            return records, store.root, to_seq
+
+    records, root, to_seq = asyncio.run(read())
+    verifier, divergence = verify_records(records, root, args.from_seq)
+    checked = verifier.checked
+    total = sum(checked.values())
+    summary = (
+        f"{total} decisions ({checked['schedule']} PodScheduling, {checked['unschedulable']} "
+        f"PodUnschedulable, {checked['claim']} claims from templates), sequences {args.from_seq}..{to_seq}"
+    )
+    if args.output == "json":
+        out = {
+            "checked": checked,
+            "to_seq": to_seq,
+            "divergence": divergence.as_dict() if divergence else None,
+        }
+        print(json.dumps(out, indent=2, sort_keys=True, default=str))
+        return 1 if divergence else 0
+    if divergence is None:
+        print(f"verified {summary}: every decision matches the log")
+        return 0
+    print(f"DIVERGED at seq {divergence.seq}: {divergence.event}")
+    print(f"  subject:   {divergence.subject}")
+    print(f"  decided on the log up to seq {divergence.decided_at}")
+    print(f"  expected (recorded): {_short(divergence.expected)}")
+    print(f"  actual (current code): {_short(divergence.actual)}")
+    eprint(f"verify-replay: the current code decides differently ({summary} checked before the difference)")
+    sys.stdout.flush()
+    return 1
