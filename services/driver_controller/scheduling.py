@@ -207,9 +207,14 @@ class PostFilterResult(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
 
 
-def post_filter(state: PreFilterResult, rejected: Iterable[FilterResult]) -> PostFilterResult:
+def post_filter(
+    state: PreFilterResult, rejected: Iterable[FilterResult], pod_uid: str = ""
+) -> PostFilterResult:
     """Choose at most one claim to reallocate (deterministic: the first by name, where the KEP
-    picks at random; draflow's deciders must not use unseeded randomness)."""
+    picks at random; draflow's deciders must not use unseeded randomness).
+
+    "Unused" means no users, or only this pod (``pod_uid``: reserved in an earlier attempt that
+    then found no node, as upstream's PostFilter allows); the written claim drops that entry."""
     if any(cl.phase(i.claim) == cv.REALLOCATE for i in state.claims):
         return PostFilterResult(reason="a deallocation is already running for this pod")
     culprits = {name for r in rejected for name in r.rejected_by_allocated}
@@ -220,11 +225,12 @@ def post_filter(state: PreFilterResult, rejected: Iterable[FilterResult]) -> Pos
             if i.claim.metadata.name in culprits
             and i.claim.spec.allocation_mode != cv.IMMEDIATE
             and cl.phase(i.claim) == cv.ALLOCATED
-            and not i.claim.status.reserved_for
+            and all(u.uid == pod_uid and pod_uid for u in i.claim.status.reserved_for)
         ),
         key=lambda c: c.metadata.name,
     )
     if not candidates:
         return PostFilterResult(reason="no allocated, unused delayed claim caused a rejection")
     chosen = candidates[0]
-    return PostFilterResult(reallocate=cl.reallocate(chosen), reason=f"reallocating {chosen.metadata.name}")
+    freed = cl.reallocate(cl.unreserved(chosen, pod_uid) if pod_uid else chosen)
+    return PostFilterResult(reallocate=freed, reason=f"reallocating {chosen.metadata.name}")

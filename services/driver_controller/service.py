@@ -46,6 +46,7 @@ from services.apiserver.admission.classic import admit_classic
 from services.claim_controller.runtime import Runtime
 from services.driver_controller import claims as cl
 from services.driver_controller import controller as ctl
+from services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CREATE_TOTAL
 from services.driver_controller.plugin import ControllerPlugin
 from services.driver_controller.podclaims import (
     CreateClaim,
@@ -93,8 +94,25 @@ class DriverControllerService:
         self._restored = False
 
     async def resume(self) -> None:
-        """Finish sagas a previous instance left running (forward or backward)."""
+        """Finish sagas a previous instance left running (forward or backward).
+
+        Call :meth:`prime` first: a resumed step asks the plugins, which must know the inventory
+        and the claims already allocated, or they could hand out a device twice."""
         await self.engine.resume_pending()
+
+    def prime(self) -> None:
+        """Give the plugins their inventory and rebuild their books from the allocated claims."""
+        rt = self.rt
+        for kind in INVENTORY:
+            for obj in rt.items(kind):
+                for plugin in self.plugins.values():
+                    plugin.observe(obj)
+        if not self._restored:
+            for claim in rt.items(CLAIM):
+                if cl.phase(claim) != cv.PENDING:
+                    for plugin in self.plugins.values():
+                        plugin.observe(claim)
+            self._restored = True
 
     def busy(self, namespace: str, name: str) -> bool:
         task = self.sagas.get((namespace, name))
@@ -107,22 +125,15 @@ class DriverControllerService:
 
     async def sync(self) -> None:
         rt = self.rt
-        for kind in INVENTORY:
-            for obj in rt.items(kind):
-                for plugin in self.plugins.values():
-                    plugin.observe(obj)
+        self.prime()
         claims: list[cv.ResourceClaim] = rt.items(CLAIM)
-        if not self._restored:
-            for claim in claims:
-                if cl.phase(claim) != cv.PENDING:
-                    for plugin in self.plugins.values():
-                        plugin.observe(claim)
-            self._restored = True
         pods: list[c1.Pod] = [p for p in rt.items("Pod") if pod_claims(p) is not None]
         await self._pods(pods, claims)
         classes = {c.metadata.name: c for c in rt.items(cv.CLASS_KIND)}
+        depth = 0
         for claim in rt.items(CLAIM):
-            await self._claim(claim, classes, pods)
+            depth += await self._claim(claim, classes, pods)
+        CLAIM_QUEUE.set(depth)
 
     async def _pods(self, pods: list[c1.Pod], claims: list[cv.ResourceClaim]) -> None:
         by_ns: dict[str, dict[str, cv.ResourceClaim]] = {}
@@ -144,13 +155,17 @@ class DriverControllerService:
         meta = claim.metadata
         owner = meta.owner_references[0].uid if meta.owner_references else ""
         uid = str(uuid.uuid5(_UID_NAMESPACE, f"{meta.namespace}/{meta.name}/{owner}"))
-        stored = admit_classic(replace(claim, metadata=replace(meta, uid=uid)), namespace=meta.namespace)
+        CREATE_TOTAL.inc()
         try:
+            stored = admit_classic(replace(claim, metadata=replace(meta, uid=uid)), namespace=meta.namespace)
             await self.rt.cache.append(
                 CLAIM, meta.namespace, meta.name, [object_applied(stored)], expected_last_seq=0
             )
         except ConcurrencyError:
             pass  # created meanwhile (another pass or instance): the next pass sees it
+        except Exception as exc:
+            CREATE_FAILURES.inc()
+            log.warning("%s: cannot create claim %s/%s: %s", ACTOR, meta.namespace, meta.name, exc)
 
     async def _delete(self, claim: cv.ResourceClaim) -> None:
         meta = claim.metadata
@@ -163,12 +178,14 @@ class DriverControllerService:
 
     async def _claim(
         self, claim: cv.ResourceClaim, classes: Mapping[str, cv.ResourceClass], pods: list[c1.Pod]
-    ) -> None:
+    ) -> int:
+        """One claim's decisions; returns 1 when the claim has work left (the queue depth)."""
         meta = claim.metadata
         key = (meta.namespace, meta.name)
         if cl.is_deleting(claim) and not meta.finalizers and not self.busy(*key):
             await self.rt.append(CLAIM, meta.namespace, meta.name, [object_deleted(CLAIM)])
-            return
+            return 1
+        pending = 0
         if cl.phase(claim) != cv.PENDING:
             self.answered.pop(key, None)  # a later negotiation must be answered afresh
         cls = classes.get(claim.spec.resource_class_name)
@@ -181,7 +198,10 @@ class DriverControllerService:
                 answered_potential_nodes=self.answered.get(key),
             )
             for action in actions:
+                if not isinstance(action, ctl.Wait) or self.busy(*key):
+                    pending = 1
                 await self._act(claim, action, driver, plugin, classes, pods)
+        return pending
 
     async def _act(
         self,

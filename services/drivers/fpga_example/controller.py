@@ -8,7 +8,8 @@ same history gives the same allocations.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -52,18 +53,32 @@ DEFAULT_POOL = (
 class _Programming(msgspec.Struct, kw_only=True):
     fpga: str
     remaining: int
+    ready_at: float = 0.0  # clock value when the programming delay is over
 
 
 class FpgaController:
-    """The ControllerPlugin of fpga.example.com."""
+    """The ControllerPlugin of fpga.example.com.
+
+    Programming an FPGA is simulated: ``allocate`` answers ``InProgress`` until both
+    ``programming_steps`` calls were made and ``programming_delay_s`` seconds of ``clock`` have
+    passed since the FPGA was picked. The delay only decides *when* the allocation is answered,
+    never *what* it is: which FPGA a claim gets depends on the observed books alone.
+    """
 
     def __init__(
-        self, *, pool: Sequence[Fpga | Mapping[str, Any]] = DEFAULT_POOL, programming_steps: int = 2
+        self,
+        *,
+        pool: Sequence[Fpga | Mapping[str, Any]] = DEFAULT_POOL,
+        programming_steps: int = 2,
+        programming_delay_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pool = {
             f.name: f for f in (x if isinstance(x, Fpga) else msgspec.convert(x, Fpga) for x in pool)
         }
         self._steps = max(0, programming_steps)
+        self._delay = max(0.0, float(programming_delay_s))
+        self._clock = clock
         self._nodes: dict[str, dict[str, str]] = {}
         self._owner: dict[str, str] = {}  # fpga -> claim uid (allocated or being programmed)
         self._programming: dict[str, _Programming] = {}  # claim uid -> progress
@@ -132,7 +147,8 @@ class FpgaController:
                 if not any(self._fits(f, params) for f in self._pool.values()):
                     return Failure(reason=f"no FPGA has {params.memory} of memory", definite=True)
                 return Failure(reason="all suitable FPGAs are in use")
-            progress = _Programming(fpga=fit[0], remaining=self._steps)
+            ready_at = self._clock() + self._delay if self._delay else 0.0
+            progress = _Programming(fpga=fit[0], remaining=self._steps, ready_at=ready_at)
             self._owner[fit[0]] = uid
             self._programming[uid] = progress
         if progress.remaining > 0:
@@ -141,6 +157,9 @@ class FpgaController:
             return InProgress(
                 reason=f"programming {params.bitstream} on {progress.fpga} ({done}/{self._steps})"
             )
+        if progress.ready_at and self._clock() < progress.ready_at:
+            left = progress.ready_at - self._clock()
+            return InProgress(reason=f"programming {params.bitstream} on {progress.fpga} ({left:.1f}s left)")
         del self._programming[uid]
         result = self._result(progress.fpga, params)
         self._done[uid] = result

@@ -10,6 +10,7 @@ node-specific special claim into ``DynamicResources`` (Filter/Reserve/PreBind), 
 
 from __future__ import annotations
 
+from services.scheduler.plugins.classic import ClassicDynamicResources
 from services.scheduler.plugins.dynamicresources import DynamicResources
 from services.scheduler.plugins.nodeaffinity import NodeAffinity
 from services.scheduler.plugins.nodename import NodeName
@@ -30,4 +31,5 @@ def default_plugins() -> list[object]:
         NodeAffinity(),
         NodeResourcesFit(),
         DynamicResources(),
+        ClassicDynamicResources(),
     ]

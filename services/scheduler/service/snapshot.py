@@ -6,8 +6,10 @@ Events on the subjects of the kinds the scheduler reads (nodes, pods, claims, cl
 taint rules) are folded with the shared object fold (:mod:`projections.objects`, extended by
 :mod:`projections.dra`) into an :class:`ObjectIndex`; each resulting change goes to the core
 (``observe`` / ``observe_deleted``), which updates the cluster snapshot and hands the queue its
-requeue hints. Other subjects (sagas, Kubernetes Events, classic kinds) are skipped before
-decoding. ``position`` is the last stream sequence applied: the snapshot a decision was made on.
+requeue hints. Classic claims (KEP-3063) go to the classic plugin's feed instead
+(:mod:`services.scheduler.plugins.classic.feed`). Other subjects (sagas, Kubernetes Events) are
+skipped before decoding. ``position`` is the last stream sequence applied: the snapshot a
+decision was made on.
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ from infra.eventstore import EventStore, RawRecord
 from projections.objects import ObjectIndex, fold, load_extensions
 from services.apiserver.tail import Tail
 from services.scheduler.framework import Scheduler
+from services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 
 __all__ = ["KINDS", "Snapshot"]
 
 log = logging.getLogger(__name__)
 
-KINDS = frozenset({"Node", "Pod", "ResourceClaim", "DeviceClass", "ResourceSlice", "DeviceTaintRule"})
+KINDS = (
+    frozenset({"Node", "Pod", "ResourceClaim", "DeviceClass", "ResourceSlice", "DeviceTaintRule"})
+    | CLASSIC_KINDS
+)
 
 
 class Snapshot:
@@ -46,6 +52,7 @@ class Snapshot:
         self._task: asyncio.Task[None] | None = None
         self._advanced = asyncio.Event()
         self.on_batch: Callable[[], None] | None = None  # the service's wake-up for its loop
+        self.classic = ClassicFeed(store, core, self.wake)  # classic claims: the KEP-3063 plugin
         # (namespace, name) -> the traceparent of the pod's first event (its apply): the pod's
         # PodScheduling saga continues that trace, so one pod flow is one trace
         self._traceparents: dict[tuple[str, str], str] = {}
@@ -125,6 +132,10 @@ class Snapshot:
             try:
                 change = self.index.apply_envelope(kind, namespace, name, env)
                 if change is None:
+                    continue
+                if kind in CLASSIC_KINDS:
+                    obj = None if change.type == "DELETED" else change.object
+                    self.classic.apply(kind, namespace, name, obj)
                     continue
                 if kind == "Pod":
                     if change.type == "ADDED" and env.traceparent:
