@@ -361,9 +361,8 @@ class _RootOnly:
 
 def _generated(claim: ResourceClaim) -> bool:
     meta = claim.metadata
-    return POD_CLAIM_NAME_ANNOTATION in meta.annotations and any(
-        r.kind == "Pod" for r in meta.owner_references
-    )
+    owned = any(r.kind == "Pod" for r in meta.owner_references)
+    return bool(meta.generate_name) and POD_CLAIM_NAME_ANNOTATION in meta.annotations and owned
 
 
 def _decode(rec: RawRecord) -> Envelope[Event] | None:
