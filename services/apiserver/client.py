@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -300,10 +300,12 @@ class ApiClient:
         matches = parse_label_selector(label_selector)
         items, rv = await self.list(kind, namespace=namespace, label_selector=label_selector)
         index = ObjectIndex()
+        selected: set[tuple[str, str]] = set()  # keys currently inside the label selection
         for raw in items:
             obj = decode_stored(raw)
             meta = obj.metadata  # type: ignore[attr-defined]
             index.put(kind, meta.namespace, meta.name, obj, int(meta.resource_version or 0))
+            selected.add((meta.namespace or "", meta.name))
             if initial:
                 yield Change("ADDED", obj, int(meta.resource_version or 0))
         if not isinstance(self.nc, DraflowClient):
@@ -322,10 +324,30 @@ class ApiClient:
                         change = index.touch(kind, ns or "", name, rec.seq)
                     else:
                         change = index.apply_envelope(kind, ns or "", name, env)
-                    if change is not None and matches(change.object.metadata.labels):  # type: ignore[attr-defined]
-                        yield change
+                    if change is None:
+                        continue
+                    shown = _as_selected(change, matches, selected, (ns or "", name))
+                    if shown is not None:
+                        yield shown
         finally:
             await tail.stop()
+
+
+def _as_selected(
+    change: Change,
+    matches: Callable[[dict[str, str]], bool],
+    selected: set[tuple[str, str]],
+    key: tuple[str, str],
+) -> Change | None:
+    """A change as a label-selector watcher sees it, like the Kubernetes watch cache: an object that
+    starts matching is ADDED, one that stops matching (or is deleted) is DELETED, others are hidden."""
+    was_in = key in selected
+    now_in = change.type != "DELETED" and matches(change.object.metadata.labels)  # type: ignore[attr-defined]
+    if now_in:
+        selected.add(key)
+        return change if was_in else Change("ADDED", change.object, change.seq)
+    selected.discard(key)
+    return Change("DELETED", change.object, change.seq) if was_in else None
 
 
 def _obj(reply: ReplyIn) -> dict[str, Any] | None:
