@@ -59,9 +59,9 @@ def register(sub: Any) -> None:
 class Progress:
     """``[#####-----]  52%  10240/19690 events  8,210 events/s`` on stderr, redrawn in place."""
 
-    def __init__(self, total: int, out: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, total: int, out: TextIO | None = None, width: int = 30) -> None:
         self.total = max(total, 0)
-        self.out = out
+        self.out = out if out is not None else sys.stderr
         self.width = width
         self.start = time.monotonic()
         self.done = 0

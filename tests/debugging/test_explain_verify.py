@@ -163,7 +163,7 @@ async def test_verify_replay_catches_a_changed_scheduler(
         return reversed(list(nodes if best_first is None else best_first))
 
     monkeypatch.setattr(DynamicResources, "node_order", worst_first)
-    verifier, divergence = verify_records(records, event_store.root)
+    _, divergence = verify_records(records, event_store.root)
     assert divergence is not None
     assert divergence.event.startswith("PodScheduling saga ") and "for pod default/pod-" in divergence.event
     assert divergence.expected["scheduled"]["node"] != divergence.actual["scheduled"]["node"]
