@@ -27,7 +27,7 @@ from services.workloads.actions import (
     succeeded_status,
 )
 from services.workloads.deployment import sync_deployment
-from services.workloads.job import sync_job
+from services.workloads.job import DEFAULT_RUN_SECONDS, sync_job
 
 __all__ = ["ACTOR", "WorkloadsService"]
 
@@ -37,8 +37,9 @@ OWNER_KINDS = ("Deployment", "Job")
 
 
 class WorkloadsService:
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: Runtime, *, job_run_seconds: float = DEFAULT_RUN_SECONDS) -> None:
         self.rt = rt
+        self.job_run_seconds = job_run_seconds  # a Job's run-seconds annotation overrides it
         rt.kinds = KINDS
 
     async def sync(self) -> None:
@@ -49,7 +50,7 @@ class WorkloadsService:
         now = datetime.now(UTC)
         for job in rt.items("Job"):
             pods = rt.items("Pod", job.metadata.namespace)
-            await self.execute(sync_job(job, pods, now))
+            await self.execute(sync_job(job, pods, now, run_seconds=self.job_run_seconds))
         await self.execute(self._orphans(rt.items("Pod")))
 
     def _orphans(self, pods: list[Pod]) -> list[WorkloadAction]:

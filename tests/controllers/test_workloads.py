@@ -394,3 +394,17 @@ def test_realworld_website_job_runs_to_completion() -> None:
 
 def test_make_container_builder_is_usable_for_pod_templates() -> None:
     assert make_container("x", claims=[("c", "r")]).resources.claims[0].request == "r"
+
+
+def test_job_run_seconds_comes_from_the_flag_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.workloads.__main__ import parse_args
+
+    monkeypatch.delenv("DRAFLOW_JOB_RUN_SECONDS", raising=False)
+    assert parse_args([]).job_run_seconds == 5.0
+    assert parse_args(["--job-run-seconds", "0.5"]).job_run_seconds == 0.5
+    monkeypatch.setenv("DRAFLOW_JOB_RUN_SECONDS", "2")
+    assert parse_args([]).job_run_seconds == 2.0
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--job-run-seconds", "-1"])
+    assert exit_.value.code == 2
+
