@@ -145,11 +145,21 @@ class DriverControllerService:
                     await self._create(action.claim)
                 else:
                     log.info("%s: pod %s: %s", ACTOR, pod.metadata.name, action)
-        live = {p.metadata.uid for p in self.rt.items("Pod")}
+        all_pods: list[c1.Pod] = self.rt.items("Pod")
+        live = {p.metadata.uid for p in all_pods}
+        running = {p.metadata.uid for p in all_pods if p.status.phase not in ("Succeeded", "Failed")}
         for c in claims:
             owners = [r.uid for r in c.metadata.owner_references if r.kind == "Pod"]
             if owners and not any(u in live for u in owners) and not cl.is_deleting(c):
                 await self._delete(c)
+            # KEP: the claim controller removes Pods that no longer exist (or have finished) from
+            # reservedFor, so deletion and userLimit are not blocked by them.
+            stale = [u.uid for u in c.status.reserved_for if u.kind == "Pod" and u.uid not in running]
+            if stale:
+                new = c
+                for uid in stale:
+                    new = cl.unreserved(new, uid)
+                await self._write(c, new)
 
     async def _create(self, claim: cv.ResourceClaim) -> None:
         meta = claim.metadata

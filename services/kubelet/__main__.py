@@ -17,6 +17,7 @@ from typing import Any
 from events.api.resource_v1 import ResourceClaim
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
+from services.driver_controller.kubelet_host import ClassicKubelet
 from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
@@ -27,13 +28,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m services.kubelet", description=__doc__)
     p.add_argument("--node", required=True, help="the node this kubelet runs (Node name)")
     p.add_argument("--gpus", type=int, default=8, help="gpu.example.com GPUs on this node (0: no driver)")
+    p.add_argument(
+        "--labels",
+        type=parse_labels,
+        default={},
+        help="extra Node labels, k=v,k2=v2 (e.g. fpga.example.com/fabric=true for the classic FPGA driver)",
+    )
     return p.parse_args(argv)
 
 
-def build(rt: Runtime, ctx: ServiceContext, node: str, gpus: int) -> KubeletService:
+def parse_labels(raw: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in (x.strip() for x in raw.split(",")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"label {item!r}: expected key=value")
+        out[key] = value
+    return out
+
+
+def build(
+    rt: Runtime, ctx: ServiceContext, node: str, gpus: int, extra_labels: dict[str, str] | None = None
+) -> KubeletService:
     state_dir = ctx.settings.service_dir(f"kubelet-{node}")
     plugins: dict[str, DRAPlugin] = {}
-    labels: dict[str, str] = {}
+    labels: dict[str, str] = dict(extra_labels or {})
     if gpus > 0:
 
         def get_claim(ref: ClaimRef) -> ResourceClaim | None:
@@ -49,20 +70,24 @@ def build(rt: Runtime, ctx: ServiceContext, node: str, gpus: int) -> KubeletServ
         )
         plugins[plugin.driver_name] = plugin
         labels[GPUS_LABEL] = str(gpus)
-    return KubeletService(rt, node, state_dir, plugins, node_labels=labels)
+    # KEP-3063 drivers' node plugins (fpga.example.com, gpu.acme.com) for Pods with classic claims
+    classic = ClassicKubelet(node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node)
+    return KubeletService(rt, node, state_dir, plugins, node_labels=labels, classic=classic)
 
 
 def plugin_dir_name() -> str:
     return "gpu.example.com"
 
 
-def main_for(node: str, gpus: int) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
+def main_for(
+    node: str, gpus: int, labels: dict[str, str] | None = None
+) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
         await rt.wait_for_apiserver()
         try:
-            kubelet = build(rt, ctx, node, gpus)
+            kubelet = build(rt, ctx, node, gpus, labels)
             await kubelet.register()
             print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
@@ -74,4 +99,4 @@ def main_for(node: str, gpus: int) -> Callable[[ServiceContext], Coroutine[Any, 
 
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
-    sys.exit(run_service(f"kubelet-{args.node}", main_for(args.node, args.gpus)))
+    sys.exit(run_service(f"kubelet-{args.node}", main_for(args.node, args.gpus, args.labels)))

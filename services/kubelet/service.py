@@ -29,6 +29,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from events.api.core_v1 import Pod
 from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
@@ -42,6 +43,9 @@ from services.kubelet.manager import DRAManager
 from services.kubelet.node import node_object, rfc3339, running_status
 from services.kubelet.prepare import prepare_pod, unprepare_pod
 from services.kubelet.sync import Step, next_step, vanished_pods
+
+if TYPE_CHECKING:
+    from services.driver_controller.kubelet_host import ClassicKubelet
 
 __all__ = ["KubeletService"]
 
@@ -84,9 +88,14 @@ class KubeletService:
         node_labels: Mapping[str, str] | None = None,
         max_prepare_attempts: int = 5,
         retry_base_s: float = 0.5,
+        classic: ClassicKubelet | None = None,
     ) -> None:
         self.rt = rt
         rt.kinds = KINDS
+        # KEP-3063 Pods (classic claims) go to the classic drivers' node plugins instead
+        self.classic = classic
+        if classic is not None:
+            rt.kinds = KINDS | {"ClassicResourceClaim", "Node"}
         self.node_name = node_name
         self.state_dir = state_dir
         self.plugins = dict(plugins)
@@ -138,11 +147,18 @@ class KubeletService:
         uid = pod.metadata.uid
         attempts, _ = self._failures.get(uid, (0, 0.0))
         ns, name = pod.metadata.namespace, pod.metadata.name
-        decision = admit(pod, self.rt.items("ResourceClaim", ns), registered_drivers=self.plugins.keys())
+        classic = self.classic if self.classic is not None and self.classic.handles(pod) else None
+        if classic is not None:
+            decision = classic.admit(self.rt, pod)
+        else:
+            decision = admit(pod, self.rt.items("ResourceClaim", ns), registered_drivers=self.plugins.keys())
         if isinstance(decision, Reject):
             await self._fail(pod, decision.reason, decision.message, "UnexpectedAdmissionError")
             return
-        outcome = prepare_pod(self.manager, pod, decision.claims, self.plugins)
+        if classic is not None:
+            outcome = classic.prepare(self.rt, pod)
+        else:
+            outcome = prepare_pod(self.manager, pod, decision.claims, self.plugins)
         self._checkpoint()
         if not outcome.ok:
             attempts += 1
@@ -159,7 +175,7 @@ class KubeletService:
             )
             return
         self._failures.pop(uid, None)
-        cdi = self.manager.pod_cdi_devices(pod)
+        cdi = classic.cdi(self.rt, pod) if classic is not None else self.manager.pod_cdi_devices(pod)
         containers = tuple(ContainerCDIDevices(container=c, cdi_ids=tuple(ids)) for c, ids in cdi.items())
         started = datetime.now(UTC)
         await self.rt.append(
@@ -177,6 +193,16 @@ class KubeletService:
         ns, name = pod.metadata.namespace, pod.metadata.name
         await self.rt.record_event("Pod", ns, name, "Warning", reason, message, host=self.node_name)
         await self.rt.append("Pod", ns, name, [PodFailed(reason=status_reason, message=message, at=_now())])
+
+    async def _release_classic(self, pod: Pod) -> bool:
+        """Unprepare a KEP-3063 Pod's claims and leave their reservedFor; False: retry later."""
+        if self.classic is None:
+            return True
+        errors = await self.classic.release(self.rt, pod)
+        if errors:
+            log.warning("%s: classic release of pod %s: %s", self.node_name, pod.metadata.name, errors)
+            asyncio.get_running_loop().call_later(self.retry_base_s, self.rt.kick)
+        return not errors
 
     async def _release(self, pod: Pod) -> None:
         uid, ns = pod.metadata.uid, pod.metadata.namespace
@@ -197,6 +223,8 @@ class KubeletService:
         await execute(self.rt, actions, reason="PodReleased")
 
     async def _finish_deletion(self, pod: Pod) -> None:
+        if not await self._release_classic(pod):
+            return
         await self._drop_reservations(pod)
         meta = pod.metadata
         await self.rt.delete("Pod", meta.namespace, meta.name, uid=meta.uid, grace_period_seconds=0)

@@ -1,0 +1,135 @@
+"""The classic drivers' node plugins inside a kubelet (KEP-3063 "kubelet" section).
+
+:class:`ClassicKubelet` is what the kubelet service calls for a Pod with KEP claims
+(``pod_claims(pod)`` is not None) instead of its structured DRA path:
+
+* ``admit``: :func:`~services.driver_controller.kubelet.admit_on_node` (claim missing, not owned,
+  not allocated, **pod not in reservedFor**, not available on this node, or its driver has no node
+  plugin here): a refusal fails the Pod with a Warning event, as for structured claims;
+* ``prepare``: ``NodePrepareResource`` batched per driver to the node plugins
+  (:class:`~services.drivers.fpga_example.node.FpgaNodePlugin`,
+  :class:`~services.drivers.acme_gpu.node.AcmeGpuNodePlugin`), which write the CDI specs;
+  ``cdi`` gives each container the CDI device names of the claims it lists;
+* ``release``: ``NodeUnprepareResource`` for what was prepared for the Pod, then the Pod leaves
+  the claims' ``reservedFor`` (appended at the claim's version; a conflict is retried on the next
+  pass).
+
+The node plugins keep what they prepared in memory: a restarted kubelet prepares a running Pod's
+claims again on demand (both calls are idempotent), it does not checkpoint them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from events.api import classic_v1alpha1 as cv
+from events.api import core_v1 as c1
+from events.api.classic_pod import pod_claims
+from events.objects import status_updated
+from services.claim_controller.runtime import Runtime
+from services.driver_controller import claims as cl
+from services.driver_controller.kubelet import admit_on_node, container_devices, prepare_batches
+from services.driver_controller.nodeplugin import ClassicNodePlugin
+from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
+from services.drivers.api import ClaimRef, PrepareResult
+from services.drivers.fpga_example.node import FpgaNodePlugin
+from services.kubelet.admission import Admit, Reject
+from services.kubelet.prepare import Outcome
+
+__all__ = ["KINDS", "ClassicKubelet"]
+
+KINDS = frozenset({cv.CLAIM_KIND})
+
+
+class ClassicKubelet:
+    def __init__(
+        self,
+        node_name: str,
+        node_labels: Mapping[str, str],
+        *,
+        cdi_root: Path | None = None,
+        plugins: Mapping[str, ClassicNodePlugin] | None = None,
+    ) -> None:
+        self.node_name = node_name
+        if plugins is None:
+            fpga = FpgaNodePlugin(node_name=node_name, node_labels=node_labels, cdi_root=cdi_root)
+            acme = AcmeGpuNodePlugin(node_name=node_name, gpus=(), node_labels=node_labels, cdi_root=cdi_root)
+            plugins = {p.driver_name: p for p in (fpga, acme)}
+        self.plugins: dict[str, ClassicNodePlugin] = dict(plugins)
+        self._prepared: dict[str, dict[str, list[ClaimRef]]] = {}  # pod uid -> driver -> claims
+        self._results: dict[str, dict[str, PrepareResult]] = {}  # pod uid -> claim uid -> result
+
+    @staticmethod
+    def handles(pod: c1.Pod) -> bool:
+        return pod_claims(pod) is not None
+
+    def holds(self, pod_uid: str) -> bool:
+        return pod_uid in self._prepared
+
+    @staticmethod
+    def _claims(rt: Runtime, namespace: str) -> dict[str, cv.ResourceClaim]:
+        return {c.metadata.name: c for c in rt.items(cv.CLAIM_KIND, namespace)}
+
+    def admit(self, rt: Runtime, pod: c1.Pod) -> Admit | Reject:
+        node = rt.get("Node", "", self.node_name)
+        if not isinstance(node, c1.Node):
+            return Reject("FailedPrepareDynamicResources", f"node {self.node_name} is not registered")
+        claims = self._claims(rt, pod.metadata.namespace)
+        reasons = admit_on_node(pod, claims, node)
+        for driver in prepare_batches(pod, claims):
+            if driver not in self.plugins:
+                reasons.append(f"DRA driver {driver} is not registered on node {self.node_name}")
+        if reasons:
+            return Reject("FailedPrepareDynamicResources", "; ".join(reasons))
+        return Admit()
+
+    def prepare(self, rt: Runtime, pod: c1.Pod) -> Outcome:
+        claims = self._claims(rt, pod.metadata.namespace)
+        uid = pod.metadata.uid
+        outcome = Outcome()
+        results: dict[str, PrepareResult] = {}
+        batches = prepare_batches(pod, claims)
+        for driver, refs in sorted(batches.items()):
+            plugin = self.plugins[driver]
+            for ref in refs:
+                claim = claims.get(ref.name)
+                if claim is not None:
+                    plugin.observe(claim)
+            for claim_uid, result in plugin.node_prepare_resources(refs).items():
+                results[claim_uid] = result
+                if result.error:
+                    outcome.errors.append(result.error)
+        self._prepared[uid] = batches  # what to unprepare, even after a partial failure
+        self._results[uid] = results
+        return outcome
+
+    def cdi(self, rt: Runtime, pod: c1.Pod) -> dict[str, tuple[str, ...]]:
+        claims = self._claims(rt, pod.metadata.namespace)
+        return container_devices(pod, claims, self._results.get(pod.metadata.uid, {}))
+
+    async def release(self, rt: Runtime, pod: c1.Pod) -> list[str]:
+        """Unprepare the Pod's claims on this node, then drop it from their ``reservedFor``.
+        Returns the errors (empty: done)."""
+        uid = pod.metadata.uid
+        errors: list[str] = []
+        for driver, refs in sorted(self._prepared.get(uid, {}).items()):
+            plugin = self.plugins.get(driver)
+            if plugin is None:
+                continue
+            for err in plugin.node_unprepare_resources(refs).values():
+                if err:
+                    errors.append(err)
+        if errors:
+            return errors
+        self._prepared.pop(uid, None)
+        self._results.pop(uid, None)
+        if not self.handles(pod):
+            return []
+        ns = pod.metadata.namespace
+        for claim in self._claims(rt, ns).values():
+            if any(u.uid == uid for u in claim.status.reserved_for):
+                event = status_updated(cv.CLAIM_KIND, cl.unreserved(claim, uid).status)
+                if not await rt.append(cv.CLAIM_KIND, ns, claim.metadata.name, [event]):
+                    errors.append(f"resourceclaim {claim.metadata.name} changed meanwhile")
+        return errors
