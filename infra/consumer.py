@@ -32,7 +32,7 @@ from nats.js.errors import APIError, NotFoundError
 
 from events.codec import DecodeError, decode
 from events.envelope import Envelope, Event
-from infra import tracing
+from infra import metrics, tracing
 from infra.errors import PermanentError, StoreUnavailable
 from infra.eventstore import EventStore
 
@@ -233,6 +233,8 @@ class DurableConsumer:
             await self._dead_letter(msg, reason)
         for msg in handled:
             await msg.ack()
+        if handled:
+            metrics.EVENTS_CONSUMED.labels(service=self.store.actor, consumer=self.name).inc(len(handled))
         if failed is not None:
             raise failed
         return len(msgs)

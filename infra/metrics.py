@@ -11,6 +11,7 @@ KEPs where they give one (``resource_controller_create_total``, ``workqueue_dept
 
 from __future__ import annotations
 
+import argparse
 import os
 import threading
 from collections.abc import Iterator
@@ -27,6 +28,8 @@ __all__ = [
     "SAGA_STEPS",
     "SCHEDULER_PENDING_PODS",
     "WORKQUEUE_DEPTH",
+    "add_metrics_arg",
+    "metrics_port_from_argv",
     "metrics_port_from_env",
     "scrape",
     "serve_metrics",
@@ -90,6 +93,31 @@ def metrics_port_from_env(environ: dict[str, str] | None = None) -> int | None:
     if not 0 <= port <= 65535:
         raise ValueError(f"DRAFLOW_METRICS_PORT: must be a TCP port (0-65535), got {raw}")
     return port
+
+
+def add_metrics_arg(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port PORT`` for a service that parses its own arguments (wins over the env)."""
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus /metrics on 127.0.0.1:PORT (default: $DRAFLOW_METRICS_PORT; unset: off)",
+    )
+
+
+def metrics_port_from_argv(argv: list[str]) -> int | None:
+    """``--metrics-port N`` / ``--metrics-port=N`` among a service's arguments (None when absent)."""
+    for i, arg in enumerate(argv):
+        raw = None
+        if arg == "--metrics-port" and i + 1 < len(argv):
+            raw = argv[i + 1]
+        elif arg.startswith("--metrics-port="):
+            raw = arg.split("=", 1)[1]
+        if raw is not None:
+            port = metrics_port_from_env({"DRAFLOW_METRICS_PORT": raw})
+            if port is not None:
+                return port
+    return None
 
 
 def serve_metrics(port: int, host: str = "127.0.0.1") -> int:

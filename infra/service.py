@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from infra import tracing
 from infra.config import Settings
 from infra.eventstore import EventStore
-from infra.metrics import metrics_port_from_env, serve_metrics
+from infra.metrics import metrics_port_from_argv, metrics_port_from_env, serve_metrics
 from infra.signals import stop_on_signals
 
 __all__ = ["ServiceContext", "run_service"]
@@ -65,8 +66,12 @@ async def serve(
     code = 0
     metrics_port = metrics_port_from_env()
     if metrics_port is not None:
-        bound = serve_metrics(metrics_port)
-        log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
+        try:
+            bound = serve_metrics(metrics_port)
+        except OSError as exc:  # e.g. a second system on this machine with the same Procfile
+            log.warning("%s: cannot serve metrics on port %d: %s (running without)", name, metrics_port, exc)
+        else:
+            log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
     try:
         log.info("%s: connecting to %s", name, settings.nats_url)
         opening = asyncio.create_task(EventStore.open(settings, name))
@@ -117,7 +122,13 @@ async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
 def run_service(
     name: str, main: Callable[[ServiceContext], Coroutine[Any, Any, None]], settings: Settings | None = None
 ) -> int:
-    """Run a service to completion; returns the process exit code (0 on SIGTERM)."""
+    """Run a service to completion; returns the process exit code (0 on SIGTERM).
+
+    ``--metrics-port PORT`` among the process arguments serves metrics like ``DRAFLOW_METRICS_PORT``
+    (services that parse their own arguments add it with ``infra.metrics.add_metrics_arg``)."""
+    port = metrics_port_from_argv(sys.argv[1:])
+    if port is not None:
+        os.environ["DRAFLOW_METRICS_PORT"] = str(port)
     configure_logging()
     tracing.setup_tracing(name)
     return asyncio.run(serve(name, main, settings))

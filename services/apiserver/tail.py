@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 from nats.aio.subscription import Subscription
 
+from infra import metrics
 from infra.eventstore import EventStore, RawRecord, StoreUnavailable
 
 __all__ = ["Tail"]
@@ -24,6 +26,14 @@ __all__ = ["Tail"]
 log = logging.getLogger(__name__)
 
 _RETRY_PAUSES_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+
+
+def _consumer_label(subject_filter: str, root: str) -> str:
+    """``<root>.ev.Pod.default.*`` -> ``Pod``: low cardinality (a kind, or ``all``)."""
+    parts = subject_filter.split(".")
+    if len(parts) >= 3 and parts[0] == root and parts[1] == "ev":
+        return "all" if parts[2] in (">", "*") else parts[2]
+    return "other"
 
 
 class Tail:
@@ -39,6 +49,10 @@ class Tail:
         self._wake = asyncio.Event()
         self._sub: Subscription | None = None
         self._stopped = False
+        labels = {"service": store.actor, "consumer": _consumer_label(subject_filter, store.root)}
+        self._consumed = metrics.EVENTS_CONSUMED.labels(**labels)
+        self._lag = metrics.CONSUMER_LAG.labels(**labels)
+        self._lag_at = 0.0
 
     async def start(self) -> None:
         if self._sub is None:
@@ -66,7 +80,19 @@ class Tail:
     async def _read(self) -> AsyncIterator[list[RawRecord]]:
         async for records in self.store.read_raw(self.subject_filter, self.next_seq):
             self.next_seq = records[-1].seq + 1
+            self._consumed.inc(len(records))
+            await self._measure_lag()
             yield records
+        self._lag.set(0)  # caught up
+
+    async def _measure_lag(self, every_s: float = 1.0) -> None:
+        """``draflow_consumer_lag``: stream events past this reader (one extra read a second at most)."""
+        now = time.monotonic()
+        if now - self._lag_at < every_s:
+            return
+        self._lag_at = now
+        with contextlib.suppress(Exception):  # a metric must never stop the reader
+            self._lag.set(max(0, await self.store.stream_last_seq() - self.next_seq + 1))
 
     async def batches(self) -> AsyncIterator[list[RawRecord]]:
         await self.start()

@@ -35,6 +35,7 @@ from events.api.core_v1 import Pod
 from events.dra import MAX_REJECTIONS, NodeRejection, PodUnschedulable
 from events.envelope import Envelope, Event
 from events.subjects import aggregate_subject
+from infra import metrics
 from infra.errors import ConcurrencyError
 from infra.eventstore import EventStore
 from sagas.engine import SagaState, SagaStatus
@@ -56,6 +57,8 @@ __all__ = ["SchedulerService"]
 log = logging.getLogger(__name__)
 
 COMPONENT = "default-scheduler"
+# cycle outcome -> the allocation histogram's result label
+_RESULT_LABEL = {"Reserved": "scheduled", "Unschedulable": "unschedulable", "SchedulingError": "error"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -90,6 +93,7 @@ class SchedulerService:
         self._saga_ids: set[str] = set()
         self._ids_position = 0
         self._started = False
+        self._metrics_at = 0.0
         self.outcomes: dict[str, int] = {"completed": 0, "compensated": 0, "failed": 0, "unschedulable": 0}
 
     # -- the Runtime the sagas use ---------------------------------------------------------------------
@@ -156,7 +160,11 @@ class SchedulerService:
         """Run cycles while pods are ready and saga capacity is left, yielding now and then."""
         n = 0
         while not stop.is_set() and len(self._sagas) < self.max_sagas:
-            step = self.core.schedule_next()
+            with metrics.timed(metrics.ALLOCATION_SECONDS, result="none") as labels:
+                step = self.core.schedule_next()
+                if step is not None:
+                    labels["result"] = _RESULT_LABEL.get(type(step[1]).__name__, "error")
+            self._queue_metrics()
             if step is None:
                 return
             qpi, result = step
@@ -164,6 +172,15 @@ class SchedulerService:
             n += 1
             if n % 8 == 0:
                 await asyncio.sleep(0)  # let the log follower and the sagas move
+
+    def _queue_metrics(self, every_s: float = 0.5) -> None:
+        """``scheduler_pending_pods`` per queue; counting is O(pods), so at most every ``every_s``."""
+        now = time.monotonic()
+        if now - self._metrics_at < every_s:
+            return
+        self._metrics_at = now
+        for queue, n in self.core.queue.counts().items():
+            metrics.SCHEDULER_PENDING_PODS.labels(queue=queue).set(n)
 
     async def _shutdown(self, grace_s: float) -> None:
         pending = self._sagas | self._side
