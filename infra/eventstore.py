@@ -111,7 +111,9 @@ def _kind_of(subject: str) -> str:
 def _span_attributes(subject: str, msg_id: str, evs: Sequence[Event]) -> dict[str, Any]:
     return {
         "messaging.system": "nats",
+        "messaging.operation": "publish",
         "messaging.operation.type": "send",
+        "messaging.operation.name": "publish",
         "messaging.destination.name": subject,
         "messaging.message.id": msg_id,
         "draflow.event.types": ",".join(type(e).type_name() for e in evs),

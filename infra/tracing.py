@@ -130,6 +130,15 @@ def producer_span(name: str, attributes: dict[str, Any]) -> Iterator[str]:
         yield current_traceparent()
 
 
+# OpenTelemetry messaging conventions for every consumer span (callers add the destination)
+_CONSUMER_DEFAULTS: dict[str, Any] = {
+    "messaging.system": "nats",
+    "messaging.operation": "process",
+    "messaging.operation.type": "process",
+    "messaging.operation.name": "process",
+}
+
+
 @contextmanager
 def consumer_span(
     name: str, headers: Mapping[str, str] | None, traceparent: str, attributes: dict[str, Any]
@@ -139,7 +148,8 @@ def consumer_span(
         yield None
         return
     ctx = extract(headers, traceparent)
-    with _tracer.start_as_current_span(name, context=ctx, kind=SpanKind.CONSUMER, attributes=attributes) as s:
+    attrs = {**_CONSUMER_DEFAULTS, **attributes}
+    with _tracer.start_as_current_span(name, context=ctx, kind=SpanKind.CONSUMER, attributes=attrs) as s:
         yield s
 
 

@@ -43,13 +43,23 @@ from infra.eventstore import EventStore
 from infra.retry import transient_retry
 from sagas.state import SagaState, SagaStatus, apply, decide
 
-__all__ = ["SagaDefinition", "SagaEngine", "SagaState", "SagaStatus", "Step", "StepContext"]
+__all__ = ["SagaDefinition", "SagaEngine", "SagaState", "SagaStatus", "Step", "StepContext", "pod_attributes"]
 
 log = logging.getLogger(__name__)
 
 _SAGA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 SAGA_KIND = "Saga"
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def pod_attributes(inp: dict[str, Any]) -> dict[str, str]:
+    """``k8s.pod.name`` / ``k8s.namespace.name`` of the pod a saga is about (from its input), so a
+    trace viewer finds the saga's spans by pod."""
+    if "pod_name" in inp:
+        return {"k8s.pod.name": str(inp["pod_name"]), "k8s.namespace.name": str(inp.get("pod_namespace", ""))}
+    if "name" in inp and "node_name" in inp:  # PodScheduling
+        return {"k8s.pod.name": str(inp["name"]), "k8s.namespace.name": str(inp.get("namespace", ""))}
+    return {}
 
 
 def _step_metric(state: SagaState, step: str, result: str) -> None:
@@ -154,7 +164,7 @@ class SagaEngine:
         definition = self.definitions.get(saga_type)
         if definition is None:
             raise ValueError(f"unknown saga type {saga_type!r}")
-        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type}
+        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type, **pod_attributes(input or {})}
         with tracing.span(f"saga {saga_type}", traceparent=traceparent, attributes=attrs):
             try:
                 await self.store.append(
@@ -256,7 +266,12 @@ class SagaEngine:
         """Run a step or compensation with bounded retries; (ok, result or error text, attempts)."""
         ctx = StepContext(self, state, index, undo)
         span_name = f"{'compensate' if undo else 'step'} {name}"
-        attrs = {"draflow.saga.id": state.saga_id, "draflow.saga.type": state.saga_type}
+        attrs = {
+            "draflow.saga.id": state.saga_id,
+            "draflow.saga.type": state.saga_type,
+            "draflow.saga.step": name,
+            **pod_attributes(state.input),
+        }
         with tracing.span(span_name, traceparent=state.traceparent, attributes=attrs) as span:
             try:
                 async for attempt in transient_retry(

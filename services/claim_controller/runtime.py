@@ -129,8 +129,16 @@ class Runtime:
         if not tracing.enabled():
             yield
             return
-        last = await self.events.last(self.events.subject(kind, namespace or None, name))
-        attributes = {"draflow.object": f"{kind} {namespace}/{name}", "draflow.actor": self.actor}
+        subject = self.events.subject(kind, namespace or None, name)
+        last = await self.events.last(subject)
+        attributes = {
+            "draflow.object": f"{kind} {namespace}/{name}",
+            "draflow.actor": self.actor,
+            "messaging.destination.name": subject,
+            "messaging.consumer.group.name": self.actor,
+        }
+        if kind == "Pod":
+            attributes["k8s.pod.name"], attributes["k8s.namespace.name"] = name, namespace
         with tracing.consumer_span(what, None, last.traceparent if last else "", attributes):
             yield
 

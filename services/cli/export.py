@@ -30,6 +30,7 @@ import nats.errors
 from nats.js.errors import APIError, NotFoundError
 
 from events.codec import DecodeError, decode_raw, encode
+from infra import tracing
 from infra.config import Settings
 from infra.errors import StoreUnavailable
 from infra.eventstore import ERR_WRONG_LAST_SEQUENCE, HDR_EXPECTED_LAST_SUBJECT_SEQ, HDR_MSG_ID, EventStore
@@ -270,6 +271,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    skipped, appended = asyncio.run(import_log(settings_with_url(args.nats_url), args.file, sys.stderr))
+    with tracing.suppressed():  # an imported run is history: no live-looking spans
+        skipped, appended = asyncio.run(import_log(settings_with_url(args.nats_url), args.file, sys.stderr))
     print(f"imported {appended} events" + (f" ({skipped} were already there)" if skipped else ""))
     return 0

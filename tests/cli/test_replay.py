@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from events.api.core_v1 import Pod
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.projection_store import ProjectionStore
@@ -69,7 +70,9 @@ def test_replay_builds_every_projection_to_a_point(
         store = await EventStore.open(imported, "t", ensure=False)
         try:
             index = await fold_objects(store, 40)
-            return {f"{p.metadata.namespace}/{p.metadata.name}" for p in index.items("Pod")}
+            return {
+                f"{p.metadata.namespace}/{p.metadata.name}" for p in index.items("Pod") if isinstance(p, Pod)
+            }
         finally:
             await store.close()
 

@@ -16,7 +16,7 @@ from events.envelope import Envelope, Event
 from events.saga import SagaStarted
 from infra import tracing
 from infra.errors import ConcurrencyError
-from sagas.engine import SagaEngine, SagaState
+from sagas.engine import SagaEngine, SagaState, pod_attributes
 from sagas.state import apply
 
 __all__ = ["SchedulerSagaEngine"]
@@ -52,7 +52,7 @@ class SchedulerSagaEngine(SagaEngine):
             steps=[s.name for s in definition.steps],
             decided_at_seq=decided_at_seq,
         )
-        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type}
+        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type, **pod_attributes(input or {})}
         with tracing.span(f"saga {saga_type}", traceparent=traceparent, attributes=attrs):
             try:
                 (seq,) = await self.store.append(
