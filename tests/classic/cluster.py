@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from events.api.classic_v1alpha1 import ResourceClaimStatus
 from infra.config import Settings
 from infra.eventstore import EventStore
 from services.apiserver.client import ApiClient
@@ -63,7 +64,7 @@ class ClassicCluster:
 
     # -- starting -------------------------------------------------------------------------------
     def start_driver_controller(self) -> Proc:
-        proc = Proc(self.settings, "services.driver_controller", **self.driver_env)
+        proc = Proc(self.settings, "services.driver_controller", None, **self.driver_env)
         proc.expect("driver-controller: drivers")
         self.procs["driver-controller"] = proc
         return proc
@@ -72,7 +73,9 @@ class ClassicCluster:
         """``nodes``: node name -> ``--labels`` value."""
         self.driver_env = {"DRAFLOW_CLASSIC_RETRY_ATTEMPTS": "10", **driver_env}
         self.procs["apiserver"] = Proc(self.settings, "services.apiserver")
-        pending = {"driver-controller": Proc(self.settings, "services.driver_controller", **self.driver_env)}
+        pending = {
+            "driver-controller": Proc(self.settings, "services.driver_controller", None, **self.driver_env)
+        }
         if acme_publisher:
             pending["acme"] = Proc(self.settings, "services.drivers.acme_gpu")
         for node, labels in nodes.items():
@@ -156,13 +159,13 @@ class ClassicCluster:
         results = await self.client.delete([(kind, "default", name)])
         assert [r.error for r in results] == [None], results
 
-    async def claim_history(self, name: str) -> list[dict[str, Any]]:
+    async def claim_history(self, name: str) -> list[ResourceClaimStatus]:
         """Every status the claim had, oldest first (from its events in the log)."""
         subject = self.store.subject("ClassicResourceClaim", "default", name)
         out = []
         for env in await self.store.events(subject):
             status = getattr(env.data, "status", None)
-            if status is not None:
+            if isinstance(status, ResourceClaimStatus):
                 out.append(status)
         return out
 
@@ -189,16 +192,28 @@ def pod(
     }
     if node_name is not None:
         spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
 
 
 def plain_pod(name: str, *, cpu: str, node_name: str | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "containers": [{"name": "app", "image": "registry.example.com/app:1", "resources": {"requests": {"cpu": cpu}}}]
+        "containers": [
+            {"name": "app", "image": "registry.example.com/app:1", "resources": {"requests": {"cpu": cpu}}}
+        ]
     }
     if node_name is not None:
         spec["nodeName"] = node_name
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
 
 
 def claim(name: str, cls: str, parameters: dict[str, Any], *, mode: str | None = None) -> dict[str, Any]:

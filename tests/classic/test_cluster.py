@@ -3,6 +3,7 @@ ACME publisher and kubelets as processes, the scheduler service in-process, a re
 
 from __future__ import annotations
 
+import asyncio
 import urllib.request
 from collections.abc import AsyncIterator
 
@@ -46,7 +47,9 @@ def _metric(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
-async def test_device_consumer_runs_as_written_and_metrics(cluster: ClassicCluster, unused_tcp_port: int) -> None:
+async def test_device_consumer_runs_as_written_and_metrics(
+    cluster: ClassicCluster, unused_tcp_port: int
+) -> None:
     """The seed's acme-gpu class and device-consumer Pod, unchanged: the claim is created from the
     inline template, allocated 2Gi on a GPU of the pod's node, the pod is reserved, prepared by the
     kubelet (both containers get the CDI device) and runs. The driver-controller's KEP metrics are
@@ -84,3 +87,198 @@ async def test_device_consumer_runs_as_written_and_metrics(cluster: ClassicClust
     await cluster.delete("Pod", "device-consumer")
     await cluster.gone(CLAIMS, "device-consumer-gpu")
     await cluster.gone("Pod", "device-consumer")
+
+
+FPGA_CLASS = example("fpga-resourceclass.yaml")[0]
+ACME_CLASS = example("acme-gpu-resourceclass.yaml")[0]
+
+
+async def test_immediate_allocation_constrains_where_the_pod_runs(cluster: ClassicCluster) -> None:
+    """An Immediate FPGA claim: the pod is unschedulable until the driver allocated (programming
+    takes 1 s); the allocation's availableOnNodes (the fabric label) then keeps the pod off the
+    node without the label."""
+    await cluster.start(
+        {"node-a": "zone=a", "node-b": FABRIC},
+        DRAFLOW_CLASSIC_DRIVER_OPTIONS='{"fpga.example.com": {"programming_delay_s": 1.0}}',
+    )
+    params = {"bitstream": "/images/aes.xclbin", "users": -1}
+    users = [pod(f"encryptor-{i}", {"fpga": "aes"}) for i in range(1, 4)]
+    await cluster.apply(
+        FPGA_CLASS, claim("aes", "fpga", params, mode="Immediate"), pod("encryptor", {"fpga": "aes"})
+    )
+
+    async def waiting() -> str:
+        p = await cluster.pod("encryptor")
+        conds = (p or {}).get("status", {}).get("conditions", [])
+        return " ".join(c.get("message", "") for c in conds if c["type"] == "PodScheduled")
+
+    assert "unallocated immediate resourceclaim aes" in await eventually(waiting)
+    assert (await cluster.claim("aes") or {})["status"].get("phase") == "Pending"
+    got = await cluster.allocated("aes")
+    terms = got["status"]["scheduling"]["driver"]["availableOnNodes"]["nodeSelectorTerms"]
+    assert terms[0]["matchExpressions"][0]["key"] == "fpga.example.com/fabric"
+    running = await cluster.running("encryptor")
+    assert running["spec"]["nodeName"] == "node-b"
+    await cluster.apply(*users)  # more pods: none lands on node-a (not by luck of the node walk)
+    for p in users:
+        assert (await cluster.running(p["metadata"]["name"]))["spec"]["nodeName"] == "node-b"
+
+
+async def test_delayed_allocation_converges_through_unsuitable_nodes(cluster: ClassicCluster) -> None:
+    """Two 2Gi claims of one pod: node-a has one 3Gi GPU (cannot hold both), node-b 8Gi. The
+    scheduler publishes potentialNodes and waits for the driver's answer, the driver marks node-a
+    unsuitable for both claims, the scheduler selects node-b, the driver allocates there."""
+    await cluster.start({"node-a": acme(1, "3Gi"), "node-b": acme(1, "8Gi")}, acme_publisher=True)
+    template = {"resourceClassName": "acme-gpu", "parameters": {"memory": "2Gi"}}
+    await cluster.apply(ACME_CLASS, pod("trainer", {"g1": template, "g2": template}))
+    running = await cluster.running("trainer")
+    assert running["spec"]["nodeName"] == "node-b"
+    for name in ("trainer-g1", "trainer-g2"):
+        got = await cluster.allocated(name)
+        assert got["status"]["attributes"]["node"] == "node-b"
+        history = [s.scheduling for s in await cluster.claim_history(name) if s.scheduling is not None]
+        assert any(set(s.scheduler.potential_nodes) == {"node-a", "node-b"} for s in history), history
+        assert any(s.driver.unsuitable_nodes == ("node-a",) for s in history), history
+        assert any(s.scheduler.selected_node == "node-b" for s in history), history
+        assert not any(s.scheduler.selected_node == "node-a" for s in history), history
+
+
+async def test_driver_failure_on_selected_node_moves_the_pod(cluster: ClassicCluster) -> None:
+    """node-a cannot reach the FPGA fabric but is the only node with CPU left, so the scheduler
+    selects it; the driver fails there definitely: node-a becomes unsuitable and selectedNode is
+    cleared. Once CPU frees up on node-b the pod is allocated and runs there."""
+    await cluster.start({"node-a": "zone=a", "node-b": FABRIC})
+    await cluster.apply(FPGA_CLASS, plain_pod("filler", cpu="6", node_name="node-b"))
+    await cluster.running("filler")
+    template = {"resourceClassName": "fpga", "parameters": {"bitstream": "/images/resnet50.bit"}}
+    await cluster.apply(pod("job", {"fpga": template}, cpu="4"))
+
+    async def failed_on_a() -> bool:
+        history = [s.scheduling for s in await cluster.claim_history("job-fpga") if s.scheduling is not None]
+        return any(
+            s.driver.unsuitable_nodes == ("node-a",) and not s.scheduler.selected_node for s in history
+        )
+
+    await eventually(failed_on_a)
+    history = [s.scheduling for s in await cluster.claim_history("job-fpga") if s.scheduling is not None]
+    assert any(s.scheduler.selected_node == "node-a" for s in history)
+    assert (await cluster.pod("job") or {})["spec"].get("nodeName") is None
+    await cluster.delete("Pod", "filler")
+    running = await cluster.running("job")
+    assert running["spec"]["nodeName"] == "node-b"
+    got = await cluster.allocated("job-fpga")
+    assert got["status"]["attributes"]["fpga"] == "fpga-0"
+
+
+async def test_reallocate_frees_a_claim_where_the_pod_cannot_fit(cluster: ClassicCluster) -> None:
+    """A standalone Delayed claim stays allocated on the node of its first user. With that node's
+    CPU taken, the next pod fits nowhere: on the claim's node for CPU, elsewhere because the
+    claim is not available there. PostFilter sets phase Reallocate, the driver frees the GPU, the
+    claim is allocated again on the other node and the pod runs there."""
+    await cluster.start({"node-a": acme(1, "8Gi"), "node-b": acme(1, "8Gi")}, acme_publisher=True)
+    await cluster.apply(
+        ACME_CLASS, claim("shared", "acme-gpu", {"memory": "4Gi"}), pod("first", {"gpu": "shared"})
+    )
+    first = await cluster.running("first")
+    old_node = first["spec"]["nodeName"]
+    other = "node-b" if old_node == "node-a" else "node-a"
+    await cluster.delete("Pod", "first")
+    await cluster.gone("Pod", "first")
+
+    async def unused() -> bool:
+        got = await cluster.claim("shared") or {"status": {}}
+        return not got["status"].get("reservedFor") and got["status"].get("phase") == "Allocated"
+
+    await eventually(unused)
+    await cluster.apply(plain_pod("filler", cpu="8", node_name=old_node))
+    await cluster.running("filler")
+    await cluster.apply(pod("second", {"gpu": "shared"}, cpu="1"))
+    running = await cluster.running("second")
+    assert running["spec"]["nodeName"] == other
+    got = await cluster.allocated("shared")
+    assert got["status"]["attributes"]["node"] == other
+    phases = [s.phase for s in await cluster.claim_history("shared")]
+    assert "Reallocate" in phases
+
+
+async def test_user_limit_one_versus_unlimited(cluster: ClassicCluster) -> None:
+    """users: 1 -> the second pod stays unschedulable ("in use") while the first holds the claim
+    and runs once the first is gone; users: -1 -> both pods are reserved and run at once."""
+    await cluster.start({"node-a": FABRIC})
+    params = {"bitstream": "/images/aes.xclbin"}
+    await cluster.apply(
+        FPGA_CLASS,
+        claim("single", "fpga", {**params, "users": 1}, mode="Immediate"),
+        claim("multi", "fpga", {**params, "users": -1}, mode="Immediate"),
+        pod("s1", {"fpga": "single"}),
+        pod("s2", {"fpga": "single"}),
+        pod("m1", {"fpga": "multi"}),
+        pod("m2", {"fpga": "multi"}),
+    )
+    await cluster.running("m1")
+    await cluster.running("m2")
+    multi = await cluster.allocated("multi")
+    assert sorted(u["name"] for u in multi["status"]["reservedFor"]) == ["m1", "m2"]
+    assert multi["status"]["userLimit"] == -1
+
+    async def one_runs() -> tuple[str, str] | None:
+        p1, p2 = await cluster.pod("s1"), await cluster.pod("s2")
+        phases = [(p or {}).get("status", {}).get("phase") for p in (p1, p2)]
+        if "Running" not in phases:
+            return None
+        return ("s1", "s2") if phases[0] == "Running" else ("s2", "s1")
+
+    winner, loser = await eventually(one_runs)
+    single = await cluster.allocated("single")
+    assert [u["name"] for u in single["status"]["reservedFor"]] == [winner]
+
+    async def in_use() -> bool:
+        p = await cluster.pod(loser) or {}
+        conds = p.get("status", {}).get("conditions", [])
+        return any("resourceclaim single is in use" in c.get("message", "") for c in conds)
+
+    await eventually(in_use)
+    assert not (await cluster.pod(loser) or {})["spec"].get("nodeName")
+    await cluster.delete("Pod", winner)
+    await cluster.running(loser)
+
+
+async def test_deletion_waits_for_the_finalizer(cluster: ClassicCluster) -> None:
+    """Deleting a claim in use only marks it: the driver's finalizer keeps it (and its FPGA)
+    while a pod is reserved; after the pod is gone the teardown frees it and the claim goes."""
+    await cluster.start({"node-a": FABRIC})
+    fpga_claim = claim("aes", "fpga", {"bitstream": "/images/aes.xclbin"}, mode="Immediate")
+    await cluster.apply(FPGA_CLASS, fpga_claim, pod("user", {"fpga": "aes"}))
+    await cluster.running("user")
+    await cluster.delete(CLAIMS, "aes")
+
+    async def marked() -> dict[str, object] | None:
+        got = await cluster.claim("aes")
+        return got if got and got["metadata"].get("deletionTimestamp") else None
+
+    got = await eventually(marked)
+    await asyncio.sleep(0.5)  # the driver-controller had time to act: it must not free the claim
+    got = await cluster.claim("aes")
+    assert got is not None
+    assert got["metadata"]["finalizers"] == ["fpga.example.com/deletion-protection"]
+    assert got["status"]["phase"] == "Allocated"
+    await cluster.delete("Pod", "user")
+    await cluster.gone(CLAIMS, "aes")
+
+
+async def test_kubelet_refuses_a_pod_not_in_reserved_for(cluster: ClassicCluster) -> None:
+    """A pod placed on a node directly (no scheduler, so not in the claim's reservedFor) is
+    refused by the kubelet even though the claim is allocated and available there."""
+    await cluster.start({"node-a": FABRIC})
+    fpga_claim = claim("aes", "fpga", {"bitstream": "/images/aes.xclbin", "users": -1}, mode="Immediate")
+    await cluster.apply(FPGA_CLASS, fpga_claim)
+    await cluster.allocated("aes")
+    await cluster.apply(pod("sneaky", {"fpga": "aes"}, node_name="node-a"))
+
+    async def failed() -> dict[str, object] | None:
+        p = await cluster.pod("sneaky")
+        return p if p and p.get("status", {}).get("phase") == "Failed" else None
+
+    refused = await eventually(failed)
+    assert "pod is not in reservedFor of resourceclaim aes" in str(refused["status"].get("message"))
+    assert not (await cluster.claim("aes") or {})["status"].get("reservedFor")
