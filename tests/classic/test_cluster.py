@@ -282,3 +282,61 @@ async def test_kubelet_refuses_a_pod_not_in_reserved_for(cluster: ClassicCluster
     refused = await eventually(failed)
     assert "pod is not in reservedFor of resourceclaim aes" in str(refused["status"].get("message"))
     assert not (await cluster.claim("aes") or {})["status"].get("reservedFor")
+
+
+async def _saga_subject(store: EventStore, claim_uid: str) -> str | None:
+    for env in await store.events(f"{store.root}.ev.Saga.>"):
+        data = env.data
+        if type(data).__name__ == "SagaStarted" and data.input.get("uid") == claim_uid:  # type: ignore[attr-defined]
+            return env.subject
+    return None
+
+
+async def test_driver_controller_killed_mid_allocation_resumes_without_leaking(
+    cluster: ClassicCluster,
+) -> None:
+    """SIGKILL while an FPGA is being programmed for claim ``a`` (fpga-0 already belongs to ``z``).
+    The restarted driver-controller first rebuilds its books from the allocated claims, then
+    resumes the saga: ``a`` gets another FPGA (not z's), one finalizer each; a later claim gets the
+    last free FPGA; after deleting everything every FPGA is free again."""
+    slow = '{"fpga.example.com": {"programming_delay_s": 1.5}}'
+    await cluster.start({}, DRAFLOW_CLASSIC_DRIVER_OPTIONS=slow)
+    params = {"bitstream": "/images/aes.xclbin", "memory": "8Gi"}
+    await cluster.apply(FPGA_CLASS, claim("z", "fpga", params, mode="Immediate"))
+    z = await cluster.allocated("z")
+    assert z["status"]["attributes"]["fpga"] == "fpga-0"
+    await cluster.apply(claim("a", "fpga", params, mode="Immediate"))
+    a_uid = (await cluster.claim("a") or {})["metadata"]["uid"]
+
+    async def programming() -> bool:
+        subject = await _saga_subject(cluster.store, a_uid)
+        if subject is None:
+            return False
+        steps = [getattr(e.data, "step", "") for e in await cluster.store.events(subject)]
+        return "allocate-and-record" in steps
+
+    await eventually(programming)
+    assert (await cluster.claim("a") or {})["status"]["phase"] == "Pending"
+    assert cluster.procs["driver-controller"].kill() == -9
+
+    cluster.driver_env["DRAFLOW_CLASSIC_DRIVER_OPTIONS"] = (
+        '{"fpga.example.com": {"programming_delay_s": 0.2}}'
+    )
+    cluster.start_driver_controller()
+    a = await cluster.allocated("a")
+    assert a["status"]["attributes"]["fpga"] == "fpga-1"  # not fpga-0: z's FPGA is not handed out twice
+    for got in (a, await cluster.claim("z")):
+        assert got is not None and got["metadata"]["finalizers"] == ["fpga.example.com/deletion-protection"]
+    subject = await _saga_subject(cluster.store, a_uid)
+    assert subject is not None
+    kinds = [type(e.data).__name__ for e in await cluster.store.events(subject)]
+    assert kinds[-1] == "SagaCompleted", kinds
+
+    await cluster.apply(claim("b", "fpga", params, mode="Immediate"))
+    assert (await cluster.allocated("b"))["status"]["attributes"]["fpga"] == "fpga-2"
+    for name in ("z", "a", "b"):
+        await cluster.delete(CLAIMS, name)
+    for name in ("z", "a", "b"):
+        await cluster.gone(CLAIMS, name)
+    await cluster.apply(claim("c", "fpga", params, mode="Immediate"))
+    assert (await cluster.allocated("c"))["status"]["attributes"]["fpga"] == "fpga-0"
