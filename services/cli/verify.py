@@ -53,8 +53,10 @@ from services.cli.main import UserError
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 
 _SAGA_POSITION = re.compile(r"-(\d+)(?:-\d+)?$")
-_CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+_CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceQuota"})
+_QUOTA_KINDS = frozenset({"DeviceClass", "Pod", "ResourceClaim", "ResourceQuota"})
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+_QUOTA_STATUS = "ResourceQuotaStatusUpdated"
 
 
 def register(sub: Any) -> None:
@@ -143,7 +145,13 @@ class Verifier:
         # its fold only: Snapshot reads nothing but the store's root until start() (never called here)
         self.snapshot = Snapshot(_RootOnly(root), self.core)  # type: ignore[arg-type]
         self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
-        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0}
+        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0}
+        from services.quota_reconciler import QuotaState
+
+        self.quota = QuotaState()
+        # quota (namespace, name) -> every status the reconciler could have written since the quota's
+        # last event (it decides on a snapshot that may lag the log a little)
+        self._quota_candidates: dict[tuple[str, str], list[Any]] = {}
         self._saga_pods: dict[str, str] = {}  # PodScheduling saga id -> "namespace/name"
         self._prefix = f"{root}.ev."
 
@@ -193,8 +201,20 @@ class Verifier:
             return
         parts = rec.subject[len(self._prefix) :].split(".")
         if len(parts) == 3 and parts[0] in _CLAIM_KINDS:
-            ns = "" if parts[1] == "_" else decode_token(parts[1])
-            self.objects.apply_envelope(parts[0], ns, decode_token(parts[2]), env)
+            kind, ns, name = (
+                parts[0],
+                "" if parts[1] == "_" else decode_token(parts[1]),
+                decode_token(parts[2]),
+            )
+            change = self.objects.apply_envelope(kind, ns, name, env)
+            if change is not None and kind in _QUOTA_KINDS:
+                if change.type == "DELETED":
+                    self.quota.delete(kind, ns, name)
+                else:
+                    self.quota.apply(change.object)  # type: ignore[arg-type]
+                self._quota_moved(
+                    None if kind == "DeviceClass" else ns, (ns, name) if kind == "ResourceQuota" else None
+                )
         d = env.data
         if isinstance(d, SagaStepCompensated) and d.step == "reserve":
             # the live scheduler dropped the assumed decision right before recording this
@@ -202,6 +222,38 @@ class Verifier:
             if key is not None:
                 for event in self.core.cluster.forget(key):
                     self.core.queue.on_event(event)
+
+    def _quota_moved(self, namespace: str | None, reset: tuple[str, str] | None) -> None:
+        """Record the status each quota of ``namespace`` (None: all) would get now."""
+        from services.quota_reconciler import status_of
+
+        if reset is not None:
+            self._quota_candidates.pop(reset, None)
+        for key, quota in self.quota.quotas.items():
+            if namespace is not None and key[0] != namespace:
+                continue
+            status = _builtins(status_of(quota, self.quota.quota_usage(quota), self.quota.index))
+            seen = self._quota_candidates.setdefault(key, [])
+            if not seen or seen[-1] != status:
+                seen.append(status)
+
+    def check_quota(self, rec: RawRecord, env: Envelope[Event]) -> Divergence | None:
+        """A ResourceQuota status the reconciler wrote: one the current code would have written
+        on the log between the quota's previous event and this one."""
+        ns, name = self._ns_name(rec.subject)
+        recorded = _builtins(getattr(env.data, "status", None))
+        seen = self._quota_candidates.get((ns, name), [])
+        self.checked["quota"] += 1
+        if recorded in seen:
+            return None
+        return Divergence(
+            rec.seq,
+            f"ResourceQuota {ns}/{name} status",
+            rec.subject,
+            {"status": recorded},
+            {"status": seen[-1] if seen else None, "candidates": len(seen)},
+            rec.seq - 1,
+        )
 
     # -- re-deciding -----------------------------------------------------------------------------------
     def check(self, dec: _Decision) -> Divergence | None:
@@ -337,10 +389,22 @@ class Verifier:
             if d.kind == "schedule"
         }
         i = 0
-        for dec in decisions:
-            while i < len(records) and records[i][0].seq <= dec.position:
-                self.apply(*records[i])
+
+        def advance(to: int) -> Divergence | None:
+            nonlocal i
+            while i < len(records) and records[i][0].seq <= to:
+                rec, env = records[i]
+                if env is not None and env.type == _QUOTA_STATUS and rec.seq >= self.from_seq:
+                    found = self.check_quota(rec, env)
+                    if found is not None:
+                        return found
+                self.apply(rec, env)
                 i += 1
+            return None
+
+        for dec in decisions:
+            if (found := advance(dec.position)) is not None:
+                return found
             if dec.seq < self.from_seq:
                 if dec.kind == "schedule":  # not checked, but in flight from now on as it was live
                     self._assume_recorded(dec)
@@ -349,7 +413,7 @@ class Verifier:
             found = self.check(dec)
             if found is not None:
                 return found
-        return None
+        return advance(records[-1][0].seq if records else 0)
 
 
 class _RootOnly:
@@ -406,7 +470,8 @@ def run(args: argparse.Namespace) -> int:
     total = sum(checked.values())
     summary = (
         f"{total} decisions ({checked['schedule']} PodScheduling, {checked['unschedulable']} "
-        f"PodUnschedulable, {checked['claim']} claims from templates), sequences {args.from_seq}..{to_seq}"
+        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses), "
+        f"sequences {args.from_seq}..{to_seq}"
     )
     if args.output == "json":
         out = {

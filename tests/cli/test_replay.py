@@ -150,7 +150,7 @@ def test_verify_replay_reads_the_old_golden_log(
     code, out, err = run(capsys, "verify-replay")
     assert code == 0, out + err
     assert out.startswith(
-        "verified 6 decisions (2 PodScheduling, 1 PodUnschedulable, 3 claims from templates)"
+        "verified 6 decisions (2 PodScheduling, 1 PodUnschedulable, 3 claims from templates, 0 quota"
     )
     code, _, err = run(capsys, "verify-replay", "--to-seq", "500")
     assert code == 1 and "outside the log" in err

@@ -21,6 +21,8 @@ from events.api.resource_v1 import ResourceClaimTemplate, ResourceClaimTemplateS
 from events.dra import PodUnschedulable
 from infra.config import Settings
 from infra.eventstore import EventStore
+from services.apiserver.client import ApiClient
+from services.apiserver.server import ApiServer
 from services.cli.main import main
 from services.cli.verify import verify_records
 from services.scheduler.plugins.dynamicresources.plugin import DynamicResources
@@ -142,7 +144,8 @@ async def test_verify_replay_is_clean_on_unchanged_code(
     code, out, err = await _in_thread(_draflow, capsys, "verify-replay")
     assert code == 0, out + err
     assert out.startswith(
-        "verified 3 decisions (2 PodScheduling, 1 PodUnschedulable, 0 claims from templates)"
+        "verified 3 decisions (2 PodScheduling, 1 PodUnschedulable, 0 claims from templates, "
+        "0 quota statuses)"
     )
     code, out, _ = await _in_thread(_draflow, capsys, "verify-replay", "--from-seq", "0")
     assert code == 1
@@ -194,3 +197,49 @@ async def test_verify_replay_is_clean_with_many_decisions_in_flight(
     verifier, divergence = verify_records(await _records(event_store), event_store.root)
     assert divergence is None, divergence
     assert verifier.checked["schedule"] == 8 and verifier.checked["unschedulable"] >= 2
+
+
+async def test_verify_replay_checks_quota_statuses(
+    api: ApiClient, apiserver: ApiServer, event_store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real quota reconciler writes ResourceQuota status; verify-replay re-computes it with
+    today's code, and catches a changed usage rule."""
+    import services.quota_reconciler as quota_pkg
+    from services.quota_reconciler.service import QuotaReconciler
+    from tests.apiserver.test_quota import CLASS, QUOTA, claim, pod
+
+    results = await api.apply([CLASS, QUOTA, claim("a", 2), pod("p", 1)])
+    assert all(r.error is None for r in results)
+    client = await ApiClient.connect(event_store.settings, actor="quota-reconciler", timeout_s=10.0)
+    rec = QuotaReconciler(event_store, client)
+    stop = asyncio.Event()
+    task = asyncio.create_task(rec.run(stop))
+
+    async def used(want: str) -> bool:
+        quota = await api.get("ResourceQuota", "gpu", namespace="default")
+        return ((quota.get("status") or {}).get("used") or {}).get(
+            "count/resourceclaims.resource.k8s.io"
+        ) == want
+
+    try:
+        await assert_eventually(lambda: used("1"), timeout_s=10)
+        await api.delete([("ResourceClaim", "default", "a")])
+        await assert_eventually(lambda: used("0"), timeout_s=10)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        await client.close()
+    records = await _records(event_store)
+    verifier, divergence = verify_records(records, event_store.root)
+    assert divergence is None, divergence
+    assert verifier.checked["quota"] == rec.writes >= 2
+
+    original = quota_pkg.status_of
+
+    def counts_double(quota: Any, usage: Any, index: Any) -> Any:  # the injected bug
+        return original(quota, {k: 2 * v for k, v in usage.items()}, index)
+
+    monkeypatch.setattr(quota_pkg, "status_of", counts_double)
+    _, divergence = verify_records(records, event_store.root)
+    assert divergence is not None and divergence.event == "ResourceQuota default/gpu status"
+    assert divergence.expected["status"] != divergence.actual["status"]

@@ -149,3 +149,7 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
     _assert_connected(down)
     kubelet = _ops(down, "kubelet-node-1")
     assert {"kubelet release pod", "kubelet finish-deletion pod"} <= kubelet, kubelet
+
+    # the same run, re-decided by today's code: scheduler, allocator and claim controller agree
+    out = _cli(settings, "verify-replay")
+    assert out.endswith("every decision matches the log\n") and " 0 claims from templates" not in out, out
