@@ -118,6 +118,12 @@ def allocation_failed_on(claim: cv.ResourceClaim, node: str | None) -> cv.Resour
     return _with_scheduling(claim, sched)
 
 
+def reallocation_cancelled(claim: cv.ResourceClaim) -> cv.ResourceClaim:
+    """The driver could not free the claim: it stays Allocated (the Reallocate request is undone,
+    so the scheduler decides again instead of waiting for a deallocation that will not come)."""
+    return claim if claim.status.phase != cv.REALLOCATE else _with_status(claim, phase=cv.ALLOCATED)
+
+
 def deallocated(claim: cv.ResourceClaim) -> cv.ResourceClaim:
     """Freed: back to Pending, no attributes, no users, no scheduling data; driverName kept."""
     return _with_status(

@@ -16,13 +16,19 @@ no write), :class:`Retry` (transient: the engine retries with backoff) or :class
   definite) -> ensure the finalizer (undo: remove it) -> driver allocates and the result is
   written as phase Allocated (undo: driver frees; ``InProgress`` is a retry; a re-run after a crash
   gets the same answer because plugins are idempotent per claim uid).
-* **reallocation** (``ClassicReallocation``): check phase Reallocate and no users -> driver frees
-  -> record Pending -> remove the finalizer. The scheduler then sets a new ``selectedNode`` and
-  the allocation saga runs again, elsewhere.
-* **teardown** (``ClassicTeardown``): as reallocation, for a deleted claim without users.
+* **reallocation** (``ClassicReallocation``): check phase Reallocate and no users (undo: cancel
+  the request, phase Allocated again) -> driver frees -> record Pending -> remove the finalizer.
+  The scheduler then sets a new ``selectedNode`` and the allocation saga runs again, elsewhere.
+  When the driver cannot free the claim (a definite failure, or transient failures past the
+  retries) the saga compensates: the claim is Allocated again and keeps its finalizer, so the
+  pod's next attempt decides afresh (it may ask for Reallocate again).
+* **teardown** (``ClassicTeardown``): as reallocation, for a deleted claim without users; a failed
+  free leaves the claim as it is and ``sync_claim`` starts the saga again later (the claim is
+  being deleted: there is nothing to undo).
 
-Freeing has no compensation: a released resource cannot be taken back; a failed free leaves the
-claim in its phase and ``sync_claim`` starts the saga again later.
+Freeing itself has no compensation: a released resource cannot be taken back. Every
+compensation is idempotent (it looks at the current claim and writes only what is missing), and
+the engine records a step's compensation before the step runs.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ DRIVER_ALLOCATE = "DriverAllocate"
 DRIVER_DEALLOCATE = "DriverDeallocate"
 CHECK_FREEABLE = "CheckFreeable"
 RECORD_PENDING = "RecordPending"
+CANCEL_REALLOCATION = "CancelReallocation"
 
 ALLOCATION = SagaPlan(
     saga_type="ClassicAllocation",
@@ -90,13 +97,20 @@ ALLOCATION = SagaPlan(
     ),
 )
 _FREE_STEPS = (
-    StepPlan(name="check-claim", action=CHECK_FREEABLE),
     StepPlan(name="driver-deallocate", action=DRIVER_DEALLOCATE),
     StepPlan(name="record-pending", action=RECORD_PENDING),
     StepPlan(name="remove-finalizer", action=REMOVE_FINALIZER),
 )
-REALLOCATION = SagaPlan(saga_type="ClassicReallocation", steps=_FREE_STEPS)
-TEARDOWN = SagaPlan(saga_type="ClassicTeardown", steps=_FREE_STEPS)
+REALLOCATION = SagaPlan(
+    saga_type="ClassicReallocation",
+    steps=(
+        StepPlan(name="check-claim", action=CHECK_FREEABLE, compensation=CANCEL_REALLOCATION),
+        *_FREE_STEPS,
+    ),
+)
+TEARDOWN = SagaPlan(
+    saga_type="ClassicTeardown", steps=(StepPlan(name="check-claim", action=CHECK_FREEABLE), *_FREE_STEPS)
+)
 PLANS = (ALLOCATION, REALLOCATION, TEARDOWN)
 
 
@@ -171,7 +185,7 @@ def run_action(
         # Compensations of a vanished claim have nothing left to write.
         return (
             Done(note=problem or "")
-            if action in (RECORD_FAILURE, REMOVE_FINALIZER)
+            if action in (RECORD_FAILURE, REMOVE_FINALIZER, CANCEL_REALLOCATION)
             else Fail(reason=problem or "")
         )
     driver = inp.driver_name
@@ -229,4 +243,8 @@ def run_action(
         return Fail(reason=freed.reason, definite=True) if freed.definite else Retry(reason=freed.reason)
     if action == RECORD_PENDING:
         return Done(claim=cl.deallocated(claim))
+    if action == CANCEL_REALLOCATION:
+        if cl.phase(claim) != cv.REALLOCATE:
+            return Done(note=f"claim is {cl.phase(claim)}: nothing to cancel")
+        return Done(claim=cl.reallocation_cancelled(claim))
     raise ValueError(f"unknown classic saga action {action!r}")

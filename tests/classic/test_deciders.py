@@ -83,7 +83,9 @@ def test_plans_register_compensations_for_undoable_steps() -> None:
         "RecordPending",
         "RemoveFinalizer",
     ]
-    assert all(s.compensation is None for s in sagas.REALLOCATION.steps)
+    # only the check is undone (the Reallocate request is cancelled); a free is never undone
+    assert [s.compensation for s in sagas.REALLOCATION.steps] == ["CancelReallocation", None, None, None]
+    assert all(s.compensation is None for s in sagas.TEARDOWN.steps)
     assert sagas.plan_for(ctl.StartDeallocation(reason=ctl.DEALLOCATE_DELETED)) is sagas.TEARDOWN
     assert sagas.saga_id(sagas.ALLOCATION, claim(), 7) == "ClassicAllocation-uid-g-7"
 

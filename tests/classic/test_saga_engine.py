@@ -15,8 +15,9 @@ from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
 from services.apiserver.admission.classic import admit_classic
 from services.driver_controller import claims as cl
+from services.driver_controller.plugin import Failure
 from services.driver_controller.saga_wiring import build_definitions
-from services.driver_controller.sagas import SagaInput
+from services.driver_controller.sagas import CANCEL_REALLOCATION, Done, SagaInput, run_action
 from services.driver_controller.store import EventClaimStore
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.fpga_example import FpgaController
@@ -121,3 +122,49 @@ async def test_fpga_programming_is_retried_by_the_engine(event_store: EventStore
     steps = [e.data for e in await event_store.events(engine.subject("alloc-aes"))]
     failed = [type(e).__name__ for e in steps if "Failed" in type(e).__name__]
     assert failed == []  # InProgress answers were retries inside the step, not failures
+
+
+class _StuckAcme(AcmeGpuController):
+    """An ACME driver whose hardware refuses to be freed (a definite deallocation failure)."""
+
+    def deallocate(self, claim: cv.ResourceClaim) -> Failure:
+        return Failure(reason="GPU is wedged", definite=True)
+
+
+async def test_reallocation_that_cannot_free_is_compensated(event_store: EventStore) -> None:
+    """The driver cannot free: the reallocation saga compensates its check step, so the claim is
+    Allocated again (not stuck in Reallocate) and keeps its finalizer; running the compensation
+    again (a resumed saga) changes nothing."""
+    acme = _StuckAcme()
+    acme.observe(AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity())
+    claims = EventClaimStore(event_store)
+    engine = SagaEngine(
+        event_store, build_definitions({D: acme}, claims), retry_initial_s=0.01, retry_attempts=2
+    )
+    await _put_class(event_store, "acme-gpu", D)
+    await _put_claim(event_store, "g", "acme-gpu", {"memory": "2Gi"}, selected="n1")
+    assert (
+        await engine.start("ClassicAllocation", "alloc-g", _input("g", D, "n1"))
+    ).status == SagaStatus.COMPLETED
+    claim, _ = await claims.load("default", "g")
+    assert claim is not None
+    subject = event_store.subject(cv.CLAIM_KIND, "default", "g")
+    await event_store.append(
+        subject, status_updated(cv.CLAIM_KIND, cl.reallocate(claim).status), expected_last_seq=None
+    )
+
+    state = await engine.start("ClassicReallocation", "realloc-g", _input("g", D, None))
+    assert state.status == SagaStatus.COMPENSATED
+    assert "GPU is wedged" in state.error
+    after, _ = await claims.load("default", "g")
+    assert after is not None and after.status.phase == cv.ALLOCATED
+    assert after.status.attributes == claim.status.attributes
+    assert after.metadata.finalizers == ("gpu.acme.com/deletion-protection",)
+    kinds = [type(e.data).__name__ for e in await event_store.events(engine.subject("realloc-g"))]
+    # the compensation was owed (recorded) before the check step ran
+    assert kinds.index("SagaStepStarted") < kinds.index("SagaStepCompensated")
+
+    again = run_action(
+        CANCEL_REALLOCATION, after, None, acme, msgspec.convert(_input("g", D, None), SagaInput)
+    )
+    assert isinstance(again, Done) and again.claim is None
