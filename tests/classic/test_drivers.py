@@ -159,6 +159,26 @@ def test_fpga_programming_reachability_and_memory() -> None:
     assert fpga.unsuitable_nodes(None, [ca], ["n1", "n2"]) == {"a": ("n1",)}
 
 
+def test_fpga_programming_delay_is_time_based_and_changes_only_when() -> None:
+    """With ``programming_delay_s`` the answer comes once that much clock time passed since the
+    FPGA was picked; the FPGA chosen (and the result) is the same as without a delay."""
+    now = [100.0]
+    slow = FpgaController(programming_steps=0, programming_delay_s=2.0, clock=lambda: now[0])
+    fast = FpgaController(programming_steps=0)
+    params = p({"bitstream": "/x.bit", "memory": "12Gi"})
+    a = claim("a", params.claim_parameters)
+    first = slow.allocate(a, FPGA_CLASS, params, None)
+    assert isinstance(first, InProgress) and "2.0s left" in first.reason
+    assert slow.free_fpgas() == ["fpga-0", "fpga-1"]  # picked at once: nobody else gets it
+    now[0] = 101.5
+    assert isinstance(slow.allocate(a, FPGA_CLASS, params, None), InProgress)
+    now[0] = 102.0
+    done = slow.allocate(a, FPGA_CLASS, params, None)
+    assert done == fast.allocate(a, FPGA_CLASS, params, None)
+    assert isinstance(done, AllocationResult) and done.attributes["fpga"] == "fpga-2"
+    assert slow.allocate(a, FPGA_CLASS, params, None) is done  # idempotent, no new delay
+
+
 def test_node_plugins_prepare_with_cdi_and_refuse_what_they_cannot(tmp_path: Path) -> None:
     fpga = FpgaController(programming_steps=0)
     fpga.observe(node("n2", **{FABRIC_LABEL: "true"}))

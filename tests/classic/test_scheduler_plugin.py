@@ -1,0 +1,93 @@
+"""The scheduler's classic plugin: its asks, and their atomic writes against a real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+
+from events.api import classic_v1alpha1 as cv
+from events.api.classic_pod import pod_owner_reference
+from events.api.core_v1 import Pod
+from events.api.meta import ObjectMeta
+from events.objects import object_applied, status_updated
+from infra.eventstore import EventStore
+from services.apiserver.admission.classic import admit_classic
+from services.driver_controller import claims as cl
+from services.driver_controller.plugin import AllocationResult
+from services.driver_controller.store import EventClaimStore
+from services.scheduler.framework import Scheduler
+from services.scheduler.plugins.classic.feed import ClassicFeed
+from services.scheduler.plugins.classic.writes import REALLOCATE, RESERVE, ClaimWrite, apply_write
+
+
+def _pod(name: str) -> Pod:
+    return Pod(metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"))
+
+
+async def _allocated_claim(store: EventStore, name: str, user_limit: int) -> cv.ResourceClaim:
+    claim = admit_classic(
+        cv.ResourceClaim(
+            metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
+            spec=cv.ResourceClaimSpec(resource_class_name="fpga", parameters={}),
+        )
+    )
+    subject = store.subject(cv.CLAIM_KIND, "default", name)
+    await store.append(subject, object_applied(claim), expected_last_seq=0)
+    allocated = cl.allocated(claim, "fpga.example.com", AllocationResult(user_limit=user_limit))
+    await store.append(subject, status_updated(cv.CLAIM_KIND, allocated.status), expected_last_seq=None)
+    return allocated
+
+
+async def test_concurrent_schedulers_respect_user_limit(event_store: EventStore) -> None:
+    """Two scheduler instances (own connections) reserve one claim for different pods at once:
+    with userLimit 1 exactly one pod ends up in reservedFor, with -1 both do."""
+    stores = [await EventStore.open(event_store.settings, f"sched-{i}") for i in range(2)]
+    try:
+        feeds = [ClassicFeed(s, Scheduler(), lambda: None) for s in stores]
+        for name, limit in (("single", 1), ("multi", -1)):
+            claim = await _allocated_claim(event_store, name, limit)
+            for i, feed in enumerate(feeds):
+                ref = pod_owner_reference(_pod(f"{name}-p{i}"))
+                feed.submit(
+                    ClaimWrite(op=RESERVE, namespace="default", name=name, uid=claim.metadata.uid, pod=ref)
+                )
+            await asyncio.gather(*(f.drain() for f in feeds))
+        single, _ = await EventClaimStore(event_store).load("default", "single")
+        multi, _ = await EventClaimStore(event_store).load("default", "multi")
+        assert single is not None and len(single.status.reserved_for) == 1
+        assert multi is not None and sorted(u.name for u in multi.status.reserved_for) == [
+            "multi-p0",
+            "multi-p1",
+        ]
+        assert sum(f.written for f in feeds) == 3
+    finally:
+        for s in stores:
+            await s.close()
+
+
+def test_asks_are_decided_on_the_latest_claim() -> None:
+    claim = cl.allocated(
+        admit_classic(
+            cv.ResourceClaim(
+                metadata=ObjectMeta(name="c", namespace="default", uid="u"),
+                spec=cv.ResourceClaimSpec(resource_class_name="fpga"),
+            )
+        ),
+        "fpga.example.com",
+        AllocationResult(),
+    )
+    p1, p2 = pod_owner_reference(_pod("p1")), pod_owner_reference(_pod("p2"))
+    reserved = apply_write(claim, ClaimWrite(op=RESERVE, namespace="default", name="c", uid="u", pod=p1))
+    assert isinstance(reserved, cv.ResourceClaim)
+    assert apply_write(reserved, ClaimWrite(op=RESERVE, namespace="default", name="c", pod=p2)) == (
+        "in use by 1 (userLimit 1)"
+    )
+    assert apply_write(claim, ClaimWrite(op=RESERVE, namespace="default", name="c", uid="other", pod=p1)) == (
+        "the claim was replaced"
+    )
+    # Reallocate: only while no other pod uses it; the asking pod's own reservation is dropped
+    assert apply_write(reserved, ClaimWrite(op=REALLOCATE, namespace="default", name="c", pod=p2)) == (
+        "the claim is in use by another consumer"
+    )
+    freed = apply_write(reserved, ClaimWrite(op=REALLOCATE, namespace="default", name="c", pod=p1))
+    assert isinstance(freed, cv.ResourceClaim)
+    assert freed.status.phase == cv.REALLOCATE and freed.status.reserved_for == ()
