@@ -34,6 +34,7 @@ __all__ = [
     "shutdown_tracing",
     "span",
     "suppressed",
+    "within",
 ]
 
 _propagator = TraceContextTextMapPropagator()
@@ -164,3 +165,17 @@ def span(
     ctx = extract(None, traceparent) if traceparent else None
     with _tracer.start_as_current_span(name, context=ctx, attributes=attributes or {}) as s:
         yield s
+
+
+@contextmanager
+def within(traceparent: str) -> Iterator[None]:
+    """Make ``traceparent`` the current parent without a span of its own: appends made inside join
+    that trace (a saga's own events join the saga's trace instead of each starting a new one)."""
+    if not enabled() or not traceparent:
+        yield
+        return
+    token = otel_context.attach(extract(None, traceparent))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)

@@ -203,7 +203,12 @@ class SagaEngine:
 
     async def _record(self, state: SagaState, event: Event) -> SagaState:
         subject = self.subject(state.saga_id)
-        (seq,) = await self.store.append(
+        with tracing.within(state.traceparent):  # the saga's events belong to the saga's trace
+            (seq,) = await self._append_saga_event(subject, state, event)
+        return await self._recorded(state, subject, event, seq)
+
+    async def _append_saga_event(self, subject: str, state: SagaState, event: Event) -> tuple[int, ...]:
+        return await self.store.append(
             subject,
             event,
             expected_last_seq=state.version,
@@ -212,6 +217,8 @@ class SagaEngine:
             msg_id=f"saga:{state.saga_id}:{state.version}:{type(event).type_name()}",
             correlation_id=state.saga_id,
         )
+
+    async def _recorded(self, state: SagaState, subject: str, event: Event, seq: int) -> SagaState:
         env = Envelope(
             id="",
             type=type(event).type_name(),

@@ -69,6 +69,7 @@ class Explanation(msgspec.Struct, kw_only=True):
     claims: dict[str, list[Envelope[Event]]] = msgspec.field(default_factory=dict)
     kube_events: dict[str, Any] = msgspec.field(default_factory=dict)  # event name -> KubeEvent
     kube_event_envs: list[Envelope[Event]] = msgspec.field(default_factory=list)
+    saga_seqs: dict[str, int] = msgspec.field(default_factory=dict)  # saga id -> its SagaStarted seq
 
 
 def _t(t: datetime.datetime) -> str:
@@ -131,6 +132,7 @@ async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> 
                     ns, pod_name, _uid = _saga_pod(env.data)
                     if (ns, pod_name) == (namespace, name):
                         ours.add(subject)
+                        ex.saga_seqs[subject.rsplit(".", 1)[-1]] = env.seq
                 if subject in ours:
                     saga_envs.setdefault(subject, []).append(env)
     if not ex.pod_events:
@@ -229,7 +231,7 @@ def _attempts(ex: Explanation) -> list[str]:
             block.append(f"    allocations tried: {tried}")
         if s.error:
             block.append(f"    error: {s.error}")
-        rows.append((_first_seq(view), block))
+        rows.append((ex.saga_seqs.get(s.saga_id, view.state.version), block))
     rows.sort(key=lambda r: r[0])
     out: list[str] = []
     for i, (_, block) in enumerate(rows, 1):
@@ -252,10 +254,6 @@ def _histogram(message: str) -> list[tuple[int, str]]:
             n, r = groups[-1]
             groups[-1] = (n, f"{r}, {part}")
     return groups
-
-
-def _first_seq(view: SagaView) -> int:
-    return view.state.version - view.events + 1 if view.events else view.state.version
 
 
 def _allocation_text(claim: dict[str, Any]) -> str:

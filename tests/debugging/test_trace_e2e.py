@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from infra.config import Settings
+from services.cli.trace import trace_ids_from_log
 from tests.debugging.test_trace import Receiver
 from tests.e2e.procs import ROOT, Proc, service_env
 from tests.helpers import wait_until
@@ -136,6 +137,9 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
         tags = {t["key"]: t["value"] for t in s["tags"]}
         assert tags["messaging.system"] == "nats" and tags["messaging.operation"] == "process"
         assert tags["messaging.destination.name"].startswith(f"{settings.root}.ev.")
+
+    # the log leads to this one trace only: the pod's events and every event of its saga carry it
+    assert trace_ids_from_log(settings, NS, "pod0") == {trace["traceID"]}
 
     _cli(settings, "delete", "namespace", NS)
 
