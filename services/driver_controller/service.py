@@ -165,9 +165,14 @@ class DriverControllerService:
         meta = claim.metadata
         owner = meta.owner_references[0].uid if meta.owner_references else ""
         uid = str(uuid.uuid5(_UID_NAMESPACE, f"{meta.namespace}/{meta.name}/{owner}"))
+        # the apiserver would stamp it; only display (AGE) reads it, no decision does
+        created = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         CREATE_TOTAL.inc()
         try:
-            stored = admit_classic(replace(claim, metadata=replace(meta, uid=uid)), namespace=meta.namespace)
+            stored = admit_classic(
+                replace(claim, metadata=replace(meta, uid=uid, creation_timestamp=created)),
+                namespace=meta.namespace,
+            )
             await self.rt.cache.append(
                 CLAIM, meta.namespace, meta.name, [object_applied(stored)], expected_last_seq=0
             )
