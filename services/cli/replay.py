@@ -67,6 +67,7 @@ class Progress:
         self.done = 0
         self._drawn = 0.0
         self.elapsed: float | None = None  # frozen by finish()
+        self._drawn_done = -1
 
     def seconds(self) -> float:
         return self.elapsed if self.elapsed is not None else time.monotonic() - self.start
@@ -81,6 +82,7 @@ class Progress:
         if not force and now - self._drawn < 0.1:
             return
         self._drawn = now
+        self._drawn_done = done
         frac = 1.0 if self.total == 0 else min(1.0, done / self.total)
         fill = int(frac * self.width)
         bar = "#" * fill + "-" * (self.width - fill)
@@ -90,7 +92,8 @@ class Progress:
 
     def finish(self) -> None:
         self.elapsed = time.monotonic() - self.start
-        self.update(self.done, force=True)
+        if self._drawn_done != self.done:
+            self.update(self.done, force=True)
         self.out.write("\n")
         self.out.flush()
 

@@ -160,13 +160,13 @@ class SchedulerService:
         """Run cycles while pods are ready and saga capacity is left, yielding now and then."""
         n = 0
         while not stop.is_set() and len(self._sagas) < self.max_sagas:
-            with metrics.timed(metrics.ALLOCATION_SECONDS, result="none") as labels:
-                step = self.core.schedule_next()
-                if step is not None:
-                    labels["result"] = _RESULT_LABEL.get(type(step[1]).__name__, "error")
+            started = time.perf_counter()
+            step = self.core.schedule_next()
             self._queue_metrics()
             if step is None:
                 return
+            result_label = _RESULT_LABEL.get(type(step[1]).__name__, "error")
+            metrics.ALLOCATION_SECONDS.labels(result=result_label).observe(time.perf_counter() - started)
             qpi, result = step
             self._dispatch(qpi.pod, result)
             n += 1
