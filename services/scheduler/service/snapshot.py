@@ -82,6 +82,7 @@ class Snapshot:
     async def stop(self) -> None:
         if self._tail is not None:
             await self._tail.stop()
+        await self.classic.stop()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

@@ -77,6 +77,14 @@ class ClassicFeed:
         self._inflight[write] = task
         task.add_done_callback(lambda _: self._inflight.pop(write, None))
 
+    async def stop(self) -> None:
+        """Cancel the asks still in flight (a stopping scheduler; the next attempt asks again)."""
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
     async def drain(self) -> None:
         tasks = list(self._inflight.values())
         if tasks:
