@@ -101,6 +101,22 @@ async def test_deployment_and_job_pods_run_finish_and_are_cleaned_up(
             (c,) = p.status.container_statuses
             assert c["state"]["terminated"]["reason"] == "Completed" and not c["ready"]
 
+        # scale up, then down: the controller converges the pod count through the real apiserver
+        deployment = WORKLOADS.split("---")[0]
+        for replicas in (3, 1):
+            (res,) = await probe.api.apply(
+                manifests(deployment.replace("replicas: 2", f"replicas: {replicas}"))
+            )
+            assert res.error is None, res.error
+            await eventually(
+                lambda n=replicas: (
+                    len(web := _pods(probe, "web-")) == n  # type: ignore[misc]
+                    and all(p.status.phase == "Running" for p in web)
+                    and probe.get("Deployment", "default", "web").status.ready_replicas == n
+                ),
+                what=f"{replicas} replicas",
+            )
+
         # the Deployment goes: its pods are orphans, deleted (gracefully, through their kubelet)
         (res,) = await probe.api.delete([("Deployment", "default", "web")])
         assert res.error is None
