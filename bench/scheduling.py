@@ -5,7 +5,10 @@ Real processes on a real JetStream: a local nats-server, the apiserver, the clai
 claims instead) and the scheduler. The bench creates a DeviceClass, a ResourceClaimTemplate,
 ``--nodes`` Nodes and one ResourceSlice per node with ``--devices-per-node`` devices (published
 directly, as a driver would), then pods through the apiserver, each with one template claim for
-one device. Timestamps come from the log (JetStream's storage time of each event).
+one device. The bench itself stands in for the 500 kubelets (it registers the Nodes, as a light
+node agent would) and, like scheduler_perf, does not run the bound pods: what is measured is
+scheduling (allocation, reservation, binding through the PodScheduling saga). Timestamps come from
+the log (JetStream's storage time of each event).
 
 Phases (``B = --steady-pods``):
 
