@@ -123,6 +123,7 @@ class PodUnschedulable(Event, frozen=True, kw_only=True):
     pre_filter_message: str = ""
     post_filter_message: str = ""
     snapshot_seq: int = 0
+    instance: str = ""  # the scheduler instance that decided (DRAFLOW_SCHEDULER_ID)
 
 
 class PodClaimStatusesRecorded(Event, frozen=True, kw_only=True):

@@ -57,6 +57,7 @@ _CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "Devi
 _QUOTA_KINDS = frozenset({"DeviceClass", "Pod", "ResourceClaim", "ResourceQuota"})
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _QUOTA_STATUS = "ResourceQuotaStatusUpdated"
+DEFAULT_INSTANCE = "scheduler"  # DRAFLOW_SCHEDULER_ID's default
 
 
 def register(sub: Any) -> None:
@@ -104,6 +105,7 @@ class _Decision:
     namespace: str = field(compare=False, default="")
     name: str = field(compare=False, default="")
     uid: str = field(compare=False, default="")
+    instance: str = field(compare=False, default="")  # the scheduler instance that decided
 
 
 def _builtins(x: Any) -> Any:
@@ -141,9 +143,11 @@ class Verifier:
         load_extensions()
         self.root = root
         self.from_seq = from_seq
-        self.core = Scheduler(clock=lambda: 0.0)
-        # its fold only: Snapshot reads nothing but the store's root until start() (never called here)
-        self.snapshot = Snapshot(_RootOnly(root), self.core)  # type: ignore[arg-type]
+        self._new_core = lambda: Scheduler(clock=lambda: 0.0)
+        self._snapshot_of = Snapshot
+        # one scheduling core per scheduler instance: each had its own assume cache (its decisions in
+        # flight); every core folds the whole log. Created in run() once the instances are known.
+        self.snapshots: dict[str, Snapshot] = {}
         self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
         self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0}
         from services.quota_reconciler import QuotaState
@@ -152,7 +156,7 @@ class Verifier:
         # quota (namespace, name) -> every status the reconciler could have written since the quota's
         # last event (it decides on a snapshot that may lag the log a little)
         self._quota_candidates: dict[tuple[str, str], list[Any]] = {}
-        self._saga_pods: dict[str, str] = {}  # PodScheduling saga id -> "namespace/name"
+        self._saga_pods: dict[str, tuple[str, str]] = {}  # PodScheduling saga id -> (instance, "ns/name")
         self._prefix = f"{root}.ev."
 
     # -- which records are decisions ------------------------------------------------------------------
@@ -168,6 +172,7 @@ class Verifier:
                 if not position and (m := _SAGA_POSITION.search(saga_id)):
                     position = int(m.group(1))
                 inp = d.input
+                instance = saga_id.split("-ps-", 1)[0] if "-ps-" in saga_id else DEFAULT_INSTANCE
                 out.append(
                     _Decision(
                         position or rec.seq - 1,
@@ -177,11 +182,14 @@ class Verifier:
                         str(inp.get("namespace", "")),
                         str(inp.get("name", "")),
                         str(inp.get("uid", "")),
+                        instance,
                     )
                 )
             elif isinstance(d, PodUnschedulable):
                 ns, name = self._ns_name(rec.subject)
-                out.append(_Decision(d.snapshot_seq or rec.seq - 1, rec.seq, "unschedulable", env, ns, name))
+                position = d.snapshot_seq or rec.seq - 1
+                instance = d.instance or DEFAULT_INSTANCE
+                out.append(_Decision(position, rec.seq, "unschedulable", env, ns, name, instance=instance))
             elif env.type == "ResourceClaimApplied":
                 claim = getattr(d, "object", None)
                 if isinstance(claim, ResourceClaim) and _generated(claim):
@@ -196,7 +204,8 @@ class Verifier:
 
     # -- folding ---------------------------------------------------------------------------------------
     def apply(self, rec: RawRecord, env: Envelope[Event] | None) -> None:
-        self.snapshot.apply_records([rec])
+        for snapshot in self.snapshots.values():
+            snapshot.apply_records([rec])
         if env is None:
             return
         parts = rec.subject[len(self._prefix) :].split(".")
@@ -218,10 +227,11 @@ class Verifier:
         d = env.data
         if isinstance(d, SagaStepCompensated) and d.step == "reserve":
             # the live scheduler dropped the assumed decision right before recording this
-            key = self._saga_pods.get(rec.subject.rsplit(".", 1)[-1])
-            if key is not None:
-                for event in self.core.cluster.forget(key):
-                    self.core.queue.on_event(event)
+            owner = self._saga_pods.get(rec.subject.rsplit(".", 1)[-1])
+            if owner is not None:
+                core = self.snapshots[owner[0]].core
+                for event in core.cluster.forget(owner[1]):
+                    core.queue.on_event(event)
 
     def _quota_moved(self, namespace: str | None, reset: tuple[str, str] | None) -> None:
         """Record the status each quota of ``namespace`` (None: all) would get now."""
@@ -264,19 +274,23 @@ class Verifier:
         }
         return checker[dec.kind](dec)
 
+    def _snapshot(self, dec: _Decision) -> Any:
+        return self.snapshots.get(dec.instance) or next(iter(self.snapshots.values()))
+
     def _pod(self, dec: _Decision) -> Pod | None:
-        pod, _ = self.snapshot.get("Pod", dec.namespace, dec.name)
+        pod, _ = self._snapshot(dec).get("Pod", dec.namespace, dec.name)
         if not isinstance(pod, Pod) or (dec.uid and pod.metadata.uid != dec.uid):
             return None
         return pod
 
-    def _decide(self, pod: Pod | None) -> dict[str, Any]:
+    def _decide(self, dec: _Decision) -> dict[str, Any]:
         from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
         from services.scheduler.service.runner import diagnosis_event
 
+        pod = self._pod(dec)
         if pod is None:
             return {"error": "the pod is not in the log at that position"}
-        result = self.core.schedule(pod)
+        result = self._snapshot(dec).core.schedule(pod)
         if isinstance(result, Reserved):
             return {"scheduled": _schedule_view(PodSchedulingInput.of(result).to_input())}
         assert isinstance(result, Unschedulable | SchedulingError)
@@ -286,7 +300,7 @@ class Verifier:
         d = dec.env.data
         assert isinstance(d, SagaStarted)
         expected = {"scheduled": _schedule_view(d.input)}
-        actual = self._decide(self._pod(dec))
+        actual = self._decide(dec)
         if actual == expected:
             return None
         saga_id = dec.env.subject.rsplit(".", 1)[-1]
@@ -304,7 +318,7 @@ class Verifier:
         assert isinstance(d, PodUnschedulable)
         detailed = bool(d.snapshot_seq)
         expected = {"unschedulable": _unschedulable_view(d, detailed)}
-        actual = self._decide(self._pod(dec))
+        actual = self._decide(dec)
         if "unschedulable" in actual and not detailed:
             actual["unschedulable"] = {k: actual["unschedulable"][k] for k in ("reason", "message")}
         if actual == expected:
@@ -370,24 +384,30 @@ class Verifier:
         plan = msgspec.convert(d.input, PodSchedulingInput)
         allocs = []
         for c in plan.claims:
-            claim, _ = self.snapshot.get("ResourceClaim", c.namespace, c.name)
+            claim, _ = self._snapshot(dec).get("ResourceClaim", c.namespace, c.name)
             if (
                 c.allocation is not None
                 and isinstance(claim, ResourceClaim)
                 and claim.status.allocation is None
             ):
                 allocs.append((claim, c.allocation))
-        self.core.cluster.assume_allocations(pod, plan.node_name, allocs)
-        self.core.cluster.assume_pod(pod, plan.node_name)
+        cluster = self._snapshot(dec).core.cluster
+        cluster.assume_allocations(pod, plan.node_name, allocs)
+        cluster.assume_pod(pod, plan.node_name)
 
     # -- driving -----------------------------------------------------------------------------------------
     def run(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> Divergence | None:
         decisions = self.decisions(records)
         self._saga_pods = {
-            d.env.subject.rsplit(".", 1)[-1]: f"{d.namespace}/{d.name}"
+            d.env.subject.rsplit(".", 1)[-1]: (d.instance, f"{d.namespace}/{d.name}")
             for d in decisions
             if d.kind == "schedule"
         }
+        instances = sorted({d.instance for d in decisions if d.kind in ("schedule", "unschedulable")})
+        for instance in instances or [DEFAULT_INSTANCE]:
+            # its fold only: Snapshot reads nothing but the store's root until start() (never called)
+            snapshot = self._snapshot_of(_RootOnly(self.root), self._new_core())  # type: ignore[arg-type]
+            self.snapshots[instance] = snapshot
         i = 0
 
         def advance(to: int) -> Divergence | None:

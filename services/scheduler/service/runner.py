@@ -226,7 +226,7 @@ class SchedulerService:
             )
             return
         self.outcomes["unschedulable"] += 1
-        self._spawn(self._unschedulable(pod, diagnosis_event(result, position)))
+        self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance)))
         if isinstance(result, Unschedulable) and result.deallocate is not None:
             ref = result.deallocate
             inp = ReallocationInput(
@@ -296,7 +296,9 @@ class SchedulerService:
             log.warning("cannot record %s event for pod %s/%s: %s", reason, namespace, name, exc)
 
 
-def diagnosis_event(result: Unschedulable | SchedulingError, position: int = 0) -> PodUnschedulable:
+def diagnosis_event(
+    result: Unschedulable | SchedulingError, position: int = 0, instance: str = ""
+) -> PodUnschedulable:
     """The ``PodUnschedulable`` a failed cycle appends: kube-scheduler's message plus a compact
     diagnosis (nodes grouped by rejecting plugin and reason, capped) for ``draflow explain``.
 
@@ -309,6 +311,7 @@ def diagnosis_event(result: Unschedulable | SchedulingError, position: int = 0) 
             reason="SchedulerError",
             unschedulable_plugins=plugins,
             snapshot_seq=position,
+            instance=instance,
         )
     # reason -> the plugin that gave it (first in plugin order; plugins rarely share a reason)
     owner: dict[str, str] = {}
@@ -329,6 +332,7 @@ def diagnosis_event(result: Unschedulable | SchedulingError, position: int = 0) 
         pre_filter_message=result.pre_filter_message,
         post_filter_message=result.post_filter_message,
         snapshot_seq=position,
+        instance=instance,
     )
 
 
