@@ -24,22 +24,33 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
-import msgspec
 import nats.errors
-from nats.js import api
 from nats.js.errors import APIError
 
 from events.codec import HDR_SCHEMA, HDR_TRACEPARENT, HDR_TYPE, decode, decode_many, encode, make_envelope
 from events.envelope import Envelope, Event
-from events.subjects import aggregate_subject, dlq_subjects, events_prefix, parse_subject
+from events.subjects import aggregate_subject, events_prefix, parse_subject
 from infra import tracing
 from infra.config import Settings
 from infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable
 from infra.nats_client import DraflowClient, RawInbox, connect
-from infra.reader import RawRecord, StreamReader, status_of
+from infra.publisher import (
+    ERR_BATCH_DUPLICATE_MSG_ID,
+    ERR_STREAM_NAME_IN_USE,
+    ERR_WRONG_LAST_SEQUENCE,
+    HDR_EXPECTED_LAST_SUBJECT_SEQ,
+    HDR_MSG_ID,
+    MAX_BATCH_EVENTS,
+    Publisher,
+)
+from infra.reader import RawRecord, StreamReader
 from infra.retry import transient_retry
+from infra.streams import dlq_stream_config, event_stream_config
 
 __all__ = [
+    "ERR_WRONG_LAST_SEQUENCE",
+    "HDR_EXPECTED_LAST_SUBJECT_SEQ",
+    "HDR_MSG_ID",
     "AppendError",
     "AppendRequest",
     "ConcurrencyError",
@@ -52,34 +63,6 @@ __all__ = [
 ]
 
 S = TypeVar("S")
-
-# JetStream error codes (the server's JSErrCode values); we never match on message text.
-ERR_WRONG_LAST_SEQUENCE = 10071
-ERR_STREAM_NAME_IN_USE = 10058
-ERR_BATCH_DUPLICATE_MSG_ID = 10201
-
-MAX_BATCH_EVENTS = 1000  # the server's limit on messages in one atomic batch
-
-HDR_MSG_ID = "Nats-Msg-Id"
-HDR_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
-
-
-class _ApiErr(msgspec.Struct):
-    code: int = 0
-    err_code: int = 0
-    description: str = ""
-
-
-class _PubAck(msgspec.Struct):
-    stream: str = ""
-    seq: int = 0
-    duplicate: bool = False
-    error: _ApiErr | None = None
-    count: int = 0
-
-
-_ack_decoder = msgspec.json.Decoder(_PubAck)
-_json = msgspec.json.Encoder()
 
 
 def new_id() -> str:
@@ -133,6 +116,7 @@ class EventStore:
         self._events_prefix = f"{events_prefix(settings.root)}."
         self.js = nc.jetstream(timeout=10.0)
         self._inbox = RawInbox(nc)
+        self._pub = Publisher(nc, self._inbox)
         self._reader = StreamReader(nc, self._inbox, self.stream)
 
     @classmethod
@@ -178,40 +162,9 @@ class EventStore:
 
     # ---- stream setup -----------------------------------------------------------------------------
 
-    def stream_config(self) -> api.StreamConfig:
-        return api.StreamConfig(
-            name=self.stream,
-            description="draflow event log",
-            subjects=[self.all_events],
-            retention=api.RetentionPolicy.LIMITS,
-            storage=api.StorageType.FILE,
-            discard=api.DiscardPolicy.OLD,
-            max_msgs=-1,
-            max_bytes=-1,
-            max_age=0,
-            num_replicas=1,
-            duplicate_window=self.settings.duplicate_window_s,
-            deny_delete=True,
-            deny_purge=True,
-            allow_direct=True,
-            allow_atomic=True,
-        )
-
-    def dlq_config(self) -> api.StreamConfig:
-        return api.StreamConfig(
-            name=self.settings.dlq_stream,
-            description="draflow dead letters: poison events with the reason they were set aside",
-            subjects=[dlq_subjects(self.root)],
-            retention=api.RetentionPolicy.LIMITS,
-            storage=api.StorageType.FILE,
-            num_replicas=1,
-            duplicate_window=self.settings.duplicate_window_s,
-            allow_direct=True,
-        )
-
     async def ensure_stream(self) -> None:
         """Create the event and dead-letter streams, or update them to the current config."""
-        for config in (self.stream_config(), self.dlq_config()):
+        for config in (event_stream_config(self.settings), dlq_stream_config(self.settings)):
             try:
                 await self.js.add_stream(config)
             except APIError as exc:
@@ -295,7 +248,7 @@ class EventStore:
                 # Only a pending ack costs a trip through the event loop; while we do not yield,
                 # nats-py's flusher coalesces the publishes into few socket writes.
                 data, hdrs = fut.result() if fut.done() else await asyncio.wait_for(fut, wait_s)
-                ack = self._parse_ack(subject, data, hdrs)
+                ack = self._pub.parse_ack(subject, data, hdrs)
             except (TimeoutError, StoreUnavailable, AppendError):
                 self._inbox.cancel(token)
                 slow.append(i)
@@ -312,12 +265,17 @@ class EventStore:
             attrs = _span_attributes(r.subject, ids[i], r.events) if traced else {}
             with tracing.producer_span(f"append {_kind_of(r.subject)}", attrs) as traceparent:
                 ((payload, hdrs),) = self._build(
-                    r.subject, r.events, ids[i], r.expected_last_seq, r.correlation_id, r.causation_id,
+                    r.subject,
+                    r.events,
+                    ids[i],
+                    r.expected_last_seq,
+                    r.correlation_id,
+                    r.causation_id,
                     traceparent,
                 )
                 reply, token, fut = self._inbox.future()
                 try:
-                    await self._send(r.subject, payload, hdrs, reply)
+                    await self._pub.send(r.subject, payload, hdrs, reply)
                 except StoreUnavailable:
                     self._inbox.cancel(token)
                     slow.append(i)
@@ -394,9 +352,9 @@ class EventStore:
         n = len(msgs)
         if n == 1:
             payload, hdrs = msgs[0]
-            ack = await self._request(subject, payload, hdrs, wait_s)
+            ack = await self._pub.request(subject, payload, hdrs, wait_s)
         else:
-            ack = await self._publish_batch(subject, msgs, wait_s)
+            ack = await self._pub.publish_batch(subject, msgs, wait_s)
         if ack.error is None:
             return tuple(range(ack.seq - n + 1, ack.seq + 1))
         err = ack.error
@@ -415,60 +373,6 @@ class EventStore:
         if err.code == 503:
             raise StoreUnavailable(f"{subject}: JetStream unavailable: {err.description}")
         raise AppendError(subject, err.code, err.err_code, err.description)
-
-    async def _publish_batch(
-        self, subject: str, msgs: list[tuple[bytes, dict[str, str]]], wait_s: float
-    ) -> _PubAck:
-        batch_id = new_id()
-        n = len(msgs)
-        first_reply, first_token, first_fut = self._inbox.future()
-        try:
-            for i, (payload, hdrs) in enumerate(msgs[:-1]):
-                h = {**hdrs, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i + 1)}
-                await self._send(subject, payload, h, first_reply if i == 0 else "")
-            payload, hdrs = msgs[-1]
-            h = {**hdrs, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(n), "Nats-Batch-Commit": "1"}
-            ack = await self._request(subject, payload, h, wait_s)
-            if ack.error is not None and first_fut.done():
-                first = self._parse_ack(subject, *first_fut.result())
-                if first.error is not None:  # the start was refused: that is the real reason
-                    return first
-            return ack
-        finally:
-            self._inbox.cancel(first_token)
-
-    async def _send(self, subject: str, payload: bytes, headers: dict[str, str], reply: str) -> None:
-        try:
-            await self.nc.publish(subject, payload, reply=reply, headers=headers)
-        except (nats.errors.ConnectionClosedError, nats.errors.OutboundBufferLimitError) as exc:
-            raise StoreUnavailable(f"{subject}: cannot publish: {exc!r}") from None
-
-    async def _request(
-        self, subject: str, payload: bytes, headers: dict[str, str], wait_s: float
-    ) -> _PubAck:
-        reply, token, fut = self._inbox.future()
-        try:
-            await self._send(subject, payload, headers, reply)
-            data, hdrs = await asyncio.wait_for(fut, wait_s)
-        except TimeoutError:
-            raise StoreUnavailable(f"{subject}: no acknowledgement within {wait_s}s") from None
-        finally:
-            self._inbox.cancel(token)
-        return self._parse_ack(subject, data, hdrs)
-
-    @staticmethod
-    def _parse_ack(subject: str, data: bytes, hdrs: bytes | None) -> _PubAck:
-        if not data:
-            status = status_of(hdrs)
-            if status == b"503":
-                raise StoreUnavailable(f"{subject}: no stream listening (JetStream down or stream missing)")
-            if status:
-                raise StoreUnavailable(f"{subject}: unexpected status {status.decode()} on publish")
-            return _PubAck()  # a zero-byte ack (the start of an atomic batch)
-        try:
-            return _ack_decoder.decode(data)
-        except msgspec.DecodeError as exc:
-            raise AppendError(subject, 0, 0, f"unreadable ack {data[:200]!r}: {exc}") from None
 
     # ---- reads ------------------------------------------------------------------------------------
 

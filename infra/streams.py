@@ -1,0 +1,48 @@
+"""The JetStream stream configurations: the event log and its dead-letter stream.
+
+Every service applies them on start (``EventStore.ensure_stream``: create, or update to this
+config), so changing a setting here reaches a running system at the next service start.
+"""
+
+from __future__ import annotations
+
+from nats.js import api
+
+from events.subjects import dlq_subjects, events_prefix
+from infra.config import Settings
+
+__all__ = ["dlq_stream_config", "event_stream_config"]
+
+
+def event_stream_config(settings: Settings) -> api.StreamConfig:
+    """The log: kept forever, never deleted from or purged, direct gets and atomic batches on."""
+    return api.StreamConfig(
+        name=settings.stream,
+        description="draflow event log",
+        subjects=[f"{events_prefix(settings.root)}.>"],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        discard=api.DiscardPolicy.OLD,
+        max_msgs=-1,
+        max_bytes=-1,
+        max_age=0,
+        num_replicas=1,
+        duplicate_window=settings.duplicate_window_s,
+        deny_delete=True,
+        deny_purge=True,
+        allow_direct=True,
+        allow_atomic=True,
+    )
+
+
+def dlq_stream_config(settings: Settings) -> api.StreamConfig:
+    return api.StreamConfig(
+        name=settings.dlq_stream,
+        description="draflow dead letters: poison events with the reason they were set aside",
+        subjects=[dlq_subjects(settings.root)],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        num_replicas=1,
+        duplicate_window=settings.duplicate_window_s,
+        allow_direct=True,
+    )
