@@ -15,6 +15,8 @@ PURE = (
     "services.driver_controller.kubelet",
     "services.drivers.fpga_example",
     "services.drivers.acme_gpu",
+    "services.scheduler.plugins.classic.plugin",
+    "services.scheduler.plugins.classic.writes",
 )
 
 

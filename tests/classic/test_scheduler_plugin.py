@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import pod_owner_reference
+from events.api.classic_pod import decode_manifest, pod_owner_reference
 from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from events.objects import object_applied, status_updated
@@ -14,9 +14,19 @@ from services.apiserver.admission.classic import admit_classic
 from services.driver_controller import claims as cl
 from services.driver_controller.plugin import AllocationResult
 from services.driver_controller.store import EventClaimStore
-from services.scheduler.framework import Scheduler
+from services.scheduler.framework import Scheduler, SchedulingError, Unschedulable
+from services.scheduler.plugins.classic import NAME, ClassicDynamicResources
 from services.scheduler.plugins.classic.feed import ClassicFeed
-from services.scheduler.plugins.classic.writes import REALLOCATE, RESERVE, ClaimWrite, apply_write
+from services.scheduler.plugins.classic.plugin import WAIT_ALLOCATION, WAIT_INFORMATION
+from services.scheduler.plugins.classic.writes import (
+    POTENTIAL,
+    REALLOCATE,
+    RESERVE,
+    SELECT,
+    ClaimWrite,
+    apply_write,
+)
+from tests.scheduler.builders import make_node
 
 
 def _pod(name: str) -> Pod:
@@ -91,3 +101,67 @@ def test_asks_are_decided_on_the_latest_claim() -> None:
     freed = apply_write(reserved, ClaimWrite(op=REALLOCATE, namespace="default", name="c", pod=p1))
     assert isinstance(freed, cv.ResourceClaim)
     assert freed.status.phase == cv.REALLOCATE and freed.status.reserved_for == ()
+
+
+def _kep_pod(name: str, claims: dict[str, str]) -> Pod:
+    """A KEP Pod as the apiserver stores it (annotation form) referring to existing claims."""
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+        "spec": {
+            "resourceClaims": [{"name": k, "resourceClaimName": v} for k, v in claims.items()],
+            "containers": [{"name": "app", "image": "x", "resources": {"claims": list(claims)}}],
+        },
+    }
+    pod = decode_manifest(manifest)
+    assert isinstance(pod, Pod)
+    return pod
+
+
+def _pending(name: str) -> cv.ResourceClaim:
+    return admit_classic(
+        cv.ResourceClaim(
+            metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
+            spec=cv.ResourceClaimSpec(resource_class_name="acme-gpu", parameters={"memory": "2Gi"}),
+        )
+    )
+
+
+def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
+    """Two pending Delayed claims: the first attempt publishes potentialNodes and waits (no node
+    selected); once the driver marked node-a unsuitable, the next attempt selects node-b."""
+    core = Scheduler()
+    plugin = core.profile.plugin(NAME)
+    assert isinstance(plugin, ClassicDynamicResources)
+    core.observe(make_node("node-a"))
+    core.observe(make_node("node-b"))
+    g1, g2 = _pending("g1"), _pending("g2")
+    plugin.observe(g1)
+    plugin.observe(g2)
+    pod = _kep_pod("p", {"a": "g1", "b": "g2"})
+
+    first = core.schedule(pod)
+    assert isinstance(first, SchedulingError) and first.message == WAIT_INFORMATION
+    assert {(w.op, w.name, w.nodes) for w in plugin.outbox} == {
+        (POTENTIAL, "g1", ("node-a", "node-b")),
+        (POTENTIAL, "g2", ("node-a", "node-b")),
+    }
+    plugin.outbox.clear()
+    for c in (g1, g2):  # the writes landed, and the driver answered
+        published = cl.with_potential_nodes(c, ("node-a", "node-b"))
+        plugin.observe(cl.with_unsuitable_nodes(published, ("node-a",)))
+
+    second = core.schedule(pod)
+    assert isinstance(second, SchedulingError) and second.message == WAIT_ALLOCATION
+    assert sorted((w.op, w.name, w.node) for w in plugin.outbox) == [
+        (SELECT, "g1", "node-b"),
+        (SELECT, "g2", "node-b"),
+    ]
+    plugin.outbox.clear()
+    for name in ("g1", "g2"):  # selected: the attempt stays stopped until the driver allocates
+        claim = plugin.claims["default"][name]
+        plugin.observe(cl.with_selected_node(claim, "node-b"))
+    third = core.schedule(pod)
+    assert isinstance(third, Unschedulable) and WAIT_ALLOCATION in third.message
+    assert plugin.outbox == []
