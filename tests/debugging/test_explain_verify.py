@@ -243,3 +243,31 @@ async def test_verify_replay_checks_quota_statuses(
     _, divergence = verify_records(records, event_store.root)
     assert divergence is not None and divergence.event == "ResourceQuota default/gpu status"
     assert divergence.expected["status"] != divergence.actual["status"]
+
+
+async def test_verify_replay_keeps_one_assume_cache_per_scheduler_instance(
+    cluster: Cluster, event_store: EventStore
+) -> None:
+    """Two scheduler instances race for the same pods (the loser's saga compensates): each decided
+    with its own decisions in flight, so verify-replay re-decides each with its own cache."""
+    await cluster.nodes(3, devices=2)
+    a = await cluster.start("sched-a")
+    b = await cluster.start("sched-b")
+    await asyncio.sleep(0.2)  # both are following the log before the pods arrive
+    for i in range(8):
+        await cluster.pod(f"r{i}")
+
+    async def all_bound() -> bool:
+        pods = [await cluster.get_pod(f"r{i}") for i in range(8)]
+        done = a.outcomes["completed"] + b.outcomes["completed"]
+        return done == 6 and sum(bool(p.spec.node_name) for p in pods) == 6
+
+    await assert_eventually(all_bound, timeout_s=30)
+    await asyncio.sleep(0.3)
+    await cluster.stop_all()
+    verifier, divergence = verify_records(await _records(event_store), event_store.root)
+    assert divergence is None, divergence
+    assert set(verifier.snapshots) >= {"sched-a", "sched-b"}
+    assert verifier.checked["schedule"] == sum(
+        s.outcomes["completed"] + s.outcomes["compensated"] for s in (a, b)
+    )
