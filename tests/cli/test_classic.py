@@ -213,7 +213,8 @@ def test_kep_pod_templates_of_workloads_are_validated(draflow: Draflow) -> None:
     res = draflow("apply", "-f", "-", stdin=DEPLOYMENT.replace("CLAIM", "nope"))
     assert res.code == 1
     assert res.err.strip() == (
-        'Error from server (Invalid): error when creating "STDIN": Deployment.apps "default/gpu-app" is invalid: '
+        'Error from server (Invalid): error when creating "STDIN": '
+        'Deployment.apps "default/gpu-app" is invalid: '
         "spec.template.spec.containers[0].resources.claims[0]: "
         'Unsupported value: "nope": supported values: "gpu"'
     )

@@ -118,8 +118,9 @@ def test_apply_reports_each_refusal_like_kubectl(draflow: Draflow, tmp_path: Pat
     assert res.out == "deviceclass.resource.k8s.io/fine.example.com created\n"
     lines = res.err.splitlines()
     assert lines[0] == (
-        f'Error from server (Invalid): error when creating "{f}": ResourceClaim.resource.k8s.io "default/broken" is '
-        "invalid: spec.devices.requests[0].exactly.count: Invalid value: -1: must be greater than zero"
+        f'Error from server (Invalid): error when creating "{f}": '
+        'ResourceClaim.resource.k8s.io "default/broken" is invalid: '
+        "spec.devices.requests[0].exactly.count: Invalid value: -1: must be greater than zero"
     )
     assert lines[1] == (
         f'error: resource mapping not found for name: "cd" namespace: "" from "{f}": '
@@ -127,7 +128,8 @@ def test_apply_reports_each_refusal_like_kubectl(draflow: Draflow, tmp_path: Pat
     )
     assert lines[2] == "ensure CRDs are installed first"
     assert lines[3].startswith(
-        f'Error from server (BadRequest): error when creating "{f}": Pod "default/lower" in version "v1" cannot be handled as a Pod: '
+        f'Error from server (BadRequest): error when creating "{f}": '
+        'Pod "default/lower" in version "v1" cannot be handled as a Pod: '
     )
     assert 'unknown field "spec.restartpolicy"' in lines[3]
     assert lines[4].startswith(f"error: error parsing {f}: error parsing YAML: line ")
