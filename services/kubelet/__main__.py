@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from events.api.resource_v1 import ResourceClaim
+from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
 from services.driver_controller.kubelet_host import ClassicKubelet
@@ -34,6 +35,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default={},
         help="extra Node labels, k=v,k2=v2 (e.g. fpga.example.com/fabric=true for the classic FPGA driver)",
     )
+    add_metrics_arg(p)  # read by infra.service.run_service
     return p.parse_args(argv)
 
 

@@ -62,3 +62,16 @@ async def test_scheduler_serves_saga_queue_allocation_and_consumer_metrics(
         assert m['draflow_consumer_lag{consumer="all",service="scheduler"}'] == 0
     finally:
         proc.terminate()
+
+
+def test_services_with_their_own_arguments_take_metrics_port_too(settings: Settings) -> None:
+    """The kubelet parses its own arguments: ``--metrics-port`` is one of them."""
+    proc = Proc(settings, "services.kubelet", ["--node", "node-m", "--gpus", "0", "--metrics-port", "0"])
+    try:
+        url = _metrics_url(proc)
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            text = resp.read().decode()
+        assert "# TYPE draflow_events_consumed_total counter" in text
+        assert "# TYPE scheduler_pending_pods gauge" in text
+    finally:
+        proc.terminate()
