@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from events.api.classic_v1alpha1 import ResourceClaimStatus
+from events.dra import PodUnschedulable
 from infra.config import Settings
 from infra.eventstore import EventStore
 from services.apiserver.client import ApiClient
@@ -168,6 +169,12 @@ class ClassicCluster:
             if isinstance(status, ResourceClaimStatus):
                 out.append(status)
         return out
+
+    async def unschedulable_history(self, name: str) -> list[PodUnschedulable]:
+        """Every ``PodUnschedulable`` the scheduler appended to the pod, oldest first."""
+        subject = self.store.subject("Pod", "default", name)
+        events = await self.store.events(subject)
+        return [env.data for env in events if isinstance(env.data, PodUnschedulable)]
 
 
 def pod(

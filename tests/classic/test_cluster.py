@@ -141,6 +141,11 @@ async def test_delayed_allocation_converges_through_unsuitable_nodes(cluster: Cl
         assert any(s.driver.unsuitable_nodes == ("node-a",) for s in history), history
         assert any(s.scheduler.selected_node == "node-b" for s in history), history
         assert not any(s.scheduler.selected_node == "node-a" for s in history), history
+    # Reserve's waits are reported as Unschedulable with their reason (upstream), never as errors.
+    attempts = await cluster.unschedulable_history("trainer")
+    assert [a for a in attempts if a.reason != "Unschedulable"] == [], attempts
+    waits = {a.message for a in attempts if a.unschedulable_plugins == ("ClassicDynamicResources",)}
+    assert "0/1 nodes are available: 1 waiting for resource driver to provide information." in waits, waits
 
 
 async def test_driver_failure_on_selected_node_moves_the_pod(cluster: ClassicCluster) -> None:

@@ -14,7 +14,7 @@ from services.apiserver.admission.classic import admit_classic
 from services.driver_controller import claims as cl
 from services.driver_controller.plugin import AllocationResult
 from services.driver_controller.store import EventClaimStore
-from services.scheduler.framework import Scheduler, SchedulingError, Unschedulable
+from services.scheduler.framework import Scheduler, Unschedulable
 from services.scheduler.plugins.classic import NAME, ClassicDynamicResources
 from services.scheduler.plugins.classic.feed import ClassicFeed
 from services.scheduler.plugins.classic.plugin import WAIT_ALLOCATION, WAIT_INFORMATION
@@ -142,7 +142,10 @@ def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
     pod = _kep_pod("p", {"a": "g1", "b": "g2"})
 
     first = core.schedule(pod)
-    assert isinstance(first, SchedulingError) and first.message == WAIT_INFORMATION
+    # A Reserve wait is Unschedulable (upstream), not a scheduling error: the pod waits in the
+    # pool for its claims to change.
+    assert isinstance(first, Unschedulable) and first.unschedulable_plugins == {NAME}
+    assert first.message == f"0/1 nodes are available: 1 {WAIT_INFORMATION}."
     assert {(w.op, w.name, w.nodes) for w in plugin.outbox} == {
         (POTENTIAL, "g1", ("node-a", "node-b")),
         (POTENTIAL, "g2", ("node-a", "node-b")),
@@ -153,7 +156,8 @@ def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
         plugin.observe(cl.with_unsuitable_nodes(published, ("node-a",)))
 
     second = core.schedule(pod)
-    assert isinstance(second, SchedulingError) and second.message == WAIT_ALLOCATION
+    assert isinstance(second, Unschedulable) and second.unschedulable_plugins == {NAME}
+    assert second.node_reasons == ((WAIT_ALLOCATION, 1),)
     assert sorted((w.op, w.name, w.node) for w in plugin.outbox) == [
         (SELECT, "g1", "node-b"),
         (SELECT, "g2", "node-b"),

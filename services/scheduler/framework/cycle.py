@@ -282,8 +282,25 @@ def _reserve(
                 undo.unreserve(state, pod, node_name)
             plugin.unreserve(state, pod, node_name)
             state.cluster.forget(ref.key)
+            if status.code == Code.PENDING:
+                return _reserve_pending(ref, node_name, status.with_plugin(plugin.name))
             return SchedulingError(ref, status.message, plugin.name)
         done.append(plugin)
     state.cluster.assume_pod(pod, node_name)
     bindings = tuple(b for plugin in profile.pre_bind for b in plugin.pre_bind(state, pod, node_name))
     return Reserved(ref, node_name, bindings, evaluated_nodes=evaluated, feasible_nodes=feasible)
+
+
+def _reserve_pending(ref: PodRef, node_name: str, status: Status) -> Unschedulable:
+    """A Reserve plugin waits: Unschedulable on the chosen node, as upstream's FitError with
+    ``NumAllNodes: 1`` for a rejected Reserve ("0/1 nodes are available: 1 <reason>.")."""
+    diagnosis = Diagnosis()
+    diagnosis.reject_node(node_name, status)
+    return Unschedulable(
+        pod=ref,
+        message=diagnosis.message(1),
+        num_nodes=1,
+        node_reasons=tuple(diagnosis.histogram()),
+        unschedulable_plugins=frozenset((status.plugin,)),
+        plugin_reasons=diagnosis.plugin_reasons(),
+    )

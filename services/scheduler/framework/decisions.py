@@ -5,7 +5,9 @@
   The devices and the pod's resources are already counted in the assume cache.
 * :class:`Unschedulable` — no node fits. ``message`` is kube-scheduler's FitError text for the
   pod condition and the ``FailedScheduling`` Warning event; ``deallocate`` is set when
-  PostFilter picked an allocated claim to free (the reallocation saga).
+  PostFilter picked an allocated claim to free (the reallocation saga). A Reserve plugin that
+  waits (``Code.PENDING``) ends the cycle this way too, on the one chosen node: the pod waits in
+  the pool until that plugin's queueing hint requeues it.
 * :class:`SchedulingError` — the attempt failed (broken claim or class, internal error); the pod
   goes to backoff and the message is shown like upstream's ``SchedulerError``.
 """

@@ -9,17 +9,27 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-__all__ = ["SKIP", "Code", "QueueingHint", "Status", "error", "unresolvable", "unschedulable"]
+__all__ = ["SKIP", "Code", "QueueingHint", "Status", "error", "pending", "unresolvable", "unschedulable"]
 
 
 class Code(IntEnum):
-    """Outcome of one plugin call (upstream's codes; Wait/Pending are not used by draflow)."""
+    """Outcome of one plugin call (upstream's codes; Wait is not used by draflow).
+
+    PENDING (upstream ``Pending``) is a Reserve plugin waiting for something outside the
+    scheduler (a resource driver, a write of its own to land): the cycle ends Unschedulable on
+    the chosen node, not as an error; the pod waits in the unschedulable pool until the plugin's
+    queueing hint says Queue, then goes through the backoff like any unschedulable pod (upstream's
+    queue can requeue Pending rejections at once, where the driver's answer is visible; classic DRA's
+    claim status has no "driver answered" marker, and the backoff is what gives the driver time
+    to mark nodes unsuitable after ``potentialNodes`` was written). Other Reserve failures stay
+    scheduling errors."""
 
     SUCCESS = 0
     ERROR = 1
     UNSCHEDULABLE = 2
     UNSCHEDULABLE_AND_UNRESOLVABLE = 3
     SKIP = 5
+    PENDING = 6
 
 
 class QueueingHint(IntEnum):
@@ -46,8 +56,8 @@ class Status:
 
     @property
     def rejected(self) -> bool:
-        """Unschedulable or UnschedulableAndUnresolvable (upstream ``IsRejected``)."""
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (upstream ``IsRejected``)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
 
     @property
     def is_skip(self) -> bool:
@@ -77,6 +87,11 @@ def unschedulable(*reasons: str, plugin: str = "") -> Status:
 
 def unresolvable(*reasons: str, plugin: str = "") -> Status:
     return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons, plugin=plugin)
+
+
+def pending(*reasons: str, plugin: str = "") -> Status:
+    """Reserve waits for an outside change (see ``Code.PENDING``)."""
+    return Status(Code.PENDING, *reasons, plugin=plugin)
 
 
 def error(message: str, plugin: str = "") -> Status:

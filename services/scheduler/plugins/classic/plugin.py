@@ -26,9 +26,13 @@ puts them on the extension points and turns their claim updates into :class:`Cla
   phase Reallocate (the driver-controller frees it, the claim returns to Pending and is allocated
   again elsewhere); never while one of the pod's claims is already in Reallocate.
 
-Every wait is a rejection, so the framework reports it: PreFilter waits as Unschedulable (pool,
-requeued by the pod's claim changes), Reserve waits as a SchedulerError (backoff), which is how
-draflow's framework reports a failed Reserve.
+Every wait is a rejection, reported as Unschedulable with its reason (upstream's
+dynamicresources plugin with classic DRA, Kubernetes 1.27-1.31): PreFilter waits as
+Unschedulable, Reserve waits as Pending (``Code.PENDING``), which the framework ends as
+Unschedulable on the chosen node ("0/1 nodes are available: 1 waiting for ..."). Either way the
+pod waits in the unschedulable pool until one of its classic claims changes (the queueing hint),
+then goes through the backoff: the backoff gives the driver time to answer ``potentialNodes``
+before the next attempt selects a node (the claim status has no "driver answered" marker).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import SKIP, QueueingHint, Status, unschedulable
+from services.scheduler.framework.status import SKIP, QueueingHint, Status, pending, unschedulable
 from services.scheduler.plugins.classic.writes import (
     POTENTIAL,
     REALLOCATE,
@@ -178,27 +182,26 @@ class ClassicDynamicResources:
         decided = sch.reserve(res, pod, node_name)
         if decided.code == sch.WAIT:
             published: set[str] = state.data[_PUBLISHED]
-            pending = [
+            waiting = [
                 i.claim
                 for i in res.claims
                 if cl.phase(i.claim) == cv.PENDING and i.claim.spec.allocation_mode != cv.IMMEDIATE
             ]
             informed = all(
-                c.metadata.name not in published
-                and node_name in cl.scheduling(c).scheduler.potential_nodes
-                for c in pending
+                c.metadata.name not in published and node_name in cl.scheduling(c).scheduler.potential_nodes
+                for c in waiting
             )
-            if len(pending) > 1 and not informed:
-                return unschedulable(WAIT_INFORMATION, plugin=NAME)
+            if len(waiting) > 1 and not informed:
+                return pending(WAIT_INFORMATION, plugin=NAME)
             for claim in decided.updates:
                 self._ask(SELECT, claim, node=node_name)
-            return unschedulable(WAIT_ALLOCATION, plugin=NAME)
-        if decided.code == sch.UNSCHEDULABLE:
-            return unschedulable(decided.reason, plugin=NAME)
+            return pending(WAIT_ALLOCATION, plugin=NAME)
+        if decided.code == sch.UNSCHEDULABLE:  # not allocated, being deleted, in use: a claim change helps
+            return pending(decided.reason, plugin=NAME)
         if decided.updates:
             for claim in decided.updates:
                 self._ask(RESERVE, claim, pod=pod_owner_reference(pod))
-            return unschedulable(WAIT_RESERVATION, plugin=NAME)
+            return pending(WAIT_RESERVATION, plugin=NAME)
         state.data[_RESERVED] = True
         return None
 
