@@ -8,10 +8,17 @@ what it means and writes the answer. ``Retry`` and write conflicts become ``Tran
 (the engine compensates). A definite allocation failure is recorded on the claim before failing
 (``selectedNode`` cleared, the node listed unsuitable), because compensations do not see why the
 saga failed.
+
+Every claim a step would write is first checked as the apiserver's status verb would check it
+(:func:`write_problems`, ``validate_classic(new, old)``, as the scheduler's writes are): an
+invalid write is not appended, it is logged and becomes a definite failure of the step (``Fail``,
+so the engine compensates; for the allocation step the node is recorded as unsuitable, as for a
+definite driver failure).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -20,6 +27,7 @@ import msgspec
 from events.api import classic_v1alpha1 as cv
 from infra.errors import ConcurrencyError, PermanentError, TransientError
 from sagas.engine import SagaDefinition, Step, StepContext
+from services.apiserver.admission.classic import validate_classic
 from services.driver_controller.plugin import ControllerPlugin
 from services.driver_controller.sagas import (
     DRIVER_ALLOCATE,
@@ -33,7 +41,9 @@ from services.driver_controller.sagas import (
     run_action,
 )
 
-__all__ = ["ClaimStore", "build_definitions"]
+__all__ = ["ClaimStore", "build_definitions", "write_problems"]
+
+log = logging.getLogger(__name__)
 
 
 class ClaimStore(Protocol):
@@ -49,6 +59,26 @@ class ClaimStore(Protocol):
         ...
 
 
+def write_problems(old: cv.ResourceClaim, new: cv.ResourceClaim) -> str:
+    """Why the apiserver would refuse ``new`` as an update of ``old`` ("" when it is valid)."""
+    return "; ".join(str(e) for e in validate_classic(new, old))
+
+
+def _refused(ctx: StepContext, action: str, claim: cv.ResourceClaim, problems: str) -> str:
+    what = "compensation" if ctx.compensating else "step"
+    meta = claim.metadata
+    log.error(
+        "saga %s: %s %s would write an invalid claim %s/%s, not appended: %s",
+        ctx.saga_id,
+        what,
+        action,
+        meta.namespace,
+        meta.name,
+        problems,
+    )
+    return f"invalid claim write refused: {problems}"
+
+
 def _step(action: str, plugins: Mapping[str, ControllerPlugin], store: ClaimStore) -> Any:
     async def run(ctx: StepContext) -> dict[str, Any] | None:
         inp = msgspec.convert(ctx.input, SagaInput)
@@ -58,6 +88,10 @@ def _step(action: str, plugins: Mapping[str, ControllerPlugin], store: ClaimStor
         claim, seq = await store.load(inp.namespace, inp.name)
         cls = await store.load_class(claim.spec.resource_class_name) if claim is not None else None
         out = run_action(action, claim, cls, plugin, inp)
+        if isinstance(out, Done) and out.claim is not None and claim is not None:
+            problems = write_problems(claim, out.claim)
+            if problems:  # a definite failure of this step: the engine compensates
+                out = Fail(reason=_refused(ctx, action, claim, problems), definite=True)
         try:
             if isinstance(out, Retry):
                 raise TransientError(out.reason)
@@ -65,7 +99,11 @@ def _step(action: str, plugins: Mapping[str, ControllerPlugin], store: ClaimStor
                 if out.definite and action == DRIVER_ALLOCATE and claim is not None:
                     rec = run_action(RECORD_FAILURE, claim, cls, plugin, inp, failure=out)
                     if isinstance(rec, Done) and rec.claim is not None:
-                        await store.write(ctx, claim, rec.claim, seq)
+                        problems = write_problems(claim, rec.claim)
+                        if problems:
+                            _refused(ctx, RECORD_FAILURE, claim, problems)
+                        else:
+                            await store.write(ctx, claim, rec.claim, seq)
                 raise PermanentError(out.reason)
             if out.claim is not None and claim is not None:
                 await store.write(ctx, claim, out.claim, seq)

@@ -15,7 +15,9 @@ into an in-memory cache, a pass after every change, appends at the version held)
 4. a deleted claim without finalizers is removed (``ClassicResourceClaimDeleted``).
 
 Writes bypass the apiserver's request API (which does not admit classic kinds yet) but use the
-same lifecycle facts, so every reader's fold agrees.
+same lifecycle facts, so every reader's fold agrees; each changed claim is first checked with
+``validate_classic(new, old)`` as the status verb would (an invalid one is logged, not appended;
+in a saga step it is a definite failure, see :mod:`.saga_wiring`).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from services.driver_controller.podclaims import (
     pods_waiting_for,
     sync_pod,
 )
-from services.driver_controller.saga_wiring import build_definitions
+from services.driver_controller.saga_wiring import build_definitions, write_problems
 from services.driver_controller.sagas import SagaInput, plan_for, saga_id
 from services.driver_controller.store import EventClaimStore
 
@@ -284,6 +286,12 @@ class DriverControllerService:
             self.rt.kick()  # the saga's writes enable the next decision
 
     async def _write(self, old: cv.ResourceClaim, new: cv.ResourceClaim) -> None:
+        problems = write_problems(old, new)
+        if problems:  # as the apiserver's status verb would refuse it: not appended
+            meta = new.metadata
+            ns, name = meta.namespace, meta.name
+            log.error("%s: invalid write of claim %s/%s not appended: %s", ACTOR, ns, name, problems)
+            return
         events: list[Event] = []
         if new.metadata.finalizers != old.metadata.finalizers:
             events.append(finalizers_changed(CLAIM, new.metadata.finalizers))

@@ -50,6 +50,8 @@ S = TypeVar("S", bound=ApiStruct)
 
 # Phase changes the KEP describes: the driver allocates (Pending -> Allocated) and frees
 # (Allocated/Reallocate -> Pending), the scheduler asks for reallocation (Allocated -> Reallocate).
+# draflow adds one: a driver that cannot free a claim cancels the request (Reallocate ->
+# Allocated, the reallocation saga's compensation), so the claim is not stuck in Reallocate.
 _TRANSITIONS = frozenset(
     {
         (cv.PENDING, cv.PENDING),
@@ -59,6 +61,7 @@ _TRANSITIONS = frozenset(
         (cv.ALLOCATED, cv.PENDING),
         (cv.REALLOCATE, cv.REALLOCATE),
         (cv.REALLOCATE, cv.PENDING),
+        (cv.REALLOCATE, cv.ALLOCATED),
     }
 )
 MAX_NODES = 128  # v1alpha2 PodSchedulingNodeListMaxSize (potential and unsuitable nodes)
