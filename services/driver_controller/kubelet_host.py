@@ -14,14 +14,23 @@
   the claims' ``reservedFor`` (appended at the claim's version; a conflict is retried on the next
   pass).
 
-The node plugins keep what they prepared in memory: a restarted kubelet prepares a running Pod's
-claims again on demand (both calls are idempotent), it does not checkpoint them.
+The kubelet releases a Pod's claims when it is deleted and also when it finished (Succeeded or
+Failed: ``holds`` tells the kubelet's ``next_step`` that this node still holds them).
+
+With a ``state_dir`` (the kubelet's ``<data dir>/.../kubelet-<node>/classic``) what was prepared
+survives a restart: each node plugin checkpoints its prepared claims (``<driver>/checkpoint.json``)
+and this class the Pods' claims and prepare results (``pods.json``), both written atomically after
+every prepare and release. A restarted kubelet therefore still unprepares a Pod that finishes or is
+deleted later (also one deleted while it was down: ``release_vanished``), and a repeated prepare is
+answered from the checkpoint instead of preparing again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+import msgspec
 
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
@@ -30,16 +39,24 @@ from events.objects import status_updated
 from services.claim_controller.runtime import Runtime
 from services.driver_controller import claims as cl
 from services.driver_controller.kubelet import admit_on_node, container_devices, prepare_batches
-from services.driver_controller.nodeplugin import ClassicNodePlugin
+from services.driver_controller.nodeplugin import ClassicNodePlugin, read_json, write_json
 from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
 from services.drivers.api import ClaimRef, PrepareResult
 from services.drivers.fpga_example.node import FpgaNodePlugin
 from services.kubelet.admission import Admit, Reject
 from services.kubelet.prepare import Outcome
 
-__all__ = ["KINDS", "ClassicKubelet"]
+__all__ = ["KINDS", "ClassicKubelet", "ClassicPodState"]
 
 KINDS = frozenset({cv.CLAIM_KIND})
+PODS_CHECKPOINT = "pods.json"
+
+
+class ClassicPodState(msgspec.Struct, frozen=True, kw_only=True):
+    """What was prepared for one Pod: its claims per driver and the results per claim uid."""
+
+    claims: dict[str, list[ClaimRef]] = {}
+    results: dict[str, PrepareResult] = {}
 
 
 class ClassicKubelet:
@@ -50,15 +67,45 @@ class ClassicKubelet:
         *,
         cdi_root: Path | None = None,
         plugins: Mapping[str, ClassicNodePlugin] | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         self.node_name = node_name
         if plugins is None:
-            fpga = FpgaNodePlugin(node_name=node_name, node_labels=node_labels, cdi_root=cdi_root)
-            acme = AcmeGpuNodePlugin(node_name=node_name, gpus=(), node_labels=node_labels, cdi_root=cdi_root)
+            dirs = {
+                d: state_dir / d if state_dir is not None else None
+                for d in ("fpga.example.com", "gpu.acme.com")
+            }
+            fpga = FpgaNodePlugin(
+                node_name=node_name,
+                node_labels=node_labels,
+                cdi_root=cdi_root,
+                state_dir=dirs["fpga.example.com"],
+            )
+            acme = AcmeGpuNodePlugin(
+                node_name=node_name,
+                gpus=(),
+                node_labels=node_labels,
+                cdi_root=cdi_root,
+                state_dir=dirs["gpu.acme.com"],
+            )
             plugins = {p.driver_name: p for p in (fpga, acme)}
         self.plugins: dict[str, ClassicNodePlugin] = dict(plugins)
-        self._prepared: dict[str, dict[str, list[ClaimRef]]] = {}  # pod uid -> driver -> claims
-        self._results: dict[str, dict[str, PrepareResult]] = {}  # pod uid -> claim uid -> result
+        self._checkpoint = state_dir / PODS_CHECKPOINT if state_dir is not None else None
+        saved: dict[str, ClassicPodState] = (
+            read_json(self._checkpoint, dict[str, ClassicPodState], {}) if self._checkpoint else {}
+        )
+        # pod uid -> driver -> claims; pod uid -> claim uid -> result
+        self._prepared: dict[str, dict[str, list[ClaimRef]]] = {u: dict(s.claims) for u, s in saved.items()}
+        self._results: dict[str, dict[str, PrepareResult]] = {u: dict(s.results) for u, s in saved.items()}
+
+    def _save(self) -> None:
+        if self._checkpoint is None:
+            return
+        state = {
+            uid: ClassicPodState(claims=self._prepared[uid], results=self._results.get(uid, {}))
+            for uid in sorted(self._prepared)
+        }
+        write_json(self._checkpoint, state)
 
     @staticmethod
     def handles(pod: c1.Pod) -> bool:
@@ -66,6 +113,9 @@ class ClassicKubelet:
 
     def holds(self, pod_uid: str) -> bool:
         return pod_uid in self._prepared
+
+    def held_pods(self) -> frozenset[str]:
+        return frozenset(self._prepared)
 
     @staticmethod
     def _claims(rt: Runtime, namespace: str) -> dict[str, cv.ResourceClaim]:
@@ -102,16 +152,16 @@ class ClassicKubelet:
                     outcome.errors.append(result.error)
         self._prepared[uid] = batches  # what to unprepare, even after a partial failure
         self._results[uid] = results
+        self._save()
         return outcome
 
     def cdi(self, rt: Runtime, pod: c1.Pod) -> dict[str, tuple[str, ...]]:
         claims = self._claims(rt, pod.metadata.namespace)
         return container_devices(pod, claims, self._results.get(pod.metadata.uid, {}))
 
-    async def release(self, rt: Runtime, pod: c1.Pod) -> list[str]:
-        """Unprepare the Pod's claims on this node, then drop it from their ``reservedFor``.
-        Returns the errors (empty: done)."""
-        uid = pod.metadata.uid
+    def unprepare(self, uid: str) -> list[str]:
+        """``NodeUnprepareResource`` for what was prepared for the Pod ``uid``; forgets it when
+        every driver succeeded. Returns the errors (empty: done)."""
         errors: list[str] = []
         for driver, refs in sorted(self._prepared.get(uid, {}).items()):
             plugin = self.plugins.get(driver)
@@ -122,8 +172,27 @@ class ClassicKubelet:
                     errors.append(err)
         if errors:
             return errors
-        self._prepared.pop(uid, None)
-        self._results.pop(uid, None)
+        if self._prepared.pop(uid, None) is not None:
+            self._results.pop(uid, None)
+            self._save()
+        return []
+
+    def release_vanished(self, pods: Iterable[c1.Pod]) -> list[str]:
+        """Unprepare for Pods that no longer exist at all (deleted while the kubelet was down;
+        the driver-controller drops them from ``reservedFor``). Returns the errors."""
+        known = {p.metadata.uid for p in pods}
+        errors: list[str] = []
+        for uid in sorted(self.held_pods() - known):
+            errors.extend(self.unprepare(uid))
+        return errors
+
+    async def release(self, rt: Runtime, pod: c1.Pod) -> list[str]:
+        """Unprepare the Pod's claims on this node, then drop it from their ``reservedFor``.
+        Returns the errors (empty: done)."""
+        uid = pod.metadata.uid
+        errors = self.unprepare(uid)
+        if errors:
+            return errors
         if not self.handles(pod):
             return []
         ns = pod.metadata.namespace

@@ -73,7 +73,9 @@ def build(
         plugins[plugin.driver_name] = plugin
         labels[GPUS_LABEL] = str(gpus)
     # KEP-3063 drivers' node plugins (fpga.example.com, gpu.acme.com) for Pods with classic claims
-    classic = ClassicKubelet(node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node)
+    classic = ClassicKubelet(
+        node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node, state_dir=state_dir / "classic"
+    )
     return KubeletService(rt, node, state_dir, plugins, node_labels=labels, classic=classic)
 
 

@@ -124,7 +124,8 @@ class KubeletService:
             current = self.rt.get("Pod", pod.metadata.namespace, pod.metadata.name)
             if current is None or current.metadata.uid != pod.metadata.uid:
                 continue
-            step = next_step(current, self.node_name, self.manager)
+            held = self.classic is not None and self.classic.holds(current.metadata.uid)
+            step = next_step(current, self.node_name, self.manager, held=held)
             if step is Step.NOTHING or (step is Step.START and not self._due(current.metadata.uid)):
                 continue
             meta = current.metadata
@@ -206,6 +207,8 @@ class KubeletService:
 
     async def _release(self, pod: Pod) -> None:
         uid, ns = pod.metadata.uid, pod.metadata.namespace
+        if self.classic is not None and self.classic.holds(uid) and not await self._release_classic(pod):
+            return
         names = [n for cns, n in self.manager.claims_of_pod(uid) if cns == ns]
         outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
         self._checkpoint()
@@ -231,6 +234,10 @@ class KubeletService:
 
     async def _unprepare_vanished(self, pods: list[Pod]) -> None:
         """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""
+        if self.classic is not None:
+            errors = self.classic.release_vanished(pods)
+            if errors:
+                log.warning("%s: classic unprepare for vanished pods: %s", self.node_name, errors)
         for uid in vanished_pods(self.manager, pods):
             by_ns: dict[str, list[str]] = {}
             for ns, name in self.manager.claims_of_pod(uid):

@@ -23,11 +23,12 @@ class Step(Enum):
     NOTHING = "nothing"
 
 
-def next_step(pod: Pod, node_name: str, manager: DRAManager) -> Step:
+def next_step(pod: Pod, node_name: str, manager: DRAManager, *, held: bool = False) -> Step:
     """The next step for ``pod`` on ``node_name`` (pods bound elsewhere: nothing, unless this node
-    still holds their claims)."""
+    still holds their claims). ``held``: claims prepared outside the manager (classic DRA's node
+    plugins) are held for the pod."""
     uid = pod.metadata.uid
-    holds_claims = manager.has_pod_reference(uid)
+    holds_claims = held or manager.has_pod_reference(uid)
     if pod.spec.node_name != node_name:
         return Step.RELEASE if holds_claims else Step.NOTHING
     if pod.metadata.deletion_timestamp is not None:

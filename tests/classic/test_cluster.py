@@ -4,13 +4,16 @@ ACME publisher and kubelets as processes, the scheduler service in-process, a re
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest
 
+from events.dra import PodSucceeded
 from infra.config import Settings
 from infra.eventstore import EventStore
+from services.drivers import cdi
 from tests.classic.cluster import (
     CLAIMS,
     FABRIC,
@@ -22,6 +25,7 @@ from tests.classic.cluster import (
     plain_pod,
     pod,
 )
+from tests.e2e.procs import Proc
 
 
 @pytest.fixture
@@ -345,3 +349,49 @@ async def test_driver_controller_killed_mid_allocation_resumes_without_leaking(
         await cluster.gone(CLAIMS, name)
     await cluster.apply(claim("c", "fpga", params, mode="Immediate"))
     assert (await cluster.allocated("c"))["status"]["attributes"]["fpga"] == "fpga-0"
+
+
+async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods(
+    cluster: ClassicCluster, settings: Settings
+) -> None:
+    """A pod with a prepared ACME claim runs; its kubelet is SIGKILLed and started again. The
+    restarted kubelet still knows what its node plugins prepared (checkpoint under its data dir):
+    it does not prepare again, and when the pod then succeeds it unprepares (CDI spec removed,
+    checkpoint empty) although it never prepared anything itself."""
+    labels = acme(1, "8Gi")
+    await cluster.start({"node-a": labels}, acme_publisher=True)
+    template = {"resourceClassName": "acme-gpu", "parameters": {"memory": "2Gi"}}
+    await cluster.apply(ACME_CLASS, pod("job", {"gpu": template}))
+    await cluster.running("job")
+    got = await cluster.allocated("job-gpu")
+    uid = got["metadata"]["uid"]
+    cdi_root = settings.data_dir / "cdi" / "node-a"
+    spec_name = cdi.transient_spec_name("gpu.acme.com", "gpu", uid)
+    assert cdi.read_spec(cdi_root, spec_name) is not None
+    plugin_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "gpu.acme.com" / "checkpoint.json"
+    assert uid in json.loads(plugin_checkpoint.read_text())
+
+    assert cluster.procs["kubelet-node-a"].kill() == -9
+    restarted = Proc(settings, "services.kubelet", ["--node", "node-a", "--gpus", "0", "--labels", labels])
+    cluster.procs["kubelet-node-a"] = restarted
+    restarted.expect("kubelet node-a: registered")
+
+    pod_subject = cluster.store.subject("Pod", "default", "job")
+    await cluster.store.append(pod_subject, PodSucceeded(at="2026-01-01T00:00:00Z"), expected_last_seq=None)
+
+    async def unprepared() -> bool:
+        return cdi.read_spec(cdi_root, spec_name) is None and uid not in json.loads(
+            plugin_checkpoint.read_text()
+        )
+
+    await eventually(unprepared, 30.0, "the finished pod's claim unprepared by the restarted kubelet")
+    pods_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "pods.json"
+    assert json.loads(pods_checkpoint.read_text()) == {}
+    kinds = [type(env.data).__name__ for env in await cluster.store.events(pod_subject)]
+    assert kinds.count("PodResourcesPrepared") == 1, kinds
+
+    async def unreserved() -> bool:
+        claim_now = await cluster.claim("job-gpu")
+        return claim_now is not None and not claim_now["status"].get("reservedFor")
+
+    await eventually(unreserved, 30.0, "the finished pod left reservedFor")

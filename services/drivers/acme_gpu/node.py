@@ -38,6 +38,7 @@ class AcmeGpuNodePlugin(ClassicNodePlugin):
         gpus: Sequence[GpuInfo],
         node_labels: Mapping[str, str] | None = None,
         cdi_root: Path | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         super().__init__(
             driver_name=DRIVER_NAME,
@@ -47,6 +48,7 @@ class AcmeGpuNodePlugin(ClassicNodePlugin):
             cdi_class="gpu",
             devices_for=acme_devices,
             cdi_root=cdi_root,
+            state_dir=state_dir,
         )
         self._gpus = tuple(gpus)
 

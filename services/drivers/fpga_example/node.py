@@ -25,7 +25,12 @@ def fpga_devices(claim: cv.ResourceClaim) -> list[tuple[str, CdiDevice]]:
 
 class FpgaNodePlugin(ClassicNodePlugin):
     def __init__(
-        self, *, node_name: str, node_labels: Mapping[str, str], cdi_root: Path | None = None
+        self,
+        *,
+        node_name: str,
+        node_labels: Mapping[str, str],
+        cdi_root: Path | None = None,
+        state_dir: Path | None = None,
     ) -> None:
         super().__init__(
             driver_name=DRIVER_NAME,
@@ -35,4 +40,5 @@ class FpgaNodePlugin(ClassicNodePlugin):
             cdi_class="fpga",
             devices_for=fpga_devices,
             cdi_root=cdi_root,
+            state_dir=state_dir,
         )
