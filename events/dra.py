@@ -15,7 +15,8 @@ Claim events:
   finalizer (what upstream's claim controller and the scheduler's Unreserve do together). Its
   writer must first see ``reservedFor`` empty.
 
-Pod events cover the scheduler (``PodBound``, ``PodUnschedulable``), the claim controller
+Pod events cover the scheduler (``PodBound``, ``PodUnschedulable``,
+``PodExtendedResourceClaimStatusRecorded`` for KEP-5004's special claim), the claim controller
 (``PodClaimStatusesRecorded``) and the node side (``PodResourcesPrepared``, ``PodStarted``,
 ``PodFailed``, ``PodSucceeded``). Timestamps travel in the event (``at``) because reducers are pure.
 """
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import PodResourceClaimStatus
+from events.api.core_v1 import PodExtendedResourceClaimStatus, PodResourceClaimStatus
 from events.api.resource_v1 import AllocationResult, ResourceClaimConsumerReference
 from events.envelope import Event
 
@@ -39,6 +40,7 @@ __all__ = [
     "NodeRejection",
     "PodBound",
     "PodClaimStatusesRecorded",
+    "PodExtendedResourceClaimStatusRecorded",
     "PodFailed",
     "PodResourcesPrepared",
     "PodStarted",
@@ -131,6 +133,15 @@ class PodClaimStatusesRecorded(Event, frozen=True, kw_only=True):
     (``status.resourceClaimStatuses``, replaced as a whole)."""
 
     statuses: tuple[PodResourceClaimStatus, ...] = ()
+
+
+class PodExtendedResourceClaimStatusRecorded(Event, frozen=True, kw_only=True):
+    """KEP-5004: the scheduler's PreBind recorded the pod's special extended-resource claim and
+    which request serves which container's extended resource
+    (``status.extendedResourceClaimStatus``, replaced as a whole; None clears it, the
+    compensation of an abandoned scheduling attempt)."""
+
+    status: PodExtendedResourceClaimStatus | None = None
 
 
 class ContainerCDIDevices(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ from events.dra import (
     ClaimReserved,
     PodBound,
     PodClaimStatusesRecorded,
+    PodExtendedResourceClaimStatusRecorded,
     PodFailed,
     PodStarted,
     PodSucceeded,
@@ -141,6 +142,13 @@ def _claim_statuses(pod: Pod | None, ev: PodClaimStatusesRecorded) -> Pod | None
     if pod is None:
         return None
     return replace(pod, status=replace(pod.status, resource_claim_statuses=tuple(ev.statuses)))
+
+
+@reducer(PodExtendedResourceClaimStatusRecorded)
+def _extended_claim_status(pod: Pod | None, ev: PodExtendedResourceClaimStatusRecorded) -> Pod | None:
+    if pod is None:
+        return None
+    return replace(pod, status=replace(pod.status, extended_resource_claim_status=ev.status))
 
 
 @reducer(PodStarted)

@@ -17,6 +17,19 @@ after a crash writes exactly what was decided. Steps:
 * ``bind`` — ``PodBound`` on the pod's subject (optimistic as well); a pod bound by someone else
   meanwhile fails the step.
 
+Extended resources backed by DRA (KEP-5004): when the decision includes the pod's special claim
+(``extended_claim``: name and uid chosen by the cycle, so a re-run targets the same object), the
+``prebind`` step first creates it (``ResourceClaimApplied`` on its subject, expected to be new),
+then allocates and reserves it with the pod's other claims, and last records the pod's
+``status.extendedResourceClaimStatus`` (``PodExtendedResourceClaimStatusRecorded``). Its
+compensation (registered by the engine before the step runs, so it also undoes a step cut short)
+clears that status if it still names the claim, releases the other claims, and deletes the
+special claim (upstream Unreserve's ``deleteClaim``) — each part checks first, so it is
+idempotent. These are parts of the existing ``prebind`` step rather than steps of their own:
+recorded sagas keep the step list they were started with. A special claim left over from an
+earlier attempt, which PostFilter finds, is deleted by the one-step ``ExtendedClaimCleanup``
+saga.
+
 Each step is idempotent: it first looks at the objects and appends only what is missing, with a
 deterministic message id, so a re-run after a crash has no second effect.
 """
@@ -28,27 +41,40 @@ from typing import Any, Protocol
 
 import msgspec
 
-from events.api.core_v1 import Pod
+from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
 from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
-from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved, PodBound
+from events.dra import (
+    ClaimAllocated,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodBound,
+    PodExtendedResourceClaimStatusRecorded,
+)
 from events.envelope import Envelope, Event
-from events.objects import finalizers_changed
+from events.objects import finalizers_changed, object_applied, object_deleted
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
+from services.scheduler.extended.claim import claim_status
+from services.scheduler.extended.saga import pod_with_claim_status, pod_without_claim_status
 from services.scheduler.framework import ClaimBinding, ClaimRef, Reserved, Scheduler
 from services.scheduler.plugins.dynamicresources import FINALIZER, PreBindConflict, prebind_claim
 
 __all__ = [
+    "EXTENDED_CLAIM_CLEANUP",
     "POD_SCHEDULING",
     "ClaimPlan",
+    "ExtendedClaimCleanupInput",
     "PodSchedulingInput",
     "Runtime",
     "SchedulingConflict",
+    "extended_claim_cleanup_saga",
     "pod_scheduling_saga",
     "written_by",
 ]
 
 POD_SCHEDULING = "PodScheduling"
+EXTENDED_CLAIM_CLEANUP = "ExtendedClaimCleanup"
 MAX_CONFLICTS = 8  # reload-and-retry rounds on one subject before giving up (compensate)
 
 
@@ -86,6 +112,10 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
     uid: str
     node_name: str
     claims: tuple[ClaimPlan, ...] = ()
+    # KEP-5004: the special claim to create (its allocation is one of ``claims``) and the pod's
+    # extendedResourceClaimStatus.requestMappings
+    extended_claim: ResourceClaim | None = None
+    extended_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
 
     @property
     def key(self) -> str:
@@ -103,8 +133,15 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
             )
             for b in r.claims
         )
+        ext = r.extended
         return cls(
-            namespace=r.pod.namespace, name=r.pod.name, uid=r.pod.uid, node_name=r.node_name, claims=claims
+            namespace=r.pod.namespace,
+            name=r.pod.name,
+            uid=r.pod.uid,
+            node_name=r.node_name,
+            claims=claims,
+            extended_claim=ext.claim if ext is not None else None,
+            extended_mappings=ext.mappings if ext is not None else (),
         )
 
     def to_input(self) -> dict[str, Any]:
@@ -155,8 +192,11 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
         if not pod.spec.node_name and plan.key not in cluster.assumed.pods:
             # resumed by a process that did not make the decision: assume it here too
             allocs: list[tuple[ResourceClaim, AllocationResult]] = []
+            ext = plan.extended_claim
             for c in plan.claims:
                 claim, _ = rt.get("ResourceClaim", c.namespace, c.name)
+                if claim is None and ext is not None and (c.namespace, c.name, c.uid) == _ref(ext):
+                    claim = ext  # the special claim, not created yet
                 if c.allocation is not None and isinstance(claim, ResourceClaim):
                     if claim.status.allocation is None:
                         allocs.append((claim, c.allocation))
@@ -175,9 +215,59 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
 
     async def prebind(ctx: StepContext) -> dict[str, Any]:
         plan = _plan(ctx)
+        if plan.extended_claim is not None:
+            await _create_extended_claim(ctx, plan.extended_claim)
         for c in plan.claims:
             await _prebind_claim(ctx, plan, c)
+        if plan.extended_claim is not None:
+            await _record_extended_status(ctx, plan, plan.extended_claim)
         return {"claims": [c.name for c in plan.claims]}
+
+    async def _create_extended_claim(ctx: StepContext, claim: ResourceClaim) -> None:
+        """PreBind: the special claim, created once (upstream: the API server creates it)."""
+        ns, name, uid = _ref(claim)
+        subject = rt.subject("ResourceClaim", ns, name)
+        for attempt in range(MAX_CONFLICTS):
+            current, version = await rt.load("ResourceClaim", ns, name)
+            if isinstance(current, ResourceClaim):
+                if current.metadata.uid == uid:
+                    return  # created by this saga already (a re-run)
+                raise SchedulingConflict(f"claim {ns}/{name} exists already (uid {current.metadata.uid})")
+            meta = msgspec.structs.replace(claim.metadata, creation_timestamp=rt.now())
+            new = msgspec.structs.replace(claim, metadata=meta)
+            try:
+                await ctx.append(
+                    subject, object_applied(new), expected_last_seq=version, suffix=f"create:{attempt}"
+                )
+            except ConcurrencyError:
+                continue
+            rt.appended()
+            return
+        raise SchedulingConflict(f"claim {ns}/{name}: kept changing while creating it")
+
+    async def _record_extended_status(
+        ctx: StepContext, plan: PodSchedulingInput, claim: ResourceClaim
+    ) -> None:
+        """PreBind, last part: ``pod.status.extendedResourceClaimStatus`` names the claim."""
+        name = claim.metadata.name
+        pod, version = rt.get("Pod", plan.namespace, plan.name)
+        subject = rt.subject("Pod", plan.namespace, plan.name)
+        for attempt in range(MAX_CONFLICTS):
+            if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
+                pod, version = await rt.load("Pod", plan.namespace, plan.name)
+                if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
+                    raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
+            if pod_with_claim_status(pod, name, plan.extended_mappings) is pod:
+                return
+            event = PodExtendedResourceClaimStatusRecorded(status=claim_status(name, plan.extended_mappings))
+            try:
+                await ctx.append(subject, event, expected_last_seq=version, suffix=f"ext-status:{attempt}")
+            except ConcurrencyError:
+                pod, version = await rt.load("Pod", plan.namespace, plan.name)
+                continue
+            rt.appended()
+            return
+        raise SchedulingConflict(f"pod {plan.key}: kept changing ({MAX_CONFLICTS} conflicts)")
 
     async def _prebind_claim(ctx: StepContext, plan: PodSchedulingInput, c: ClaimPlan) -> None:
         binding = PodSchedulingInput.binding(c)
@@ -226,8 +316,15 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
 
     async def release(ctx: StepContext) -> None:
         plan = _plan(ctx)
+        ext = plan.extended_claim
+        if ext is not None:
+            await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
         for c in reversed(plan.claims):
+            if ext is not None and (c.namespace, c.name, c.uid) == _ref(ext):
+                continue  # deleted below, allocation and reservation with it
             await _release_claim(ctx, plan, c)
+        if ext is not None:
+            await delete_extended_claim(ctx, rt, *_ref(ext))
 
     async def _release_claim(ctx: StepContext, plan: PodSchedulingInput, c: ClaimPlan) -> None:
         for attempt in range(MAX_CONFLICTS):
@@ -297,3 +394,77 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
             Step("bind", bind),
         ),
     )
+
+
+def _ref(claim: ResourceClaim) -> tuple[str, str, str]:
+    meta = claim.metadata
+    return meta.namespace, meta.name, meta.uid
+
+
+async def clear_extended_status(
+    ctx: StepContext, rt: Runtime, namespace: str, pod_name: str, pod_uid: str, claim_name: str
+) -> None:
+    """Compensation: drop ``extendedResourceClaimStatus`` if it still names ``claim_name``."""
+    subject = rt.subject("Pod", namespace, pod_name)
+    for attempt in range(MAX_CONFLICTS):
+        pod, version = await rt.load("Pod", namespace, pod_name)
+        if not isinstance(pod, Pod) or pod.metadata.uid != pod_uid:
+            return
+        if pod_without_claim_status(pod, claim_name) is pod:
+            return
+        try:
+            await ctx.append(
+                subject,
+                PodExtendedResourceClaimStatusRecorded(status=None),
+                expected_last_seq=version,
+                suffix=f"ext-status:{attempt}",
+            )
+        except ConcurrencyError:
+            continue
+        rt.appended()
+        return
+    raise SchedulingConflict(f"pod {namespace}/{pod_name}: kept changing while clearing its status")
+
+
+async def delete_extended_claim(ctx: StepContext, rt: Runtime, namespace: str, name: str, uid: str) -> None:
+    """Unreserve / PostFilter: delete the special claim (this uid only; gone already is fine)."""
+    subject = rt.subject("ResourceClaim", namespace, name)
+    for attempt in range(MAX_CONFLICTS):
+        claim, version = await rt.load("ResourceClaim", namespace, name)
+        if not isinstance(claim, ResourceClaim) or claim.metadata.uid != uid:
+            return
+        try:
+            await ctx.append(
+                subject,
+                object_deleted("ResourceClaim"),
+                expected_last_seq=version,
+                suffix=f"delete:{attempt}",
+            )
+        except ConcurrencyError:
+            continue
+        rt.appended()
+        return
+    raise SchedulingConflict(f"claim {namespace}/{name}: kept changing while deleting it")
+
+
+class ExtendedClaimCleanupInput(msgspec.Struct, frozen=True, kw_only=True):
+    """A special claim PostFilter found left over from an earlier attempt, and its pod."""
+
+    namespace: str
+    claim_name: str
+    claim_uid: str
+    pod_name: str
+    pod_uid: str
+
+
+def extended_claim_cleanup_saga(rt: Runtime) -> SagaDefinition:
+    """PostFilter's deletion of a stale special claim (upstream: ``deleteClaim`` in PostFilter),
+    so the pod's next attempt starts with a new in-memory claim."""
+
+    async def delete(ctx: StepContext) -> dict[str, Any]:
+        inp = msgspec.convert(ctx.input, ExtendedClaimCleanupInput)
+        await clear_extended_status(ctx, rt, inp.namespace, inp.pod_name, inp.pod_uid, inp.claim_name)
+        await delete_extended_claim(ctx, rt, inp.namespace, inp.claim_name, inp.claim_uid)
+        return {"claim": inp.claim_name}
+
+    return SagaDefinition(EXTENDED_CLAIM_CLEANUP, (Step("delete", delete),))

@@ -16,7 +16,7 @@ Compensations (Unreserve, and PostFilter for a stale claim; upstream ``deleteCla
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Container
 
 import msgspec
 
@@ -37,7 +37,7 @@ __all__ = [
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
-def persisted_claim(node_claim: ResourceClaim, taken: Collection[str]) -> ResourceClaim:
+def persisted_claim(node_claim: ResourceClaim, taken: Container[str]) -> ResourceClaim:
     """The claim PreBind creates: generated name (not in ``taken``), no uid, no status.
 
     The suffix is a hash of the owning pod's uid, so replaying the decision gives the same name.

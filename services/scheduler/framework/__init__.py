@@ -19,6 +19,7 @@ from services.scheduler.framework.cycle import schedule_one, start_index
 from services.scheduler.framework.decisions import (
     ClaimBinding,
     ClaimRef,
+    ExtendedClaim,
     KubeEventData,
     PodRef,
     Reserved,
@@ -49,6 +50,7 @@ __all__ = [
     "Diagnosis",
     "EventRegistration",
     "EventResource",
+    "ExtendedClaim",
     "KubeEventData",
     "NodeInfo",
     "PodRef",

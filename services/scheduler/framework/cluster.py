@@ -21,6 +21,8 @@ from events.api.resource_v1 import (
     ResourceClaim,
     ResourceSlice,
 )
+from services.scheduler.extended.claim import is_extended_resource_claim
+from services.scheduler.extended.mapping import ExtendedResourceIndex
 from services.scheduler.framework.assume import AssumeCache, AssumedPod, ClaimKey, PendingAllocation, pod_key
 from services.scheduler.framework.devices import DeviceIndex
 from services.scheduler.framework.events import (
@@ -61,6 +63,10 @@ class ClusterState:
         self.pods: dict[str, Pod] = {}  # assigned pods by namespace/name
         self.claims: dict[ClaimKey, ResourceClaim] = {}
         self.classes: dict[str, DeviceClass] = {}
+        # KEP-5004: extended resource name -> DeviceClass, and each pod's special claims
+        # (owner pod uid -> claim keys), so PreFilter finds them without scanning every claim
+        self.extended = ExtendedResourceIndex()
+        self.special_claims: dict[str, set[ClaimKey]] = {}
         self.slices: dict[str, ResourceSlice] = {}
         self.taint_rules: dict[str, DeviceTaintRule] = {}
         self._pool_slices: dict[tuple[str, str], set[str]] = {}
@@ -208,6 +214,9 @@ class ClusterState:
         if old is not None and _older(claim.metadata.resource_version, old.metadata.resource_version):
             return None
         self.claims[key] = claim
+        if old is not None:
+            self._unindex_special(key, old)
+        self._index_special(key, claim)
         replaced = old is not None and old.metadata.uid != claim.metadata.uid
         if claim.status.allocation is not None or replaced:
             self.assumed.claims.pop(key, None)  # the log caught up (or the claim was replaced)
@@ -222,7 +231,28 @@ class ClusterState:
         self._refresh_usage(key)
         if old is None:
             return None
+        self._unindex_special(key, old)
         return ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.DELETE, old, None)
+
+    def _index_special(self, key: ClaimKey, claim: ResourceClaim) -> None:
+        if not is_extended_resource_claim(claim):
+            return
+        for ref in claim.metadata.owner_references:
+            if ref.controller:
+                self.special_claims.setdefault(ref.uid, set()).add(key)
+
+    def _unindex_special(self, key: ClaimKey, claim: ResourceClaim) -> None:
+        for ref in claim.metadata.owner_references:
+            keys = self.special_claims.get(ref.uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.special_claims[ref.uid]
+
+    def special_claims_of(self, pod: Pod) -> list[ResourceClaim]:
+        """The stored special extended-resource claims controlled by ``pod``, by name."""
+        keys = sorted(self.special_claims.get(pod.metadata.uid, ()))
+        return [self.claims[k] for k in keys if k in self.claims]
 
     def _refresh_usage(self, key: ClaimKey) -> None:
         """Recount the claim's devices: its own allocation, else an assumed one, else none."""
@@ -251,6 +281,7 @@ class ClusterState:
     def upsert_class(self, cls: DeviceClass) -> ClusterEvent | None:
         old = self.classes.get(cls.metadata.name)
         self.classes[cls.metadata.name] = cls
+        self.extended.apply(cls)
         self.devices.classes_changed()
         action = ActionType.ADD if old is None else ActionType.UPDATE_OTHER
         return ClusterEvent(EventResource.DEVICE_CLASS, action, old, cls)
@@ -259,6 +290,7 @@ class ClusterState:
         old = self.classes.pop(name, None)
         if old is None:
             return None
+        self.extended.delete(name)
         self.devices.classes_changed()
         return ClusterEvent(EventResource.DEVICE_CLASS, ActionType.DELETE, old, None)
 

@@ -244,6 +244,7 @@ def _unschedulable(
 ) -> Unschedulable:
     pod = state.pod
     deallocate = None
+    delete_claim = None
     messages: list[str] = []
     for plugin in profile.post_filter:
         outcome = plugin.post_filter(state, pod, diagnosis.node_statuses)
@@ -251,6 +252,8 @@ def _unschedulable(
             messages.append(outcome.status.message)
         if outcome.deallocate is not None and deallocate is None:
             deallocate = outcome.deallocate
+        if outcome.delete_claim is not None and delete_claim is None:
+            delete_claim = outcome.delete_claim
     diagnosis.post_filter_message = ", ".join(messages)
     return Unschedulable(
         pod=PodRef.of(pod),
@@ -262,6 +265,7 @@ def _unschedulable(
         pre_filter_message=diagnosis.pre_filter_message,
         post_filter_message=diagnosis.post_filter_message,
         deallocate=deallocate,
+        delete_claim=delete_claim,
     )
 
 
@@ -288,7 +292,14 @@ def _reserve(
         done.append(plugin)
     state.cluster.assume_pod(pod, node_name)
     bindings = tuple(b for plugin in profile.pre_bind for b in plugin.pre_bind(state, pod, node_name))
-    return Reserved(ref, node_name, bindings, evaluated_nodes=evaluated, feasible_nodes=feasible)
+    extended = None
+    for binder in profile.pre_bind:  # KEP-5004: the special claim PreBind creates (if any)
+        extended_claim = getattr(binder, "extended_claim", None)
+        if extended is None and extended_claim is not None:
+            extended = extended_claim(state, pod, node_name)
+    return Reserved(
+        ref, node_name, bindings, extended, evaluated_nodes=evaluated, feasible_nodes=feasible
+    )
 
 
 def _reserve_pending(ref: PodRef, node_name: str, status: Status) -> Unschedulable:

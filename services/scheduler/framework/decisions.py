@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from events.api.core_v1 import Pod, PodCondition
+from events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
 from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
 
 __all__ = [
     "ClaimBinding",
     "ClaimRef",
+    "ExtendedClaim",
     "KubeEventData",
     "PodRef",
     "Reserved",
@@ -79,10 +80,22 @@ class ClaimBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class ExtendedClaim:
+    """KEP-5004: the pod's special claim for extended resources backed by DRA, as PreBind creates
+    it (generated name and uid chosen by the cycle, no status), and the pod's
+    ``extendedResourceClaimStatus.requestMappings``. Its allocation and reservation are a
+    ``ClaimBinding`` in ``Reserved.claims`` like any other claim's."""
+
+    claim: ResourceClaim
+    mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Reserved:
     pod: PodRef
     node_name: str
     claims: tuple[ClaimBinding, ...] = ()
+    extended: ExtendedClaim | None = None
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
 
@@ -100,6 +113,8 @@ class Unschedulable:
     pre_filter_message: str = ""
     post_filter_message: str = ""
     deallocate: ClaimRef | None = None
+    # KEP-5004: a special claim left over from an earlier cycle, which PostFilter deletes
+    delete_claim: ClaimRef | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,7 +76,8 @@ class ClusterEvent:
 def node_update_action(old: Node, new: Node) -> ActionType:
     """Which node aspects changed (zero when nothing the scheduler reads changed)."""
     action = ActionType(0)
-    if old.status.allocatable != new.status.allocatable:
+    # allocatable defaults to capacity (nodeinfo.node_resources)
+    if (old.status.allocatable or old.status.capacity) != (new.status.allocatable or new.status.capacity):
         action |= ActionType.UPDATE_NODE_ALLOCATABLE
     if old.metadata.labels != new.metadata.labels:
         action |= ActionType.UPDATE_NODE_LABEL

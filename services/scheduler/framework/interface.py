@@ -81,10 +81,12 @@ class CycleState:
 
 @dataclass(frozen=True, slots=True)
 class PostFilterOutcome:
-    """PostFilter's status plus what it asks for: a claim to deallocate (the reallocation saga)."""
+    """PostFilter's status plus what it asks for: a claim to deallocate (the reallocation saga) or a
+    stale special extended-resource claim to delete."""
 
     status: Status
     deallocate: ClaimRef | None = None
+    delete_claim: ClaimRef | None = None  # KEP-5004: a stale special claim to delete
 
 
 @runtime_checkable

@@ -9,9 +9,15 @@ from __future__ import annotations
 from events.api.core_v1 import Node, Taint
 from services.scheduler.framework.resources import PODS, node_allocatable
 
-__all__ = ["NodeInfo", "PodUsage"]
+__all__ = ["NodeInfo", "PodUsage", "node_resources"]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
+
+
+def node_resources(node: Node) -> dict[str, str | int | float]:
+    """What the node offers: ``status.allocatable``, or ``status.capacity`` when allocatable is
+    unset (the API server's defaulting of NodeStatus)."""
+    return dict(node.status.allocatable or node.status.capacity)
 
 
 class PodUsage:
@@ -53,7 +59,9 @@ class NodeInfo:
     def set_node(self, node: Node) -> None:
         self.node = node
         self.labels = node.metadata.labels
-        self.allocatable = node_allocatable(node.status.allocatable)
+        # Kubernetes defaults allocatable to capacity when a Node has none (hand-written Nodes,
+        # such as KEP-5004's, only set capacity).
+        self.allocatable = node_allocatable(node_resources(node))
         self.unschedulable = node.spec.unschedulable
         self.blocking_taints: tuple[Taint, ...] = tuple(t for t in node.spec.taints if t.effect in _BLOCKING)
         self._refree()

@@ -39,7 +39,14 @@ from infra import metrics
 from infra.errors import ConcurrencyError
 from infra.eventstore import EventStore
 from sagas.engine import SagaState, SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput, pod_scheduling_saga
+from sagas.pod_scheduling import (
+    EXTENDED_CLAIM_CLEANUP,
+    POD_SCHEDULING,
+    ExtendedClaimCleanupInput,
+    PodSchedulingInput,
+    extended_claim_cleanup_saga,
+    pod_scheduling_saga,
+)
 from sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
 from services.apiserver.client import ApiClient
 from services.scheduler.framework import (
@@ -86,7 +93,9 @@ class SchedulerService:
         self.clock = clock
         self.core = Scheduler(config, clock=clock)
         self.snapshot = Snapshot(store, self.core)
-        self.engine = SchedulerSagaEngine(store, [pod_scheduling_saga(self), reallocation_saga(self)])
+        self.engine = SchedulerSagaEngine(
+            store, [pod_scheduling_saga(self), reallocation_saga(self), extended_claim_cleanup_saga(self)]
+        )
         self._wake = asyncio.Event()
         self._sagas: set[asyncio.Task[Any]] = set()
         self._side: set[asyncio.Task[Any]] = set()
@@ -227,6 +236,21 @@ class SchedulerService:
             return
         self.outcomes["unschedulable"] += 1
         self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance)))
+        if isinstance(result, Unschedulable) and result.delete_claim is not None:
+            # KEP-5004: PostFilter found a special claim left over from an earlier attempt
+            stale = result.delete_claim
+            cleanup = ExtendedClaimCleanupInput(
+                namespace=stale.namespace,
+                claim_name=stale.name,
+                claim_uid=stale.uid,
+                pod_name=pod.metadata.name,
+                pod_uid=pod.metadata.uid,
+            )
+            saga_id = self._saga_id("extclean", stale.uid or stale.name)
+            self._spawn(
+                self._saga(EXTENDED_CLAIM_CLEANUP, saga_id, _builtins(cleanup), position, traceparent),
+                saga=True,
+            )
         if isinstance(result, Unschedulable) and result.deallocate is not None:
             ref = result.deallocate
             inp = ReallocationInput(

@@ -16,18 +16,40 @@ Extension points (upstream ``pkg/scheduler/framework/plugins/dynamicresources``)
 * Score — see ``score.py`` (prioritized list, then bin-packing).
 * Reserve — the allocations computed for the chosen node go into the assume cache.
 * PreBind — what the saga writes per claim (``ClaimBinding``).
+
+Extended resources backed by DRA (KEP-5004, ``services.scheduler.extended``): PreFilter finds
+the pod's special claim from an earlier cycle or starts an in-memory one when some requested
+extended resource is mapped to a DeviceClass; Filter splits the demand per node
+(``decide_node``: resources the node advertises are NodeResourcesFit's, mapped ones it lacks go
+into a node-specific copy of the special claim, over 32 devices is an error); the allocator
+allocates that copy together with the pod's other claims (deferred filter); Reserve gives it a
+deterministic generated name and uid and assumes its devices; PreBind hands it to the saga
+(``extended_claim``: created, then allocated and reserved like any claim, then the pod's
+``extendedResourceClaimStatus``). PostFilter asks for a special claim left over from an earlier
+cycle to be deleted.
 """
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Iterator, Mapping
 
 import msgspec
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from services.scheduler.extended.claim import (
+    MSG_STALE_CLAIM,
+    NodeDecision,
+    decide_node,
+    is_in_memory,
+    new_in_memory_claim,
+    wants_dra,
+)
+from services.scheduler.extended.saga import persisted_claim
 from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.decisions import ClaimBinding, ClaimRef
+from services.scheduler.framework.decisions import ClaimBinding, ClaimRef, ExtendedClaim
 from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from services.scheduler.framework.nodeinfo import NodeInfo
 from services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
@@ -74,6 +96,10 @@ class DRAState:
         "allocator",
         "claims",
         "estimates",
+        "ext_allocation",
+        "ext_nodes",
+        "ext_plan",
+        "extended",
         "fingerprint",
         "indexed",
         "node_allocations",
@@ -95,6 +121,58 @@ class DRAState:
         self.allocator: Allocator | None = None
         self.fingerprint: tuple[bytes, ...] | None = None
         self.node_allocations: dict[str, list[AllocationResult]] = {}
+        # KEP-5004: the special claim PreFilter found or made (None: no DRA extended resources),
+        # its node-specific copies (Filter), and what Reserve decided for the chosen node
+        self.extended: ResourceClaim | None = None
+        self.ext_nodes: dict[str, NodeDecision] = {}
+        self.ext_plan: tuple[str, ExtendedClaim] | None = None
+        self.ext_allocation: AllocationResult | None = None
+
+    def allocating(self, node_name: str) -> list[ResourceClaim]:
+        """The claims the allocator must allocate on this node (the special claim's copy last)."""
+        ext = self.ext_nodes.get(node_name)
+        if ext is None or ext.claim is None:
+            return self.to_allocate
+        return [*self.to_allocate, ext.claim]
+
+
+def _mentions_extended(pod: Pod) -> bool:
+    """Cheap guard before counting the pod's extended resources: some domain-prefixed name."""
+    for c in (*pod.spec.init_containers, *pod.spec.containers):
+        res = c.resources
+        if any("/" in n for n in res.limits) or any("/" in n for n in res.requests):
+            return True
+    return False
+
+
+def _special_claim(pod: Pod, cluster: ClusterState) -> ResourceClaim | None:
+    """PreFilter's special claim: the stored one from an earlier cycle, else a new in-memory one;
+    None when the pod requests no extended resource a DeviceClass maps."""
+    index = cluster.extended
+    if not len(index) or not _mentions_extended(pod) or not wants_dra(pod, index):
+        return None
+    stored = cluster.special_claims_of(pod)
+    return stored[0] if stored else new_in_memory_claim(pod)
+
+
+class _Taken:
+    """Claim names of a namespace the cluster knows (stored or assumed), for name generation."""
+
+    __slots__ = ("cluster", "namespace")
+
+    def __init__(self, cluster: ClusterState, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+
+    def __contains__(self, name: object) -> bool:
+        key = (self.namespace, str(name))
+        return key in self.cluster.claims or key in self.cluster.assumed.claims
+
+
+def _claim_uid(pod: Pod, name: str) -> str:
+    """A deterministic uid for the special claim (replaying the decision gives the same one)."""
+    digest = hashlib.sha256(f"{pod.metadata.uid}/{name}".encode()).digest()
+    return str(uuid.UUID(bytes=digest[:16], version=4))
 
 
 class DynamicResources:
@@ -123,16 +201,18 @@ class DynamicResources:
         return None
 
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
-        if not pod.spec.resource_claims:
-            return SKIP
         cluster = state.cluster
+        extended = _special_claim(pod, cluster)
+        if not pod.spec.resource_claims and extended is None:
+            return SKIP
         try:
             claims = resolve_claims(pod, cluster)
         except ClaimProblem as exc:
             return unresolvable(str(exc), plugin=NAME)
-        if not claims:
+        if not claims and extended is None:
             return SKIP
         data = DRAState(claims)
+        data.extended = extended
         for index, claim in enumerate(claims):
             allocation = claim.status.allocation
             if allocation is not None:
@@ -163,6 +243,14 @@ class DynamicResources:
     # -- Filter -------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         data: DRAState = state.data[NAME]
+        if data.extended is not None:
+            d = decide_node(pod, data.extended, node.allocatable, state.cluster.extended)
+            if d.status == "unschedulable":
+                return unschedulable(d.reason, plugin=NAME)
+            if d.status == "error":
+                return error(d.reason, plugin=NAME)
+            if d.status == "dra":
+                data.ext_nodes[node.name] = d
         unavailable = False
         for index, selector in data.selectors:
             try:
@@ -188,7 +276,7 @@ class DynamicResources:
         self, state: CycleState, pod: Pod, nodes: list[NodeInfo], rejected: list[tuple[NodeInfo, Status]]
     ) -> list[NodeInfo]:
         data: DRAState = state.data[NAME]
-        if data.indexed is not None and not data.selectors:
+        if data.indexed is not None and not data.selectors and data.extended is None:
             return data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
         kept = []
         for node in nodes:
@@ -201,15 +289,21 @@ class DynamicResources:
 
     def wants_deferred(self, state: CycleState) -> bool:
         data: DRAState | None = state.data.get(NAME)
-        return data is not None and bool(data.to_allocate)
+        return data is not None and (bool(data.to_allocate) or data.extended is not None)
 
     def filter_deferred(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         """The allocator on one node (the framework asks in score order)."""
         data: DRAState = state.data[NAME]
         cluster = state.cluster
+        claims = data.allocating(node.name)
+        if not claims:
+            return None  # only extended resources, all from device plugins on this node
         if data.fingerprint is None:
             data.fingerprint = tuple(msgspec.json.encode(c.spec) for c in data.to_allocate)
-        key = (node.name, data.fingerprint)
+        fingerprint = data.fingerprint
+        if len(claims) > len(data.to_allocate):
+            fingerprint = (*fingerprint, msgspec.json.encode(claims[-1].spec))
+        key = (node.name, fingerprint)
         stamp = cluster.devices.release_stamp(node.name)
         if self._negative.get(key) == stamp:
             return _CANNOT_ALLOCATE
@@ -222,16 +316,14 @@ class DynamicResources:
                 features=state.config.features,
             )
         try:
-            results = allocator.allocate(
-                node.node, data.to_allocate, max_steps=state.config.allocator_max_steps
-            )
+            results = allocator.allocate(node.node, claims, max_steps=state.config.allocator_max_steps)
         except AllocationTimeout:
             return _TIMED_OUT
         except NodeAllocationError as exc:
             return unschedulable(str(exc), plugin=NAME)
         except InvalidInputError as exc:
             return error(str(exc), plugin=NAME)
-        if results is None or len(results) != len(data.to_allocate):
+        if results is None or len(results) != len(claims):
             if len(self._negative) >= _NEGATIVE_CACHE_MAX:
                 self._negative.clear()
             self._negative[key] = stamp
@@ -242,6 +334,16 @@ class DynamicResources:
     # -- PostFilter / Score ---------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:
         data: DRAState | None = state.data.get(NAME)
+        outcome = self._post_filter(state, pod, data)
+        if data is not None and data.extended is not None and not is_in_memory(data.extended):
+            # upstream deletes a stored special claim here, so the next attempt starts anew
+            ref = ClaimRef.of(data.extended)
+            message = f"{MSG_STALE_CLAIM}: deletion of ResourceClaim {ref} requested"
+            status = unschedulable(message, plugin=NAME)
+            return PostFilterOutcome(status, outcome.deallocate, ref)
+        return outcome
+
+    def _post_filter(self, state: CycleState, pod: Pod, data: DRAState | None) -> PostFilterOutcome:
         if data is None or not data.claims:
             return PostFilterOutcome(unschedulable("no new claims to deallocate", plugin=NAME))
         uid = pod.metadata.uid
@@ -278,12 +380,26 @@ class DynamicResources:
     # -- Reserve / PreBind ----------------------------------------------------------------------
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
         data: DRAState | None = state.data.get(NAME)
-        if data is None or not data.to_allocate:
+        if data is None:
+            return None
+        claims = data.allocating(node_name)
+        if not claims:
             return None
         results = data.node_allocations.get(node_name)
-        if results is None:
+        if results is None or len(results) != len(claims):
             return error("claim allocation not found for node", plugin=NAME)
-        state.cluster.assume_allocations(pod, node_name, list(zip(data.to_allocate, results, strict=True)))
+        n = len(data.to_allocate)
+        pairs = list(zip(data.to_allocate, results[:n], strict=True))
+        ext = data.ext_nodes.get(node_name)
+        if ext is not None and ext.claim is not None:
+            cluster = state.cluster
+            claim = persisted_claim(ext.claim, _Taken(cluster, pod.metadata.namespace))
+            meta = msgspec.structs.replace(claim.metadata, uid=_claim_uid(pod, claim.metadata.name))
+            claim = msgspec.structs.replace(claim, metadata=meta)
+            data.ext_plan = (node_name, ExtendedClaim(claim=claim, mappings=ext.mappings))
+            data.ext_allocation = results[n]
+            pairs.append((claim, results[n]))
+        state.cluster.assume_allocations(pod, node_name, pairs)
         return None
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -301,7 +417,17 @@ class DynamicResources:
             if is_reserved_for(claim, pod):
                 continue
             out.append(ClaimBinding(ClaimRef.of(claim), results.get(id(claim)), consumer))
+        plan = self.extended_claim(state, pod, node_name)
+        if plan is not None:
+            out.append(ClaimBinding(ClaimRef.of(plan.claim), data.ext_allocation, consumer))
         return out
+
+    def extended_claim(self, state: CycleState, pod: Pod, node_name: str) -> ExtendedClaim | None:
+        """KEP-5004: the special claim Reserve decided for ``node_name`` (PreBind creates it)."""
+        data: DRAState | None = state.data.get(NAME)
+        if data is None or data.ext_plan is None or data.ext_plan[0] != node_name:
+            return None
+        return data.ext_plan[1]
 
 
 def _check_classes(claim: ResourceClaim, classes: Mapping[str, object]) -> Status | None:

@@ -6,9 +6,12 @@ hugepages) the pod requests, each against allocatable minus what the node's pods
 assumed) request. Every shortfall is a reason ("Insufficient cpu"); the node is
 UnschedulableAndUnresolvable when some request exceeds the node's allocatable outright.
 
-Extension point for KEP-5004 (extended resources backed by DRA, a later issue): a scalar
-resource the node does not advertise but a DeviceClass maps (``extendedResourceName``) is to be
-left to the dynamicresources plugin; ``NodeResourcesFit(dra_backed=...)`` takes that predicate.
+KEP-5004 (extended resources backed by DRA): a scalar resource the node does not advertise (or
+advertises as 0) but a DeviceClass maps (``extendedResourceName`` or the implicit
+``deviceclass.resource.kubernetes.io/<class>``) is left to the DynamicResources plugin, which
+serves it through the pod's special claim. The predicate is ``NodeResourcesFit(dra_backed=...)``,
+by default the cluster snapshot's mapping (``ClusterState.extended``). A node that advertises the
+resource (a device plugin) is fitted here as before.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from events.api.core_v1 import Pod
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration
-from services.scheduler.framework.nodeinfo import NodeInfo
+from services.scheduler.framework.nodeinfo import NodeInfo, node_resources
 from services.scheduler.framework.resources import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -86,7 +89,10 @@ class NodeResourcesFit:
                     break
             else:
                 return None  # the common case, without building reason lists
-        return self._status(requests, node)
+        return self._status(requests, node, self._predicate(state))
+
+    def _predicate(self, state: CycleState) -> Callable[[str], bool]:
+        return self.dra_backed if self.dra_backed is not None else state.cluster.extended.is_dra_backed
 
     def filter_batch(
         self, state: CycleState, pod: Pod, nodes: list[NodeInfo], rejected: list[tuple[NodeInfo, Status]]
@@ -102,15 +108,15 @@ class NodeResourcesFit:
                 else:
                     kept.append(node)
                     continue
-            status = self._status(requests, node)
+            status = self._status(requests, node, self._predicate(state))
             if status is None:
                 kept.append(node)
             else:
                 rejected.append((node, status))
         return kept
 
-    def _status(self, requests: Requests, node: NodeInfo) -> Status | None:
-        reasons, hard = fits(requests, len(node.pods), node.allocatable, node.requested, self.dra_backed)
+    def _status(self, requests: Requests, node: NodeInfo, dra_backed: Callable[[str], bool]) -> Status | None:
+        reasons, hard = fits(requests, len(node.pods), node.allocatable, node.requested, dra_backed)
         if not reasons:
             return None
         make = unresolvable if hard else unschedulable
@@ -132,7 +138,13 @@ def _node_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> Queueing
     node = event.new
     if node is None:
         return QueueingHint.SKIP
-    reasons, _ = fits(ordered_requests(pod_requests(pod)), 0, node_allocatable(node.status.allocatable), {})
+    reasons, _ = fits(
+        ordered_requests(pod_requests(pod)),
+        0,
+        node_allocatable(node_resources(node)),
+        {},
+        cluster.extended.is_dra_backed,
+    )
     return QueueingHint.SKIP if reasons else QueueingHint.QUEUE
 
 
