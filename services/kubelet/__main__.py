@@ -5,6 +5,8 @@ behind the ``DRAPlugin`` protocol, as a registered plugin would behind its socke
 CDI specs under ``$DRAFLOW_DATA_DIR/cdi/<node>/``. The Node is registered with the label
 ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane process
 (``python -m services.drivers.gpu_example``) how many GPUs to publish for it.
+``--device-plugin example.com/gpu=2`` stands in for a device plugin: the Node advertises those
+extended resources in its capacity and allocatable (KEP-5004's mixed clusters).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from services.driver_controller.kubelet_host import ClassicKubelet
 from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
+from services.kubelet.node import DEFAULT_CAPACITY
 from services.kubelet.service import KubeletService
 
 
@@ -34,6 +37,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=parse_labels,
         default={},
         help="extra Node labels, k=v,k2=v2 (e.g. fpga.example.com/fabric=true for the classic FPGA driver)",
+    )
+    p.add_argument(
+        "--device-plugin",
+        type=parse_labels,
+        default={},
+        metavar="NAME=COUNT,...",
+        help="extended resources a device plugin advertises on this node (added to the Node's "
+        "capacity and allocatable), e.g. example.com/gpu=2",
     )
     add_metrics_arg(p)  # read by infra.service.run_service
     return p.parse_args(argv)
@@ -52,7 +63,12 @@ def parse_labels(raw: str) -> dict[str, str]:
 
 
 def build(
-    rt: Runtime, ctx: ServiceContext, node: str, gpus: int, extra_labels: dict[str, str] | None = None
+    rt: Runtime,
+    ctx: ServiceContext,
+    node: str,
+    gpus: int,
+    extra_labels: dict[str, str] | None = None,
+    device_plugin: dict[str, str] | None = None,
 ) -> KubeletService:
     state_dir = ctx.settings.service_dir(f"kubelet-{node}")
     plugins: dict[str, DRAPlugin] = {}
@@ -76,7 +92,15 @@ def build(
     classic = ClassicKubelet(
         node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node, state_dir=state_dir / "classic"
     )
-    return KubeletService(rt, node, state_dir, plugins, node_labels=labels, classic=classic)
+    return KubeletService(
+        rt,
+        node,
+        state_dir,
+        plugins,
+        node_labels=labels,
+        classic=classic,
+        capacity={**DEFAULT_CAPACITY, **(device_plugin or {})},
+    )
 
 
 def plugin_dir_name() -> str:
@@ -84,14 +108,14 @@ def plugin_dir_name() -> str:
 
 
 def main_for(
-    node: str, gpus: int, labels: dict[str, str] | None = None
+    node: str, gpus: int, labels: dict[str, str] | None = None, device_plugin: dict[str, str] | None = None
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
         await rt.wait_for_apiserver()
         try:
-            kubelet = build(rt, ctx, node, gpus, labels)
+            kubelet = build(rt, ctx, node, gpus, labels, device_plugin)
             await kubelet.register()
             print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
@@ -103,4 +127,5 @@ def main_for(
 
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
-    sys.exit(run_service(f"kubelet-{args.node}", main_for(args.node, args.gpus, args.labels)))
+    main = main_for(args.node, args.gpus, args.labels, args.device_plugin)
+    sys.exit(run_service(f"kubelet-{args.node}", main))

@@ -89,6 +89,7 @@ class KubeletService:
         max_prepare_attempts: int = 5,
         retry_base_s: float = 0.5,
         classic: ClassicKubelet | None = None,
+        capacity: Mapping[str, str] | None = None,
     ) -> None:
         self.rt = rt
         rt.kinds = KINDS
@@ -100,6 +101,7 @@ class KubeletService:
         self.state_dir = state_dir
         self.plugins = dict(plugins)
         self.node_labels = dict(node_labels or {})
+        self.capacity = dict(capacity) if capacity else None  # None: the default capacity
         self.max_prepare_attempts = max_prepare_attempts
         self.retry_base_s = retry_base_s
         self.manager = DRAManager(read_checkpoint(state_dir))  # CorruptCheckpointError stops us
@@ -107,7 +109,7 @@ class KubeletService:
 
     async def register(self) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's)."""
-        node = node_object(self.node_name, datetime.now(UTC), labels=self.node_labels)
+        node = node_object(self.node_name, datetime.now(UTC), labels=self.node_labels, capacity=self.capacity)
         if not await self.rt.apply(node):
             raise RuntimeError(f"cannot register Node {self.node_name}")
         current = self.rt.get("Node", "", self.node_name)

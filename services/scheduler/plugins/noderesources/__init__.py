@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from events.api.core_v1 import Pod
+from events.api.resource_v1 import DeviceClass
+from services.scheduler.extended.names import implicit_name
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration
@@ -130,6 +132,11 @@ class NodeResourcesFit:
             EventRegistration(
                 EventResource.ASSIGNED_POD, ActionType.DELETE | ActionType.UPDATE_POD_SCALE_DOWN, _pod_hint
             ),
+            # KEP-5004: a class that starts mapping a resource the pod asks for (upstream registers
+            # DeviceClass events when DRAExtendedResource is on)
+            EventRegistration(
+                EventResource.DEVICE_CLASS, ActionType.ADD | ActionType.UPDATE_OTHER, _class_hint
+            ),
         ]
 
 
@@ -146,6 +153,17 @@ def _node_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> Queueing
         cluster.extended.is_dra_backed,
     )
     return QueueingHint.SKIP if reasons else QueueingHint.QUEUE
+
+
+def _class_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:
+    """Requeue when the added or changed DeviceClass maps an extended resource the pod requests."""
+    cls = event.new
+    if not isinstance(cls, DeviceClass):
+        return QueueingHint.SKIP
+    names = {implicit_name(cls.metadata.name)}
+    if cls.spec.extended_resource_name:
+        names.add(cls.spec.extended_resource_name)
+    return QueueingHint.QUEUE if names & pod_requests(pod).keys() else QueueingHint.SKIP
 
 
 def _pod_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:

@@ -1,0 +1,343 @@
+"""KEP-5004 end to end with the real processes: extended resources backed by DRA in a mixed cluster.
+
+The KEP's DeviceClass (``extendedResourceName: example.com/gpu``), ResourceSlice and two Nodes
+(``examples/extended-resources/``) are applied as written — the Nodes carry only
+``status.capacity`` — and kubelets start on both: ``...-zrw2`` with the gpu.example.com node
+plugin (its 8 devices are the KEP's ResourceSlice), ``...-xyz8`` with a device plugin advertising
+``example.com/gpu: 2``. Then the KEP's Deployment, as written, and scaled:
+
+* its pod runs on either node; scaled to 10 (all the cluster has), 2 pods run on the device-plugin
+  node without any claim and 8 on the DRA node, each with its own special claim (annotation, pod
+  controller reference, request ``container-0-request-0``, ``extendedResourceClaimStatus``) that
+  the kubelet prepared, handing the container its CDI devices;
+* the KEP's ResourceQuota counts both ways of taking a GPU on both keys without charging a special
+  claim twice (10/10), and refuses an 11th pod at admission;
+* scaled down, the special claims of the removed pods go away and their devices are free: an
+  ordinary ResourceClaim takes them on the DRA node (no static split between the two uses);
+* a pod asking for 129 devices stays Pending with the claim-limit reason;
+* deleting everything leaves no claim, nothing prepared and no quota usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from events.api.core_v1 import Pod, ResourceQuota
+from events.api.resource_v1 import ResourceClaim
+from infra.config import Settings
+from services.claim_controller.runtime import Runtime
+from services.scheduler.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from tests.controllers.shells import manifests, start_runtime
+from tests.e2e.procs import Proc
+from tests.e2e.test_demo import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+KEP = ROOT / "examples" / "extended-resources"
+DRA_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-zrw2"
+PLUGIN_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-xyz8"
+GPU = "example.com/gpu"
+QUOTA_KEYS = ("requests.example.com/gpu", "gpu.example.com.deviceclass.resource.k8s.io/devices")
+
+SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
+    ("services.claim_controller", [], "claim-controller: following"),
+    ("services.scheduler", [], None),
+    ("services.workloads", [], "workloads: following"),
+    ("services.quota_reconciler", [], "quota-reconciler: following"),
+    ("services.kubelet", ["--node", DRA_NODE, "--gpus", "8"], f"kubelet {DRA_NODE}: registered"),
+    (
+        "services.kubelet",
+        ["--node", PLUGIN_NODE, "--gpus", "0", "--device-plugin", f"{GPU}=2"],
+        f"kubelet {PLUGIN_NODE}: registered",
+    ),
+)
+
+
+def _docs(name: str) -> list[dict[str, Any]]:
+    return manifests((KEP / name).read_text())
+
+
+@pytest.fixture
+async def kep_cluster(settings: Settings) -> AsyncIterator[Runtime]:
+    """The apiserver, the KEP's objects as written, then the other services and both kubelets."""
+    procs = [Proc(settings, "services.apiserver")]
+    try:
+        await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
+        probe, events = await start_runtime(settings, "e2e-probe")
+        try:
+            docs = [*_docs("nodes.yaml"), *_docs("deviceclass.yaml"), *_docs("resourceslice-runnable.yaml")]
+            for result in await probe.api.apply([*docs, *_docs("quota.yaml")]):
+                assert result.error is None, result.error
+            await wait_for(lambda: probe.get("Node", "", DRA_NODE) is not None, 10, "the KEP's Nodes")
+            node = probe.get("Node", "", PLUGIN_NODE)
+            assert str(node.status.capacity[GPU]) == "2" and not node.status.allocatable  # as written
+            procs += [Proc(settings, module, args) for module, args, _ in SERVICES]
+            for proc, (_, _, ready) in zip(procs[1:], SERVICES, strict=True):
+                if ready:
+                    await asyncio.to_thread(proc.expect, ready, 90)
+            yield probe
+        finally:
+            await probe.stop()
+            await events.close()
+    finally:
+        codes = await asyncio.gather(*(asyncio.to_thread(p.terminate) for p in reversed(procs)))
+        assert all(code == 0 for code in codes), [
+            (p.name, c, p.stderr[-5:]) for p, c in zip(reversed(procs), codes, strict=True)
+        ]
+
+
+def _demo_pods(probe: Runtime) -> list[Pod]:
+    pods = [p for p in probe.items("Pod", "default") if p.metadata.labels.get("app") == "demo"]
+    return sorted(pods, key=lambda p: p.metadata.name)
+
+
+def _special_claims(probe: Runtime) -> dict[str, ResourceClaim]:
+    return {
+        c.metadata.name: c
+        for c in probe.items("ResourceClaim", "default")
+        if c.metadata.annotations.get(EXTENDED_RESOURCE_CLAIM_ANNOTATION) == "true"
+    }
+
+
+def _running(probe: Runtime, n: int) -> Any:
+    def check() -> bool | list[str]:
+        pods = [p for p in _demo_pods(probe) if not p.metadata.deletion_timestamp]
+        ok = len(pods) == n and all(p.status.phase == "Running" for p in pods)
+        return ok or [f"{p.metadata.name} {p.status.phase} {p.spec.node_name}" for p in pods]
+
+    return check
+
+
+def _used(probe: Runtime) -> dict[str, str]:
+    quota = probe.get("ResourceQuota", "default", "gpu")
+    assert isinstance(quota, ResourceQuota)
+    return {k: str(quota.status.used.get(k)) for k in QUOTA_KEYS}
+
+
+def _quota_used(probe: Runtime, n: str) -> Any:
+    """A ``wait_for`` check: both keys of the class show ``n`` used (a list of what they show)."""
+
+    def check() -> bool | list[str]:
+        used = _used(probe)
+        return used == dict.fromkeys(QUOTA_KEYS, n) or [f"{k}={v}" for k, v in used.items()]
+
+    return check
+
+
+def _cdi_ids(settings: Settings, events: list[Any]) -> dict[str, list[str]]:
+    for env in events:
+        if env.type == "PodResourcesPrepared":
+            return {c.container: list(c.cdi_ids) for c in env.data.containers}
+    return {}
+
+
+def _check_special_claim(pod: Pod, claims: dict[str, ResourceClaim]) -> ResourceClaim:
+    status = pod.status.extended_resource_claim_status
+    assert status is not None, pod.metadata.name
+    claim = claims[status.resource_claim_name]
+    meta = claim.metadata
+    assert meta.generate_name == f"{pod.metadata.name}-extended-resources-"
+    assert meta.name.startswith(meta.generate_name)
+    (owner,) = meta.owner_references
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+        "Pod",
+        pod.metadata.name,
+        pod.metadata.uid,
+        True,
+    )
+    (req,) = claim.spec.devices.requests
+    assert req.name == "container-0-request-0" and req.exactly is not None
+    assert (req.exactly.device_class_name, req.exactly.allocation_mode, req.exactly.count) == (
+        "gpu.example.com",
+        "ExactCount",
+        1,
+    )
+    (mapping,) = status.request_mappings
+    assert (mapping.container_name, mapping.resource_name, mapping.request_name) == (
+        "demo",
+        GPU,
+        "container-0-request-0",
+    )
+    assert claim.status.allocation is not None
+    (result,) = claim.status.allocation.devices.results
+    assert (result.driver, result.pool, result.request) == (
+        "gpu.example.com",
+        DRA_NODE,
+        "container-0-request-0",
+    )
+    assert [r.uid for r in claim.status.reserved_for] == [pod.metadata.uid]
+    return claim
+
+
+async def _apply(probe: Runtime, docs: list[dict[str, Any]]) -> None:
+    for result in await probe.api.apply(docs):
+        assert result.error is None, result.error
+
+
+def _scaled(replicas: int) -> list[dict[str, Any]]:
+    (dep,) = copy.deepcopy(_docs("deployment.yaml"))
+    dep["spec"]["replicas"] = replicas
+    return [dep]
+
+
+def _leftovers(settings: Settings) -> list[str]:
+    left = [
+        p.name for p in (settings.data_dir / "cdi").glob("*/*.json") if not p.name.endswith("_common.json")
+    ]
+    for state in settings.data_dir.glob("kubelet-*/dra_manager_state"):
+        if json.loads(json.loads(state.read_text())["Data"])["Entries"]:
+            left.append(str(state))
+    return left
+
+
+async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime, settings: Settings) -> None:
+    probe = kep_cluster
+    # The KEP's Deployment as written: one pod, on either node.
+    await _apply(probe, _docs("deployment.yaml"))
+    await wait_for(_running(probe, 1), 90, "the KEP's pod Running")
+    (first,) = _demo_pods(probe)
+    assert first.spec.node_name in (DRA_NODE, PLUGIN_NODE)
+
+    # Scaled to everything the cluster has: 2 device-plugin GPUs + 8 DRA GPUs.
+    await _apply(probe, _scaled(10))
+    await wait_for(_running(probe, 10), 120, "10 pods Running")
+    pods = _demo_pods(probe)
+    by_node = {n: [p for p in pods if p.spec.node_name == n] for n in (DRA_NODE, PLUGIN_NODE)}
+    assert (len(by_node[DRA_NODE]), len(by_node[PLUGIN_NODE])) == (8, 2)
+    claims = _special_claims(probe)
+    for pod in by_node[PLUGIN_NODE]:  # device plugin: NodeResourcesFit, no claim
+        assert pod.status.extended_resource_claim_status is None
+    devices = set()
+    for pod in by_node[DRA_NODE]:
+        claim = _check_special_claim(pod, claims)
+        assert claim.status.allocation is not None
+        devices.add(claim.status.allocation.devices.results[0].device)
+        events = await probe.events.events(probe.events.subject("Pod", "default", pod.metadata.name))
+        ids = _cdi_ids(settings, events)
+        # the container's own device (the driver's common id + the claim's device id)
+        assert list(ids) == ["demo"] and len(ids["demo"]) == 2, ids
+        assert ids["demo"][1].startswith(f"k8s.gpu.example.com/gpu={claim.metadata.uid}-")
+    assert len(claims) == 8 and devices == {f"gpu-{i}" for i in range(8)}
+
+    # Quota: both keys of the class count every GPU once, whichever way it was taken.
+    await wait_for(_quota_used(probe, "10"), 30, "quota used 10/10")
+    extra = copy.deepcopy(_docs("deployment.yaml")[0]["spec"]["template"])
+    extra.update(apiVersion="v1", kind="Pod")
+    extra["metadata"].update(name="eleventh", namespace="default")
+    (result,) = await probe.api.apply([extra])
+    assert result.error is not None and result.error.code == 403, result.error
+    assert (
+        "exceeded quota: gpu" in result.error.message and "requests.example.com/gpu" in result.error.message
+    )
+    assert probe.get("Pod", "default", "eleventh") is None
+
+    # Scaled down: the removed pods' special claims go, their devices serve an ordinary claim.
+    await _apply(probe, _scaled(3))
+    await wait_for(_running(probe, 3), 90, "3 pods Running")
+
+    def claims_follow_pods() -> bool | list[str]:
+        pods = {p.metadata.uid for p in _demo_pods(probe)}
+        claims = _special_claims(probe)
+        owners = {c.metadata.owner_references[0].uid for c in claims.values()}
+        return (
+            owners <= pods
+            and len(claims) == sum(1 for p in _demo_pods(probe) if p.spec.node_name == DRA_NODE)
+        ) or sorted(claims)
+
+    await wait_for(claims_follow_pods, 60, "special claims of removed pods deleted")
+    on_dra = sum(1 for p in _demo_pods(probe) if p.spec.node_name == DRA_NODE)
+    free = 8 - on_dra
+    ordinary = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "rest", "namespace": "default"},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "gpus", "exactly": {"deviceClassName": "gpu.example.com", "count": free}}
+                    ]
+                }
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "rest", "namespace": "default"},
+            "spec": {
+                "containers": [
+                    {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpus"}]}}
+                ],
+                "resourceClaims": [{"name": "gpus", "resourceClaimName": "rest"}],
+            },
+        },
+    ]
+    await _apply(probe, ordinary)
+
+    def rest_running() -> bool | list[str]:
+        pod = probe.get("Pod", "default", "rest")
+        return (pod is not None and pod.status.phase == "Running") or [f"{pod and pod.status}"]
+
+    await wait_for(rest_running, 60, "the ordinary claim's pod Running")
+    rest = probe.get("ResourceClaim", "default", "rest")
+    assert rest.status.allocation is not None, (free, probe.get("Pod", "default", "rest"))
+    taken = {r.device for r in rest.status.allocation.devices.results}
+    special = {c.status.allocation.devices.results[0].device for c in _special_claims(probe).values()}
+    assert len(taken) == free and not taken & special and taken | special == {f"gpu-{i}" for i in range(8)}
+    expected = str(3 + free)
+    await wait_for(_quota_used(probe, expected), 30, f"quota used {expected}")
+
+    # Deleting everything frees every device, claim and quota unit.
+    for result in await probe.api.delete(
+        [("Deployment", "default", "demo"), ("Pod", "default", "rest"), ("ResourceClaim", "default", "rest")]
+    ):
+        assert result.error is None, result.error
+
+    def all_gone() -> bool | list[str]:
+        left = [p.metadata.name for p in probe.items("Pod", "default")]
+        left += [c.metadata.name for c in probe.items("ResourceClaim", "default")]
+        return (left + _leftovers(settings)) or True
+
+    await wait_for(all_gone, 90, "nothing left")
+    await wait_for(_quota_used(probe, "0"), 30, "quota used 0")
+
+
+async def test_129_devices_stay_pending_with_the_claim_limit(kep_cluster: Runtime) -> None:
+    probe = kep_cluster
+    await _apply(
+        probe,
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "big"}},
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "big", "namespace": "big"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {GPU: 129}}}]
+                },
+            },
+        ],
+    )
+
+    def refused() -> bool | list[str]:
+        pod = probe.get("Pod", "big", "big")
+        conds = [c for c in pod.status.conditions if c.type == "PodScheduled"] if pod else []
+        return bool(conds and conds[0].status == "False" and "claim limit" in conds[0].message) or [repr(conds)]
+
+    await wait_for(refused, 30, "PodScheduled=False with the claim limit")
+    pod = probe.get("Pod", "big", "big")
+    (cond,) = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+    assert cond.message == (
+        "pod big/big: extended resources backed by DRA: number of requested devices 129 "
+        "exceeds the claim limit of 32"
+    )
+    await asyncio.sleep(2.0)  # retried with backoff, never placed, no claim left behind
+    pod = probe.get("Pod", "big", "big")
+    assert pod.status.phase == "Pending" and not pod.spec.node_name
+    assert probe.items("ResourceClaim", "big") == []
