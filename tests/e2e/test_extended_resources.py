@@ -328,7 +328,8 @@ async def test_129_devices_stay_pending_with_the_claim_limit(kep_cluster: Runtim
     def refused() -> bool | list[str]:
         pod = probe.get("Pod", "big", "big")
         conds = [c for c in pod.status.conditions if c.type == "PodScheduled"] if pod else []
-        return bool(conds and conds[0].status == "False" and "claim limit" in conds[0].message) or [repr(conds)]
+        refused = bool(conds and conds[0].status == "False" and "claim limit" in conds[0].message)
+        return refused or [repr(conds)]
 
     await wait_for(refused, 30, "PodScheduled=False with the claim limit")
     pod = probe.get("Pod", "big", "big")
