@@ -3,9 +3,10 @@
 ``default_plugins()`` is the default profile in kube-scheduler's order (the Filter order decides
 which plugin a node's rejection is attributed to).
 
-Extension point for KEP-5004 (extended resources backed by DRA, a later issue): the mapping of
-extended resource names to DeviceClasses goes into ``NodeResourcesFit(dra_backed=...)`` and a
-node-specific special claim into ``DynamicResources`` (Filter/Reserve/PreBind), as upstream.
+KEP-5004 (extended resources backed by DRA): ``NodeResourcesFit`` reads the mapping of extended
+resource names to DeviceClasses from the cluster snapshot (``ClusterState.extended``) unless given
+``dra_backed=...``, and ``DynamicResources`` builds, allocates and hands PreBind the node-specific
+special claim, as upstream.
 """
 
 from __future__ import annotations

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
+from services.scheduler.extended.claim import is_extended_resource_claim
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import EventRegistration
 from services.scheduler.framework.status import QueueingHint
 from services.scheduler.plugins.dynamicresources.claims import ClaimProblem, resolve_claims
 
-__all__ = ["claim_hint", "claim_key", "pod_hint", "queue_keys", "registrations"]
+__all__ = ["claim_hint", "claim_key", "pod_hint", "queue_keys", "registrations", "special_claim_deleted_hint"]
 
 
 def registrations() -> list[EventRegistration]:
@@ -20,6 +21,8 @@ def registrations() -> list[EventRegistration]:
         # Node labels matter for slice/device node selectors; allocatable for KEP-5004.
         EventRegistration(EventResource.NODE, A.ADD | A.UPDATE_NODE_LABEL | A.UPDATE_NODE_ALLOCATABLE),
         EventRegistration(EventResource.RESOURCE_CLAIM, A.ADD | A.UPDATE_OTHER, claim_hint, claim_key),
+        # KEP-5004: the pod's stale special claim is gone (PostFilter asked for its deletion)
+        EventRegistration(EventResource.RESOURCE_CLAIM, A.DELETE, special_claim_deleted_hint),
         EventRegistration(EventResource.UNSCHEDULED_POD, A.UPDATE_POD_GENERATED_RESOURCE_CLAIM, pod_hint),
         EventRegistration(EventResource.DEVICE_CLASS, A.ADD | A.UPDATE_OTHER),
         EventRegistration(EventResource.RESOURCE_SLICE, A.ADD | A.UPDATE_OTHER),
@@ -83,6 +86,16 @@ def _names(pod: Pod, claim: ResourceClaim) -> bool:
     return any(e.resource_claim_name == name for e in pod.spec.resource_claims) or any(
         s.resource_claim_name == name for s in pod.status.resource_claim_statuses
     )
+
+
+def special_claim_deleted_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:
+    """A deleted claim helps only the pod whose special extended-resource claim it was."""
+    old: ResourceClaim | None = event.old
+    if old is None or not is_extended_resource_claim(old):
+        return QueueingHint.SKIP
+    uid = pod.metadata.uid
+    mine = any(r.controller and r.uid == uid for r in old.metadata.owner_references)
+    return QueueingHint.QUEUE if mine else QueueingHint.SKIP
 
 
 def pod_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:
