@@ -14,7 +14,6 @@ requests (``extendedResourceClaimStatus.requestMappings``).
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,11 +24,13 @@ from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
 from services.claim_controller.runtime import Runtime
 from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import Proc
+from tests.e2e.procs import ROOT, Proc
 from tests.e2e.test_demo import wait_for
 from tests.extended.helpers import REALWORLD
 
 EXAMPLE = REALWORLD / "kubernetes-sigs__dra-example-driver"
+EXTENDED_CLASS = ROOT / "examples" / "extended-resources" / "gpu-example-extended.yaml"
+TOO_MANY = ROOT / "examples" / "extended-resources" / "too-many.yaml"
 NS = "extended-resource-request"
 NODE = "node-1"
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
@@ -126,9 +127,11 @@ async def test_example_driver_extended_resource_request(example_cluster: Runtime
     await wait_for(pending, 30, "pod1 Pending: Insufficient example.com/gpu")
     assert probe.get("Pod", NS, "pod1").status.extended_resource_claim_status is None
 
-    # the class learns the name: pod1 is requeued by the class event and runs
-    (gpu_class,) = [copy.deepcopy(c) for c in _classes() if c["metadata"]["name"] == "gpu.example.com"]
-    gpu_class["spec"]["extendedResourceName"] = "example.com/gpu"
+    # the class learns the name (the README's file: the chart's class + extendedResourceName):
+    # pod1 is requeued by the class event and runs
+    (gpu_class,) = manifests(EXTENDED_CLASS.read_text())
+    (chart_class,) = [c for c in _classes() if c["metadata"]["name"] == "gpu.example.com"]
+    assert gpu_class["spec"] == {**chart_class["spec"], "extendedResourceName": "example.com/gpu"}
     for result in await probe.api.apply([gpu_class]):
         assert result.error is None, result.error
     await wait_for(_phase(probe, NS, "pod1", "Running"), 60, "pod1 Running")
@@ -186,3 +189,26 @@ async def test_kubelet_gives_each_container_its_own_devices(example_cluster: Run
     assert own(ids["setup"]) == sorted(
         by_request["container-1-request-0"] + by_request["container-2-request-0"]
     )
+
+
+async def test_too_many_devices_stay_pending(example_cluster: Runtime) -> None:
+    """The README's ``too-many.yaml`` (after its ``gpu-example-extended.yaml``): 129 devices, more
+    than a claim holds, stays Pending."""
+    probe = example_cluster
+    docs = manifests(EXTENDED_CLASS.read_text()) + manifests(TOO_MANY.read_text())
+    for result in await probe.api.apply(docs):
+        assert result.error is None, result.error
+
+    def refused() -> bool | list[str]:
+        pod = probe.get("Pod", "too-many", "big")
+        conds = [c for c in pod.status.conditions if c.type == "PodScheduled"] if pod else []
+        return bool(conds and conds[0].reason == "SchedulerError") or [repr(conds)]
+
+    await wait_for(refused, 30, "big refused")
+    pod = probe.get("Pod", "too-many", "big")
+    (cond,) = [c for c in pod.status.conditions if c.type == "PodScheduled"]
+    assert cond.message == (
+        "pod too-many/big: extended resources backed by DRA: number of requested devices 129 "
+        "exceeds the claim limit of 32"
+    )
+    assert pod.status.phase == "Pending" and not pod.spec.node_name
