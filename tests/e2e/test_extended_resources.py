@@ -227,15 +227,15 @@ async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime
 
     # Quota: both keys of the class count every GPU once, whichever way it was taken.
     await wait_for(_quota_used(probe, "10"), 30, "quota used 10/10")
-    extra = copy.deepcopy(_docs("deployment.yaml")[0]["spec"]["template"])
-    extra.update(apiVersion="v1", kind="Pod")
-    extra["metadata"].update(name="eleventh", namespace="default")
-    (result,) = await probe.api.apply([extra])
+    (result,) = await probe.api.apply(_docs("one-more.yaml"))  # the README's eleventh GPU
     assert result.error is not None and result.error.code == 403, result.error
-    assert (
-        "exceeded quota: gpu" in result.error.message and "requests.example.com/gpu" in result.error.message
-    )
-    assert probe.get("Pod", "default", "eleventh") is None
+    assert result.error.message == (
+        'pods "one-more" is forbidden: exceeded quota: gpu, requested: '
+        "gpu.example.com.deviceclass.resource.k8s.io/devices=1,requests.example.com/gpu=1, used: "
+        "gpu.example.com.deviceclass.resource.k8s.io/devices=10,requests.example.com/gpu=10, limited: "
+        "gpu.example.com.deviceclass.resource.k8s.io/devices=10,requests.example.com/gpu=10"
+    ), result.error.message
+    assert probe.get("Pod", "default", "one-more") is None
 
     # Scaled down: the removed pods' special claims go, their devices serve an ordinary claim.
     await _apply(probe, _scaled(3))
