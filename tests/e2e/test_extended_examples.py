@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
+from events.api.resource_v1 import AllocationResult, ResourceClaim
+from events.dra import PodResourcesPrepared
 from infra.config import Settings
 from services.claim_controller.runtime import Runtime
 from tests.controllers.shells import manifests, start_runtime
@@ -81,6 +82,11 @@ def _phase(probe: Runtime, ns: str, name: str, phase: str) -> Any:
     return check
 
 
+def _allocation(claim: ResourceClaim) -> AllocationResult:
+    assert claim.status.allocation is not None
+    return claim.status.allocation
+
+
 def _special_claim(probe: Runtime, pod: Pod) -> ResourceClaim:
     status = pod.status.extended_resource_claim_status
     assert status is not None
@@ -92,6 +98,7 @@ def _special_claim(probe: Runtime, pod: Pod) -> ResourceClaim:
 async def _cdi(probe: Runtime, ns: str, name: str) -> dict[str, list[str]]:
     for env in await probe.events.events(probe.events.subject("Pod", ns, name)):
         if env.type == "PodResourcesPrepared":
+            assert isinstance(env.data, PodResourcesPrepared)
             return {c.container: list(c.cdi_ids) for c in env.data.containers}
     raise AssertionError(f"pod {ns}/{name} was not prepared")
 
@@ -113,10 +120,9 @@ async def test_example_driver_extended_resource_request(example_cluster: Runtime
     assert (req.exactly.device_class_name, req.exactly.count) == ("gpu.example.com", 1)
     (mapping,) = pod0.status.extended_resource_claim_status.request_mappings
     assert mapping.resource_name == "deviceclass.resource.kubernetes.io/gpu.example.com"
-    (result,) = claim.status.allocation.devices.results
-    assert (await _cdi(probe, NS, "pod0"))["ctr0"][
-        1
-    ] == f"k8s.gpu.example.com/gpu={claim.metadata.uid}-{result.device}"
+    (device,) = _allocation(claim).devices.results
+    cdi = (await _cdi(probe, NS, "pod0"))["ctr0"]
+    assert cdi[1] == f"k8s.gpu.example.com/gpu={claim.metadata.uid}-{device.device}"
 
     # pod1: example.com/gpu is mapped by no class yet
     def pending() -> bool | list[str]:
@@ -143,7 +149,7 @@ async def test_example_driver_extended_resource_request(example_cluster: Runtime
         "example.com/gpu",
         "container-0-request-0",
     )
-    devices = {r.device for c in (claim, claim1) for r in c.status.allocation.devices.results}
+    devices = {r.device for c in (claim, claim1) for r in _allocation(c).devices.results}
     assert len(devices) == 2  # two different GPUs of the node
 
 
@@ -174,7 +180,7 @@ async def test_kubelet_gives_each_container_its_own_devices(example_cluster: Run
         ("container-2-request-0", 2),
     ]
     by_request: dict[str, list[str]] = {}
-    for r in claim.status.allocation.devices.results:
+    for r in _allocation(claim).devices.results:
         by_request.setdefault(r.request, []).append(
             f"k8s.gpu.example.com/gpu={claim.metadata.uid}-{r.device}"
         )

@@ -137,6 +137,12 @@ def _cdi_ids(settings: Settings, events: list[Any]) -> dict[str, list[str]]:
     return {}
 
 
+def _device(claim: ResourceClaim) -> str:
+    assert claim.status.allocation is not None
+    (result,) = claim.status.allocation.devices.results
+    return result.device
+
+
 def _check_special_claim(pod: Pod, claims: dict[str, ResourceClaim]) -> ResourceClaim:
     status = pod.status.extended_resource_claim_status
     assert status is not None, pod.metadata.name
@@ -288,7 +294,7 @@ async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime
     rest = probe.get("ResourceClaim", "default", "rest")
     assert rest.status.allocation is not None, (free, probe.get("Pod", "default", "rest"))
     taken = {r.device for r in rest.status.allocation.devices.results}
-    special = {c.status.allocation.devices.results[0].device for c in _special_claims(probe).values()}
+    special = {_device(c) for c in _special_claims(probe).values()}
     assert len(taken) == free and not taken & special and taken | special == {f"gpu-{i}" for i in range(8)}
     expected = str(3 + free)
     await wait_for(_quota_used(probe, expected), 30, f"quota used {expected}")

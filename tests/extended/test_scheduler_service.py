@@ -86,7 +86,8 @@ def _nvidia_slice(node: str) -> dict[str, Any]:
 async def _bound(cluster: Cluster, ns: str, name: str) -> Pod:
     async def check() -> Pod:
         pod = await cluster.api.get_object("Pod", name, namespace=ns)
-        assert isinstance(pod, Pod) and pod.spec.node_name, pod and pod.status.conditions
+        assert isinstance(pod, Pod), pod
+        assert pod.spec.node_name, pod.status.conditions
         assert pod.status.extended_resource_claim_status is not None
         return pod
 
