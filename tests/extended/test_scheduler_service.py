@@ -262,3 +262,36 @@ async def test_stale_special_claim_is_deleted_and_the_pod_scheduled_anew(cluster
     assert await _absent(cluster, "default", "retry-extended-resources-stale")
     fresh = await _get_claim(cluster, "default", status.resource_claim_name)
     assert fresh.status.allocation is not None
+
+
+async def test_saga_decided_by_one_instance_completes_in_another(cluster: Cluster) -> None:
+    """A restarted or second scheduler resumes a PodScheduling saga with a special claim: it
+    assumes the claim's devices from the saga input (the claim does not exist yet) and carries
+    the decision out as made, name and uid included."""
+    await _gpu_cluster(cluster)
+    await cluster.apply(_gpu_pod("moved", 3))
+    deciding = await cluster.make("scheduler-a")
+    await deciding.start()
+    result = deciding.core.schedule(await cluster.get_pod("moved"))
+    assert isinstance(result, Reserved) and result.extended is not None
+    plan = PodSchedulingInput.of(result)
+    await deciding.snapshot.stop()
+    await deciding.store.close()
+
+    other = await cluster.make("scheduler-b")
+    await other.start()
+    state = await other.engine.start(POD_SCHEDULING, "ps-moved", plan.to_input())
+    assert state.status is SagaStatus.COMPLETED, state
+    pod = await _bound(cluster, "default", "moved")
+    status = pod.status.extended_resource_claim_status
+    assert plan.extended_claim is not None and status is not None
+    assert status.resource_claim_name == plan.extended_claim.metadata.name
+    claim = await _get_claim(cluster, "default", status.resource_claim_name)
+    assert claim.metadata.uid == plan.extended_claim.metadata.uid
+    (binding,) = plan.claims
+    assert claim.status.allocation == binding.allocation
+    # running the finished saga again appends nothing
+    again = await other.engine.run("ps-moved")
+    assert again.version == state.version
+    await other.snapshot.stop()
+    await other.store.close()
