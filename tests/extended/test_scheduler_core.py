@@ -187,3 +187,34 @@ def test_node_without_allocatable_uses_capacity() -> None:
     assert "2 Insufficient cpu" in result.message
     assert isinstance(core.cluster.nodes[DRA_NODE].node, Node)
     assert core.cluster.nodes[DRA_NODE].allocatable["cpu"] == 4000
+
+
+def test_deleted_claim_requeues_its_owner_or_everyone_when_it_held_devices() -> None:
+    from events.api.resource_v1 import ResourceClaimStatus
+    from services.scheduler.extended import new_in_memory_claim
+    from services.scheduler.framework import ActionType, ClusterEvent, EventResource, QueueingHint
+    from services.scheduler.plugins.dynamicresources.events import special_claim_deleted_hint
+
+    core = _core()
+    plugin_node = core.cluster.nodes[PLUGIN_NODE].node
+    core.observe(
+        msgspec.structs.replace(
+            plugin_node, spec=msgspec.structs.replace(plugin_node.spec, unschedulable=True)
+        )
+    )
+    owner, other = _kep_pod("owner"), _kep_pod("other")
+    stale = new_in_memory_claim(owner)
+
+    def hint(p: Pod, claim: object) -> QueueingHint:
+        event = ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.DELETE, claim, None)
+        return special_claim_deleted_hint(p, event, core.cluster)
+
+    assert hint(owner, stale) is QueueingHint.QUEUE
+    assert hint(other, stale) is QueueingHint.SKIP
+    r = _place(core, _kep_pod("holder"))
+    assert r.extended is not None and r.claims[0].allocation is not None
+    held = msgspec.structs.replace(
+        r.extended.claim, status=ResourceClaimStatus(allocation=r.claims[0].allocation)
+    )
+    assert hint(other, held) is QueueingHint.QUEUE  # its devices came free
+    assert hint(other, user_claim("gpu.example.com", 1)) is QueueingHint.SKIP

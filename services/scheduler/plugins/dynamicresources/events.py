@@ -21,7 +21,7 @@ def registrations() -> list[EventRegistration]:
         # Node labels matter for slice/device node selectors; allocatable for KEP-5004.
         EventRegistration(EventResource.NODE, A.ADD | A.UPDATE_NODE_LABEL | A.UPDATE_NODE_ALLOCATABLE),
         EventRegistration(EventResource.RESOURCE_CLAIM, A.ADD | A.UPDATE_OTHER, claim_hint, claim_key),
-        # KEP-5004: the pod's stale special claim is gone (PostFilter asked for its deletion)
+        # KEP-5004: the pod's stale special claim is gone, or a deleted claim freed devices
         EventRegistration(EventResource.RESOURCE_CLAIM, A.DELETE, special_claim_deleted_hint),
         EventRegistration(EventResource.UNSCHEDULED_POD, A.UPDATE_POD_GENERATED_RESOURCE_CLAIM, pod_hint),
         EventRegistration(EventResource.DEVICE_CLASS, A.ADD | A.UPDATE_OTHER),
@@ -89,9 +89,15 @@ def _names(pod: Pod, claim: ResourceClaim) -> bool:
 
 
 def special_claim_deleted_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:
-    """A deleted claim helps only the pod whose special extended-resource claim it was."""
+    """A deleted claim helps the pod whose special extended-resource claim it was (PostFilter
+    asked for that), and any pod when it still held devices (the special claim deleted by an
+    Unreserve compensation frees its devices without a deallocation)."""
     old: ResourceClaim | None = event.old
-    if old is None or not is_extended_resource_claim(old):
+    if old is None:
+        return QueueingHint.SKIP
+    if old.status.allocation is not None:
+        return QueueingHint.QUEUE
+    if not is_extended_resource_claim(old):
         return QueueingHint.SKIP
     uid = pod.metadata.uid
     mine = any(r.controller and r.uid == uid for r in old.metadata.owner_references)
