@@ -29,7 +29,9 @@ __all__ = [
     "current_traceparent",
     "enabled",
     "extract",
+    "inject_headers",
     "producer_span",
+    "server_span",
     "setup_tracing",
     "shutdown_tracing",
     "span",
@@ -96,6 +98,12 @@ def current_traceparent() -> str:
     return carrier.get("traceparent", "")
 
 
+def inject_headers() -> dict[str, str] | None:
+    """NATS headers carrying the current span to a request's handler (None when off or no span)."""
+    tp = current_traceparent()
+    return {"traceparent": tp} if tp else None
+
+
 class _LowerGetter:
     def get(self, carrier: Mapping[str, str], key: str) -> list[str] | None:
         value = carrier.get(key.lower())
@@ -151,6 +159,21 @@ def consumer_span(
     ctx = extract(headers, traceparent)
     attrs = {**_CONSUMER_DEFAULTS, **attributes}
     with _tracer.start_as_current_span(name, context=ctx, kind=SpanKind.CONSUMER, attributes=attrs) as s:
+        yield s
+
+
+@contextmanager
+def server_span(
+    name: str, headers: Mapping[str, str] | None, attributes: dict[str, Any]
+) -> Iterator[Span | None]:
+    """A SERVER span for one API request whose caller sent its span (a controller creating a pod's
+    claim joins the pod's trace). An untraced request gets none: the CLI applying a file of many
+    pods must leave each pod's append the root of that pod's own trace, not one trace for all."""
+    if not enabled() or not headers or not any(k.lower() == "traceparent" for k in headers):
+        yield None
+        return
+    ctx = extract(headers)
+    with _tracer.start_as_current_span(name, context=ctx, kind=SpanKind.SERVER, attributes=attributes) as s:
         yield s
 
 

@@ -22,6 +22,7 @@ from events.api.base import ApiStruct
 from events.codec import DecodeError, decode
 from events.objects import decode_stored
 from events.subjects import encode_token, parse_subject
+from infra import tracing
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.nats_client import DraflowClient, connect
@@ -103,9 +104,10 @@ class ApiClient:
             )
         deadline = time.monotonic() + self.wait_for_server_s
         pause = 0.05
+        headers = tracing.inject_headers()
         while True:
             try:
-                msg = await self.nc.request(subject, data, timeout=self.timeout_s)
+                msg = await self.nc.request(subject, data, timeout=self.timeout_s, headers=headers)
                 break
             except nats.errors.NoRespondersError:
                 # nobody received the request, so retrying cannot apply it twice

@@ -22,6 +22,7 @@ from nats.aio.subscription import Subscription
 from events.api.base import ApiStruct
 from events.api.codec import decode_object, encode_object, object_meta, to_json
 from events.objects import object_applied
+from infra import tracing
 from infra.eventstore import ConcurrencyError, EventStore
 from projections.objects import Change
 from services.apiserver import errors
@@ -58,6 +59,11 @@ _REPLY_HEADROOM = 64 * 1024  # bytes kept free under the server's max payload fo
 
 def _raw(obj: ApiStruct) -> msgspec.Raw:
     return msgspec.Raw(to_json(obj))
+
+
+# writes get a SERVER span (a child of the caller's span when the request carries a traceparent);
+# reads (get, list) would only add noise to every controller's trace
+_TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "event"})
 
 
 class ApiServer:
@@ -162,7 +168,12 @@ class ApiServer:
 
     async def _handle(self, msg: Msg) -> None:
         verb = msg.subject.rsplit(".", 1)[-1]
-        reply = await self.handle(verb, msg.data)
+        if verb in _TRACED_VERBS:
+            attrs = {"rpc.system": "nats", "rpc.method": verb, "messaging.destination.name": msg.subject}
+            with tracing.server_span(f"api {verb}", msg.headers, attrs):
+                reply = await self.handle(verb, msg.data)
+        else:
+            reply = await self.handle(verb, msg.data)
         if not msg.reply:
             return
         data = _encoder.encode(reply)

@@ -77,8 +77,8 @@ def _get(base: str, path: str, params: list[tuple[str, str]] | None = None) -> A
         raise UserError(msg) from None
 
 
-def trace_ids_from_log(settings: Settings, namespace: str, name: str) -> set[str]:
-    """Trace ids in the traceparents of the pod's events and of the sagas they belong to."""
+def trace_ids_from_log(settings: Settings, namespace: str, name: str, kind: str = "Pod") -> set[str]:
+    """Trace ids in the traceparents of the object's (a pod's) events and of the sagas they belong to."""
 
     async def collect() -> set[str]:
         from infra.eventstore import EventStore
@@ -90,7 +90,7 @@ def trace_ids_from_log(settings: Settings, namespace: str, name: str) -> set[str
         ids: set[str] = set()
         sagas: set[str] = set()
         try:
-            async for records in store.read_raw(store.subject("Pod", namespace, name)):
+            async for records in store.read_raw(store.subject(kind, namespace, name)):
                 for rec in records:
                     try:
                         env = decode_raw(rec.data, rec.seq)

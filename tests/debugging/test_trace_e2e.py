@@ -116,7 +116,8 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
     root = _assert_connected(trace)
     services = _services(trace)
     assert {"apiserver", "claim-controller", "scheduler", "kubelet-node-1"} <= services, services
-    assert root["operationName"] == "append Pod"
+    # the CLI sends no trace context, so each pod of the file starts its own trace at its append
+    assert root["operationName"] == "append Pod", root["operationName"]
     sched = _ops(trace, "scheduler")
     assert {"saga PodScheduling", "step reserve", "step prebind", "step bind"} <= sched, sched
     saga = next(s for s in trace["spans"] if s["operationName"] == "saga PodScheduling")
@@ -140,6 +141,16 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
 
     # the log leads to this one trace only: the pod's events and every event of its saga carry it
     assert trace_ids_from_log(settings, NS, "pod0") == {trace["traceID"]}
+
+    # requests carry the caller's span: the claim the claim controller creates from the template,
+    # and the scheduler's Kubernetes Event at Bind, are the apiserver's children of their spans
+    claim = _cli(settings, "get", "resourceclaims", "-n", NS, "-o", "name").split()[0].split("/")[-1]
+    assert trace_ids_from_log(settings, NS, claim, kind="ResourceClaim") == {trace["traceID"]}
+    for verb, caller in (("create", "claim-controller"), ("event", "scheduler")):
+        served = [s for s in trace["spans"] if s["operationName"] == f"api {verb}"]
+        assert served, f"no api {verb} span"
+        parents = {ids[s["references"][0]["spanID"]]["processID"] for s in served}
+        assert caller in {trace["processes"][p]["serviceName"] for p in parents}, verb
 
     _cli(settings, "delete", "namespace", NS)
 
