@@ -102,9 +102,12 @@ class NodeRejection(msgspec.Struct, frozen=True, kw_only=True):
     reason: str
     plugin: str = ""
     nodes: int = 0
+    # the first MAX_NODE_NAMES of those nodes by name (sorted): which ones, for explain
+    node_names: tuple[str, ...] = ()
 
 
 MAX_REJECTIONS = 16  # diagnosis lines kept per attempt (the message still counts every node)
+MAX_NODE_NAMES = 8  # node names kept per diagnosis line
 
 
 class PodUnschedulable(Event, frozen=True, kw_only=True):

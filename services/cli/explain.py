@@ -28,6 +28,7 @@ from events.dra import (
     ClaimDeallocated,
     ClaimReservationsReleased,
     ClaimReserved,
+    NodeRejection,
     PodBound,
     PodUnschedulable,
 )
@@ -194,6 +195,12 @@ def _status_line(ex: Explanation) -> list[str]:
     return lines
 
 
+def _which(r: NodeRejection) -> str:
+    """The named nodes of a diagnosis line, and how many more it counts."""
+    more = r.nodes - len(r.node_names)
+    return ", ".join(r.node_names) + (f" (+{more} more)" if more > 0 else "")
+
+
 def _attempts(ex: Explanation) -> list[str]:
     rows: list[tuple[int, list[str]]] = []
     for env in ex.pod_events:
@@ -207,8 +214,12 @@ def _attempts(ex: Explanation) -> list[str]:
         if d.pre_filter_message:
             block.append(f"    PreFilter rejected the pod: {d.pre_filter_message}")
         if d.rejections:
-            table = [["NODES", "PLUGIN", "REASON"]]
-            table += [[str(r.nodes), r.plugin or "-", r.reason] for r in d.rejections]
+            names = any(r.node_names for r in d.rejections)
+            table = [["NODES", "PLUGIN", "REASON", *(["WHICH"] if names else [])]]
+            table += [
+                [str(r.nodes), r.plugin or "-", r.reason, *([_which(r)] if names else [])]
+                for r in d.rejections
+            ]
             block += ["    " + line for line in printers.format_table(table, pad=2)]
         elif d.unschedulable_plugins:
             block.append(f"    rejected by: {', '.join(d.unschedulable_plugins)}")

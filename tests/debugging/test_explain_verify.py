@@ -89,10 +89,10 @@ async def test_unschedulable_event_keeps_a_compact_diagnosis(
     envs = await event_store.events(event_store.subject("Pod", "default", "pod-c"))
     (ev,) = [e.data for e in envs if isinstance(e.data, PodUnschedulable)]
     assert ev.message == UNSCHEDULABLE and ev.num_nodes == 3 and ev.snapshot_seq > 0
-    groups = {(r.plugin, r.reason): r.nodes for r in ev.rejections}
+    groups = {(r.plugin, r.reason): (r.nodes, r.node_names) for r in ev.rejections}
     assert groups == {
-        ("NodeResourcesFit", "Insufficient cpu"): 1,
-        ("DynamicResources", "cannot allocate all claims"): 2,
+        ("NodeResourcesFit", "Insufficient cpu"): (1, ("node-0",)),
+        ("DynamicResources", "cannot allocate all claims"): (2, ("node-1", "node-2")),
     }
     assert set(ev.unschedulable_plugins) == {"NodeResourcesFit", "DynamicResources"}
 
@@ -105,8 +105,9 @@ async def test_explain_pod_tells_why_it_is_pending(
     assert "Status:    Pending" in out
     assert f"Why:       Unschedulable: {UNSCHEDULABLE}" in out
     lines = [" ".join(line.split()) for line in out.splitlines()]
-    assert "1 NodeResourcesFit Insufficient cpu" in lines
-    assert "2 DynamicResources cannot allocate all claims" in lines
+    assert "NODES PLUGIN REASON WHICH" in lines
+    assert "1 NodeResourcesFit Insufficient cpu node-0" in lines
+    assert "2 DynamicResources cannot allocate all claims node-1, node-2" in lines
     assert any("Warning FailedScheduling" in line and "default-scheduler" in line for line in lines)
     assert "Sagas:" in out and out.split("Sagas:")[1].split("\n")[1].strip() == "<none>"
 

@@ -48,6 +48,18 @@ def test_multiple_reasons_per_node_each_counted() -> None:
     assert d.message(3) == "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient memory."
 
 
+def test_nodes_by_reason_names_the_first_nodes_in_natural_order() -> None:
+    d = Diagnosis()
+    for i in range(12, 0, -1):
+        d.reject_node(f"node-{i}", unschedulable("Insufficient cpu", plugin="NodeResourcesFit"))
+    d.reject_node("node-3", unschedulable("Insufficient cpu", "Insufficient memory", plugin="F"))
+    assert d.nodes_by_reason(4) == {
+        "Insufficient cpu": ("node-1", "node-2", "node-3", "node-4"),
+        "Insufficient memory": ("node-3",),
+    }
+    assert sorted(d.nodes_by_reason(20)["Insufficient cpu"]) == sorted(f"node-{i}" for i in range(1, 13))
+
+
 def test_prefilter_message_replaces_histogram() -> None:
     d = Diagnosis()
     d.pre_filter_message = "request gpu: device class gpu does not exist"

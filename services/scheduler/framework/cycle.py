@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from events.api.core_v1 import Pod
+from events.dra import MAX_NODE_NAMES
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
 from services.scheduler.framework.decisions import (
@@ -260,6 +261,7 @@ def _unschedulable(
         message=diagnosis.message(num_nodes),
         num_nodes=num_nodes,
         node_reasons=tuple(diagnosis.histogram()),
+        reason_nodes=diagnosis.nodes_by_reason(MAX_NODE_NAMES),
         unschedulable_plugins=frozenset(diagnosis.unschedulable_plugins),
         plugin_reasons=diagnosis.plugin_reasons(),
         pre_filter_message=diagnosis.pre_filter_message,
@@ -312,6 +314,7 @@ def _reserve_pending(ref: PodRef, node_name: str, status: Status) -> Unschedulab
         message=diagnosis.message(1),
         num_nodes=1,
         node_reasons=tuple(diagnosis.histogram()),
+        reason_nodes=diagnosis.nodes_by_reason(MAX_NODE_NAMES),
         unschedulable_plugins=frozenset((status.plugin,)),
         plugin_reasons=diagnosis.plugin_reasons(),
     )

@@ -107,6 +107,8 @@ class Unschedulable:
     num_nodes: int = 0
     # reason -> number of nodes (the histogram in the message), sorted as in the message
     node_reasons: tuple[tuple[str, int], ...] = ()
+    # reason -> the first few rejected node names (sorted), for explain
+    reason_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     unschedulable_plugins: frozenset[str] = frozenset()
     # plugin -> reasons it gave (deduplicated, first-seen order), for describe/explain
     plugin_reasons: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

@@ -13,11 +13,21 @@ field instead, so the message ends with the histogram.
 
 from __future__ import annotations
 
+import heapq
+import re
+
 from services.scheduler.framework.status import Status
 
 __all__ = ["NO_NODES_MESSAGE", "Diagnosis"]
 
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """node-2 before node-10."""
+    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in _DIGITS.split(name))
 
 
 class Diagnosis:
@@ -56,6 +66,15 @@ class Diagnosis:
                     counts[reason] = counts.get(reason, 0) + n
             self._histogram = sorted(counts.items(), key=lambda item: f"{item[1]} {item[0]}")
         return self._histogram
+
+    def nodes_by_reason(self, limit: int) -> dict[str, tuple[str, ...]]:
+        """reason -> the first ``limit`` rejected node names (sorted): which nodes, not only how
+        many, without storing 500 names per attempt."""
+        per_reason: dict[str, list[str]] = {}
+        for node, status in self.node_statuses.items():
+            for reason in status.reasons:
+                per_reason.setdefault(reason, []).append(node)
+        return {r: tuple(heapq.nsmallest(limit, nodes, key=_natural)) for r, nodes in per_reason.items()}
 
     def plugin_reasons(self) -> dict[str, tuple[str, ...]]:
         seen: dict[str, dict[str, None]] = {}

@@ -343,7 +343,8 @@ def diagnosis_event(
         for r in reasons:
             owner.setdefault(r, plugin)
     rejections = tuple(
-        NodeRejection(reason=r, plugin=owner.get(r, ""), nodes=n) for r, n in result.node_reasons
+        NodeRejection(reason=r, plugin=owner.get(r, ""), nodes=n, node_names=result.reason_nodes.get(r, ()))
+        for r, n in result.node_reasons
     )
     if len(rejections) > MAX_REJECTIONS:  # keep the groups that cover the most nodes
         keep = sorted(rejections, key=lambda x: -x.nodes)[:MAX_REJECTIONS]
