@@ -7,6 +7,7 @@ import asyncio
 import json
 import urllib.request
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -351,13 +352,9 @@ async def test_driver_controller_killed_mid_allocation_resumes_without_leaking(
     assert (await cluster.allocated("c"))["status"]["attributes"]["fpga"] == "fpga-0"
 
 
-async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods(
-    cluster: ClassicCluster, settings: Settings
-) -> None:
-    """A pod with a prepared ACME claim runs; its kubelet is SIGKILLed and started again. The
-    restarted kubelet still knows what its node plugins prepared (checkpoint under its data dir):
-    it does not prepare again, and when the pod then succeeds it unprepares (CDI spec removed,
-    checkpoint empty) although it never prepared anything itself."""
+async def _prepared_then_killed(cluster: ClassicCluster, settings: Settings) -> tuple[str, Path, str, Path]:
+    """A pod ``job`` with a prepared ACME claim runs on node-a, whose kubelet is then SIGKILLed.
+    Returns the claim uid, the node's CDI root, the claim's spec name and the plugin checkpoint."""
     labels = acme(1, "8Gi")
     await cluster.start({"node-a": labels}, acme_publisher=True)
     template = {"resourceClassName": "acme-gpu", "parameters": {"memory": "2Gi"}}
@@ -370,11 +367,26 @@ async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods
     assert cdi.read_spec(cdi_root, spec_name) is not None
     plugin_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "gpu.acme.com" / "checkpoint.json"
     assert uid in json.loads(plugin_checkpoint.read_text())
-
     assert cluster.procs["kubelet-node-a"].kill() == -9
+    return uid, cdi_root, spec_name, plugin_checkpoint
+
+
+def _restart_kubelet(cluster: ClassicCluster, settings: Settings) -> None:
+    labels = acme(1, "8Gi")
     restarted = Proc(settings, "services.kubelet", ["--node", "node-a", "--gpus", "0", "--labels", labels])
     cluster.procs["kubelet-node-a"] = restarted
     restarted.expect("kubelet node-a: registered")
+
+
+async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods(
+    cluster: ClassicCluster, settings: Settings
+) -> None:
+    """A pod with a prepared ACME claim runs; its kubelet is SIGKILLed and started again. The
+    restarted kubelet still knows what its node plugins prepared (checkpoint under its data dir):
+    it does not prepare again, and when the pod then succeeds it unprepares (CDI spec removed,
+    checkpoint empty) although it never prepared anything itself."""
+    uid, cdi_root, spec_name, plugin_checkpoint = await _prepared_then_killed(cluster, settings)
+    _restart_kubelet(cluster, settings)
 
     pod_subject = cluster.store.subject("Pod", "default", "job")
     await cluster.store.append(pod_subject, PodSucceeded(at="2026-01-01T00:00:00Z"), expected_last_seq=None)
@@ -395,3 +407,26 @@ async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods
         return claim_now is not None and not claim_now["status"].get("reservedFor")
 
     await eventually(unreserved, 30.0, "the finished pod left reservedFor")
+
+
+async def test_kubelet_restart_unprepares_a_pod_deleted_while_it_was_down(
+    cluster: ClassicCluster, settings: Settings
+) -> None:
+    """The pod is force-deleted (grace period 0) while its kubelet is down, so no kubelet ever
+    sees it go: the restarted kubelet finds a prepared pod that no longer exists in its
+    checkpoint and unprepares it (``release_vanished``): CDI spec removed, both checkpoints empty."""
+    uid, cdi_root, spec_name, plugin_checkpoint = await _prepared_then_killed(cluster, settings)
+    results = await cluster.client.delete([("Pod", "default", "job")], grace_period_seconds=0)
+    assert [r.error for r in results] == [None], results
+    await cluster.gone("Pod", "job")
+    assert cdi.read_spec(cdi_root, spec_name) is not None  # nobody unprepared it yet
+    _restart_kubelet(cluster, settings)
+
+    async def unprepared() -> bool:
+        return cdi.read_spec(cdi_root, spec_name) is None and uid not in json.loads(
+            plugin_checkpoint.read_text()
+        )
+
+    await eventually(unprepared, 30.0, "the vanished pod's claim unprepared by the restarted kubelet")
+    pods_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "pods.json"
+    assert json.loads(pods_checkpoint.read_text()) == {}
