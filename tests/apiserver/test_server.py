@@ -192,6 +192,50 @@ async def test_status_writes_use_optimistic_concurrency(api: ApiClient, event_st
     assert no_status.value.status.code == 404
 
 
+async def test_pod_extended_resource_claim_status_is_validated_on_status_writes(
+    api: ApiClient, event_store: EventStore
+) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "ext", "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"example.com/gpu": 1}}}]
+        },
+    }
+    (created,) = await api.apply([pod])
+    assert created.error is None
+    good = {
+        "extendedResourceClaimStatus": {
+            "resourceClaimName": "ext-extended-resources-abcde",
+            "requestMappings": [
+                {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
+            ],
+        }
+    }
+    updated = await api.update_status("Pod", "ext", good, namespace="default")
+    assert updated is not None and updated["status"]["extendedResourceClaimStatus"] == good[
+        "extendedResourceClaimStatus"
+    ]
+    before = await last_seq(event_store)
+    bad = {
+        "extendedResourceClaimStatus": {
+            "resourceClaimName": "ext-extended-resources-abcde",
+            "requestMappings": [
+                {"containerName": "other", "resourceName": "example.com/gpu", "requestName": "r0"}
+            ],
+        }
+    }
+    with pytest.raises(StatusError) as err:
+        await api.update_status("Pod", "ext", bad, namespace="default")
+    assert err.value.status.code == 422
+    assert (
+        'status.extendedResourceClaimStatus.requestMappings[0].containerName: Invalid value: "other"'
+        in err.value.status.message
+    ), err.value.status.message
+    assert await last_seq(event_store) == before
+
+
 async def test_controller_appends_show_up_and_stale_writes_conflict(
     api: ApiClient, apiserver: ApiServer, event_store: EventStore
 ) -> None:

@@ -194,10 +194,46 @@ def _pod_status(errs: Errs, pod: c1.Pod) -> None:
                 rcs.resource_claim_name,
                 names.dns1123_subdomain(rcs.resource_claim_name),
             )
-    ext = st.extended_resource_claim_status
-    if ext is not None:
+    _extended_claim_status(errs, pod)
+
+
+def _extended_claim_status(errs: Errs, pod: c1.Pod) -> None:
+    """KEP-5004's rules, unlike resourceClaimStatuses': every mapping names a container of the
+    pod (init or regular), an extended resource that container requests, and a DNS-label
+    request name; no mapping twice; the claim name is required."""
+    ext = pod.status.extended_resource_claim_status
+    if ext is None:
+        return
+    path = "status.extendedResourceClaimStatus"
+    requests = {c.name: c.resources.requests for c in (*pod.spec.init_containers, *pod.spec.containers)}
+    if not ext.request_mappings:
+        errs.required(f"{path}.requestMappings", "at least one request mapping is required")
+    seen: set[tuple[str, str, str]] = set()
+    for i, m in enumerate(ext.request_mappings):
+        at = f"{path}.requestMappings[{i}]"
+        if m.container_name not in requests:
+            errs.invalid(
+                f"{at}.containerName",
+                m.container_name,
+                "must match the name of an entry in spec.initContainers.name or spec.containers.name",
+            )
+        elif m.resource_name not in requests[m.container_name]:
+            errs.invalid(
+                f"{at}.resourceName",
+                m.resource_name,
+                "must match the extended resource name of an entry in "
+                "spec.initContainers.resources.requests or spec.containers.resources.requests",
+            )
+        errs.messages(f"{at}.requestName", m.request_name, names.dns1123_label(m.request_name))
+        key = (m.container_name, m.resource_name, m.request_name)
+        if key in seen:
+            errs.duplicate(at, f"{m.container_name}/{m.resource_name}/{m.request_name}")
+        seen.add(key)
+    if not ext.resource_claim_name:
+        errs.required(f"{path}.resourceClaimName")
+    else:
         errs.messages(
-            "status.extendedResourceClaimStatus.resourceClaimName",
+            f"{path}.resourceClaimName",
             ext.resource_claim_name,
             names.dns1123_subdomain(ext.resource_claim_name),
         )
