@@ -94,6 +94,9 @@ class Runtime(Protocol):
     def now(self) -> str: ...
     def appended(self) -> None: ...
     def bound(self, plan: PodSchedulingInput) -> None: ...
+    async def admission_refusal(self, claim: ResourceClaim) -> str:
+        """Why the API server's admission (quota) would refuse creating ``claim``; "" if it would not."""
+        ...
 
 
 class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -235,6 +238,11 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
                 raise SchedulingConflict(f"claim {ns}/{name} exists already (uid {current.metadata.uid})")
             meta = msgspec.structs.replace(claim.metadata, creation_timestamp=rt.now())
             new = msgspec.structs.replace(claim, metadata=meta)
+            # upstream creates it through the API server, whose quota admission may refuse it
+            # (count/resourceclaims.resource.k8s.io); PreBind then fails and the pod backs off
+            refusal = await rt.admission_refusal(new)
+            if refusal:
+                raise SchedulingConflict(refusal)
             try:
                 await ctx.append(
                     subject, object_applied(new), expected_last_seq=version, suffix=f"create:{attempt}"

@@ -200,7 +200,9 @@ async def test_pod_extended_resource_claim_status_is_validated_on_status_writes(
         "kind": "Pod",
         "metadata": {"name": "ext", "namespace": "default"},
         "spec": {
-            "containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"example.com/gpu": 1}}}]
+            "containers": [
+                {"name": "main", "image": "busybox", "resources": {"limits": {"example.com/gpu": 1}}}
+            ]
         },
     }
     (created,) = await api.apply([pod])
@@ -209,14 +211,19 @@ async def test_pod_extended_resource_claim_status_is_validated_on_status_writes(
         "extendedResourceClaimStatus": {
             "resourceClaimName": "ext-extended-resources-abcde",
             "requestMappings": [
-                {"containerName": "main", "resourceName": "example.com/gpu", "requestName": "container-0-request-0"}
+                {
+                    "containerName": "main",
+                    "resourceName": "example.com/gpu",
+                    "requestName": "container-0-request-0",
+                }
             ],
         }
     }
     updated = await api.update_status("Pod", "ext", good, namespace="default")
-    assert updated is not None and updated["status"]["extendedResourceClaimStatus"] == good[
-        "extendedResourceClaimStatus"
-    ]
+    assert (
+        updated is not None
+        and updated["status"]["extendedResourceClaimStatus"] == good["extendedResourceClaimStatus"]
+    )
     before = await last_seq(event_store)
     bad = {
         "extendedResourceClaimStatus": {

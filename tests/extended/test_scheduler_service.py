@@ -295,3 +295,47 @@ async def test_saga_decided_by_one_instance_completes_in_another(cluster: Cluste
     assert again.version == state.version
     await other.snapshot.stop()
     await other.store.close()
+
+
+async def test_quota_on_claim_count_refuses_the_special_claim_until_a_claim_goes(cluster: Cluster) -> None:
+    """Upstream creates the special claim through the API server, so ResourceQuota's
+    ``count/resourceclaims.resource.k8s.io`` can refuse it at PreBind: the saga compensates, the pod
+    gets a Warning and backs off, and it is scheduled once a claim is deleted."""
+    await _gpu_cluster(cluster)
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "claims", "namespace": "default"},
+        "spec": {"hard": {"count/resourceclaims.resource.k8s.io": "1"}},
+    }
+    user_claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "mine", "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.example.com"}}]}},
+    }
+    results = await cluster.api.apply([quota, user_claim])
+    assert [r.error for r in results] == [None, None]
+    await cluster.apply(_gpu_pod("over", 1))
+    svc = await cluster.start()
+
+    async def refused() -> bool:
+        assert svc.outcomes["compensated"] >= 1, svc.outcomes
+        events, _ = await cluster.api.list("Event", namespace="default")
+        messages = [e["message"] for e in events if e["reason"] == "FailedScheduling"]
+        assert any(
+            m.startswith('running PreBind plugin "DynamicResources": ')
+            and "exceeded quota: claims, requested: count/resourceclaims.resource.k8s.io=1" in m
+            for m in messages
+        ), messages
+        return True
+
+    await assert_eventually(refused, timeout_s=15)
+    pod = await cluster.get_pod("over")
+    assert not pod.spec.node_name and pod.status.extended_resource_claim_status is None
+    claims, _ = await cluster.api.list("ResourceClaim", namespace="default")
+    assert [c["metadata"]["name"] for c in claims] == ["mine"]  # nothing created, nothing leaked
+
+    (deleted,) = await cluster.api.delete([("ResourceClaim", "default", "mine")])
+    assert deleted.error is None
+    await _bound(cluster, "default", "over")

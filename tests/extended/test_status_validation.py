@@ -82,7 +82,8 @@ def test_a_status_as_the_scheduler_writes_it_is_valid() -> None:
         (
             (("main", GPU, "r0"), ("main", GPU, "r0")),
             "c",
-            'status.extendedResourceClaimStatus.requestMappings[1]: Duplicate value: "main/example.com/gpu/r0"',
+            "status.extendedResourceClaimStatus.requestMappings[1]: "
+            'Duplicate value: "main/example.com/gpu/r0"',
         ),
         ((("main", GPU, "r0"),), "", "status.extendedResourceClaimStatus.resourceClaimName: Required value"),
         (
@@ -93,6 +94,8 @@ def test_a_status_as_the_scheduler_writes_it_is_valid() -> None:
         ),
     ],
 )
-def test_each_rule_names_the_field(mappings: tuple[tuple[str, str, str], ...], claim: str, expected: str) -> None:
+def test_each_rule_names_the_field(
+    mappings: tuple[tuple[str, str, str], ...], claim: str, expected: str
+) -> None:
     problems = _problems(_pod_with(*mappings, claim=claim))
     assert len(problems) == 1 and problems[0].startswith(expected), problems

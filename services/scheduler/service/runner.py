@@ -31,7 +31,9 @@ from typing import Any
 
 import msgspec
 
+from events.api.codec import encode_object
 from events.api.core_v1 import Pod
+from events.api.resource_v1 import ResourceClaim
 from events.dra import MAX_REJECTIONS, NodeRejection, PodUnschedulable
 from events.envelope import Envelope, Event
 from events.subjects import aggregate_subject
@@ -49,6 +51,7 @@ from sagas.pod_scheduling import (
 )
 from sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
 from services.apiserver.client import ApiClient
+from services.apiserver.protocol import StatusError
 from services.scheduler.framework import (
     Reserved,
     Scheduler,
@@ -123,6 +126,26 @@ class SchedulerService:
 
     def appended(self) -> None:
         self.snapshot.wake()
+
+    async def admission_refusal(self, claim: ResourceClaim) -> str:
+        """A server-side dry run of creating the special claim: quota admission's 403 (or a
+        validation 422) as the message PreBind fails with, also recorded as a Warning Event on
+        the pod. Without an API client (tests of the core alone) nothing is checked."""
+        if self.api is None:
+            return ""
+        meta = claim.metadata
+        (result,) = await self.api.apply(
+            [encode_object(claim)], namespace=meta.namespace, create_only=True, dry_run=True
+        )
+        if result.error is None:
+            return ""
+        if result.error.code not in (403, 422):
+            raise StatusError(result.error)  # not a decision: the step fails and is retried
+        message = f'running PreBind plugin "DynamicResources": {result.error.message}'
+        owner = next((o.name for o in meta.owner_references if o.kind == "Pod"), "")
+        if owner:
+            self._spawn(self._event("FailedScheduling", message, meta.namespace, owner, "Warning"))
+        return message
 
     def bound(self, plan: PodSchedulingInput) -> None:
         if self.record_scheduled_events:
