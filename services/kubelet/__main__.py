@@ -7,6 +7,9 @@ CDI specs under ``$DRAFLOW_DATA_DIR/cdi/<node>/``. The Node is registered with t
 (``python -m services.drivers.gpu_example``) how many GPUs to publish for it.
 ``--device-plugin example.com/gpu=2`` stands in for a device plugin: the Node advertises those
 extended resources in its capacity and allocatable (KEP-5004's mixed clusters).
+``--nvidia-gpus N [--nvidia-mig-gpus K]`` adds the simulated NVIDIA driver
+(``services.drivers.nvidia_sim``): its node plugin, and the node's ``gpu.nvidia.com`` ResourceSlice,
+published by the kubelet itself as the NVIDIA kubelet plugin does.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from services.driver_controller.kubelet_host import ClassicKubelet
 from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
+from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
 from services.kubelet.node import DEFAULT_CAPACITY
 from services.kubelet.service import KubeletService
 
@@ -46,8 +50,29 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="extended resources a device plugin advertises on this node (added to the Node's "
         "capacity and allocatable), e.g. example.com/gpu=2",
     )
+    p.add_argument(
+        "--nvidia-gpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="simulated gpu.nvidia.com GPUs (GH200) on this node; the kubelet publishes their ResourceSlice",
+    )
+    p.add_argument(
+        "--nvidia-mig-gpus",
+        type=int,
+        default=0,
+        metavar="K",
+        help="of those, the last K are in MIG mode, each published as seven 1g.12gb MIG devices",
+    )
     add_metrics_arg(p)  # read by infra.service.run_service
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    try:
+        args.nvidia = NodeLayout(args.nvidia_gpus, args.nvidia_mig_gpus) if args.nvidia_gpus else None
+    except LayoutError as exc:
+        p.error(str(exc))
+    if args.nvidia_mig_gpus and not args.nvidia_gpus:
+        p.error("--nvidia-mig-gpus needs --nvidia-gpus")
+    return args
 
 
 def parse_labels(raw: str) -> dict[str, str]:
@@ -69,16 +94,26 @@ def build(
     gpus: int,
     extra_labels: dict[str, str] | None = None,
     device_plugin: dict[str, str] | None = None,
+    nvidia: NodeLayout | None = None,
 ) -> KubeletService:
     state_dir = ctx.settings.service_dir(f"kubelet-{node}")
     plugins: dict[str, DRAPlugin] = {}
     labels: dict[str, str] = dict(extra_labels or {})
+
+    def get_claim(ref: ClaimRef) -> ResourceClaim | None:
+        claim = rt.get("ResourceClaim", ref.namespace, ref.name)
+        return claim if claim is not None and claim.metadata.uid == ref.uid else None
+
+    if nvidia is not None:
+        nv = NvidiaGpuPlugin(
+            node,
+            nvidia,
+            ctx.settings.data_dir / "cdi" / node,
+            get_claim,
+            state_dir=state_dir / "plugins" / "gpu.nvidia.com",
+        )
+        plugins[nv.driver_name] = nv
     if gpus > 0:
-
-        def get_claim(ref: ClaimRef) -> ResourceClaim | None:
-            claim = rt.get("ResourceClaim", ref.namespace, ref.name)
-            return claim if claim is not None and claim.metadata.uid == ref.uid else None
-
         plugin = GpuExamplePlugin(
             node,
             ctx.settings.data_dir / "cdi" / node,
@@ -103,21 +138,38 @@ def build(
     )
 
 
+async def publish_nvidia_slice(rt: Runtime, node: str, plugin: DRAPlugin) -> None:
+    """The node's gpu.nvidia.com slice, owned by its Node (applied at every start: unchanged when
+    the layout is). A refusal is fatal: a node plugin whose devices nobody can see is useless."""
+    assert isinstance(plugin, NvidiaGpuPlugin)
+    registered = rt.get("Node", "", node)
+    uid = registered.metadata.uid if registered is not None else ""
+    if not await rt.apply(node_slice(node, plugin.devices, uid)):
+        raise RuntimeError(f"kubelet {node}: cannot publish the gpu.nvidia.com ResourceSlice")
+
+
 def plugin_dir_name() -> str:
     return "gpu.example.com"
 
 
 def main_for(
-    node: str, gpus: int, labels: dict[str, str] | None = None, device_plugin: dict[str, str] | None = None
+    node: str,
+    gpus: int,
+    labels: dict[str, str] | None = None,
+    device_plugin: dict[str, str] | None = None,
+    nvidia: NodeLayout | None = None,
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
         await rt.wait_for_apiserver()
         try:
-            kubelet = build(rt, ctx, node, gpus, labels, device_plugin)
+            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, nvidia)
             await kubelet.register()
-            print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
+            if nvidia is not None:
+                await publish_nvidia_slice(rt, node, kubelet.plugins["gpu.nvidia.com"])
+            extra = f", {nvidia.gpus} gpu.nvidia.com GPUs ({nvidia.mig_gpus} in MIG mode)" if nvidia else ""
+            print(f"kubelet {node}: registered, {gpus} GPUs{extra}", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
         finally:
             await rt.stop()
@@ -127,5 +179,5 @@ def main_for(
 
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
-    main = main_for(args.node, args.gpus, args.labels, args.device_plugin)
+    main = main_for(args.node, args.gpus, args.labels, args.device_plugin, args.nvidia)
     sys.exit(run_service(f"kubelet-{args.node}", main))

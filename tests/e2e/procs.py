@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import signal
@@ -96,3 +97,11 @@ class Proc:
             if pipe is not None:
                 pipe.close()
         return code
+
+
+async def stop_cleanly(procs: list[Proc]) -> None:
+    """SIGTERM every process (the last started first, concurrently); each must exit with 0."""
+    codes = await asyncio.gather(*(asyncio.to_thread(p.terminate) for p in reversed(procs)))
+    assert all(code == 0 for code in codes), [
+        (p.name, c, p.stderr[-5:]) for p, c in zip(reversed(procs), codes, strict=True)
+    ]

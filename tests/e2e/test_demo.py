@@ -31,7 +31,7 @@ from tests.e2e.demo import (
     check_intended,
     check_workloads,
 )
-from tests.e2e.procs import Proc
+from tests.e2e.procs import Proc, stop_cleanly
 
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("services.claim_controller", [], "claim-controller: following"),
@@ -61,10 +61,7 @@ async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]
             await probe.stop()
             await events.close()
     finally:
-        codes = await asyncio.gather(*(asyncio.to_thread(p.terminate) for p in reversed(procs)))
-        assert all(code == 0 for code in codes), [
-            (p.name, c, p.stderr[-5:]) for p, c in zip(reversed(procs), codes, strict=True)
-        ]
+        await stop_cleanly(procs)
 
 
 async def wait_for(check, timeout_s: float, what: str):

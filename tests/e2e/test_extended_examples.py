@@ -25,7 +25,7 @@ from events.dra import PodResourcesPrepared
 from infra.config import Settings
 from services.claim_controller.runtime import Runtime
 from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import ROOT, Proc
+from tests.e2e.procs import ROOT, Proc, stop_cleanly
 from tests.e2e.test_demo import wait_for
 from tests.extended.helpers import REALWORLD
 
@@ -68,10 +68,7 @@ async def example_cluster(settings: Settings) -> AsyncIterator[Runtime]:
             await probe.stop()
             await events.close()
     finally:
-        codes = await asyncio.gather(*(asyncio.to_thread(p.terminate) for p in reversed(procs)))
-        assert all(code == 0 for code in codes), [
-            (p.name, c, p.stderr[-5:]) for p, c in zip(reversed(procs), codes, strict=True)
-        ]
+        await stop_cleanly(procs)
 
 
 def _phase(probe: Runtime, ns: str, name: str, phase: str) -> Any:

@@ -35,7 +35,7 @@ from infra.config import Settings
 from services.claim_controller.runtime import Runtime
 from services.scheduler.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import Proc
+from tests.e2e.procs import Proc, stop_cleanly
 from tests.e2e.test_demo import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,10 +86,7 @@ async def kep_cluster(settings: Settings) -> AsyncIterator[Runtime]:
             await probe.stop()
             await events.close()
     finally:
-        codes = await asyncio.gather(*(asyncio.to_thread(p.terminate) for p in reversed(procs)))
-        assert all(code == 0 for code in codes), [
-            (p.name, c, p.stderr[-5:]) for p, c in zip(reversed(procs), codes, strict=True)
-        ]
+        await stop_cleanly(procs)
 
 
 def _demo_pods(probe: Runtime) -> list[Pod]:

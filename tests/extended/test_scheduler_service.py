@@ -3,11 +3,13 @@
 * NVIDIA's extended-resource examples (``demo/specs/extended-resources``, verbatim, with the Helm
   chart's DeviceClasses): scheduled the way their comments say — a generated claim with request
   ``container-0-request-0`` of the mapped class, allocated on the node, and the pod's
-  ``extendedResourceClaimStatus``. (No gpu.nvidia.com node plugin exists here, so no kubelet runs.)
+  ``extendedResourceClaimStatus``. (``tests/e2e/test_nvidia_examples.py`` runs them on kubelets
+  with the simulated gpu.nvidia.com driver.)
 * The PodScheduling saga's compensation: a pod whose bind fails after PreBind gets its special
   claim deleted and its status entry cleared.
 * PostFilter: a special claim left over from an earlier attempt is deleted and the pod is then
   scheduled with a new one.
+* Quota: a full ``count/resourceclaims.resource.k8s.io`` refuses the special claim at PreBind.
 """
 
 from __future__ import annotations
