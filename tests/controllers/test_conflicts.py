@@ -36,6 +36,9 @@ def interfere_once(
             return await original(k, namespace, name, events, **kw)
         if armed[0]:
             armed[0] = False
+            # the controller decided on the version its cache holds now; pin it, or the cache could
+            # catch up with the other writer's event while ``before`` awaits and hide the conflict
+            kw.setdefault("expected_last_seq", rt.cache.index.version(k, namespace, name))
             await before()
         try:
             seq = await original(k, namespace, name, events, **kw)
