@@ -5,7 +5,6 @@ the same usage without appending anything."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ from infra.eventstore import EventStore
 from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 from services.quota_reconciler.service import QuotaReconciler
+from tests.helpers import assert_eventually
 
 QUOTA = {
     "apiVersion": "v1",
@@ -62,12 +62,7 @@ async def _ok(api: ApiClient, *manifests: dict[str, Any]) -> None:
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {check}")
+    await assert_eventually(check, timeout_s=timeout_s, interval_s=0.05)
 
 
 async def test_over_quota_claim_and_pod_are_refused_and_append_nothing(

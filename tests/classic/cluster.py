@@ -12,7 +12,6 @@ test's own stream of the session's real nats-server.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from services.apiserver.protocol import StatusError
 from services.scheduler.framework import SchedulerConfig
 from services.scheduler.service import SchedulerService
 from tests.e2e.procs import Proc
+from tests.helpers import assert_eventually
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "classic"
 CLAIMS = "resourceclaims.cdi.k8s.io"
@@ -43,14 +43,7 @@ def example(name: str) -> list[dict[str, Any]]:
 
 
 async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 30.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+    return await assert_eventually(check, timeout_s=timeout_s, interval_s=0.1, message=what)
 
 
 class ClassicCluster:

@@ -5,9 +5,6 @@ the claim's deletion runs the teardown, and every process stops cleanly on SIGTE
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from infra.config import Settings
 from infra.eventstore import EventStore
 from services.apiserver.client import ApiClient
 from services.apiserver.protocol import StatusError
+from tests.classic.cluster import eventually
 from tests.e2e.procs import Proc
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "classic"
@@ -26,17 +24,6 @@ QUOTA = {
     "metadata": {"name": "claims", "namespace": "default"},
     "spec": {"hard": {"count/resourceclaims.resource.k8s.io": 5}},
 }
-
-
-async def eventually(check: Callable[[], Awaitable[Any]], timeout_s: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out: last {last!r}")
 
 
 async def test_classic_claim_and_quota_through_processes(settings: Settings, event_store: EventStore) -> None:

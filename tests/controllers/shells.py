@@ -9,7 +9,6 @@ that must not depend on it: it appends the facts the scheduler appends (``ClaimA
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from events.dra import ClaimAllocated, ClaimReserved, PodBound
 from infra.config import Settings
 from infra.eventstore import EventStore
 from services.claim_controller.runtime import Runtime
+from tests.helpers import assert_eventually
 
 
 class Running:
@@ -71,16 +71,7 @@ async def run(
 
 async def eventually(check: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
     """Poll ``check`` (sync or async) until it returns something truthy."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if asyncio.iscoroutine(last):
-            last = await last
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+    return await assert_eventually(check, timeout_s=timeout_s, interval_s=0.05, message=what)
 
 
 def manifests(text: str) -> list[dict[str, Any]]:
