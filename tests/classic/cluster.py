@@ -178,18 +178,18 @@ def pod(
     node_name: str | None = None,
 ) -> dict[str, Any]:
     """A KEP-shaped Pod: ``claims`` maps the pod claim name to a claim name (resourceClaimName)
-    or to an inline template (resourceClassName + parameters)."""
-    entries = [
-        {"name": k, "resourceClaimName": v} if isinstance(v, str) else {"name": k, "template": v}
-        for k, v in claims.items()
-    ]
-    resources: dict[str, Any] = {"claims": list(claims)}
+    or to an inline template (resourceClassName + parameters); no claims is a plain Pod."""
+    resources: dict[str, Any] = {}
+    spec: dict[str, Any] = {}
+    if claims:
+        spec["resourceClaims"] = [
+            {"name": k, "resourceClaimName": v} if isinstance(v, str) else {"name": k, "template": v}
+            for k, v in claims.items()
+        ]
+        resources["claims"] = list(claims)
     if cpu is not None:
         resources["requests"] = {"cpu": cpu}
-    spec: dict[str, Any] = {
-        "resourceClaims": entries,
-        "containers": [{"name": "app", "image": "registry.example.com/app:1", "resources": resources}],
-    }
+    spec["containers"] = [{"name": "app", "image": "registry.example.com/app:1", "resources": resources}]
     if node_name is not None:
         spec["nodeName"] = node_name
     return {
@@ -201,19 +201,7 @@ def pod(
 
 
 def plain_pod(name: str, *, cpu: str, node_name: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "app", "image": "registry.example.com/app:1", "resources": {"requests": {"cpu": cpu}}}
-        ]
-    }
-    if node_name is not None:
-        spec["nodeName"] = node_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": spec,
-    }
+    return pod(name, {}, cpu=cpu, node_name=node_name)
 
 
 def claim(name: str, cls: str, parameters: dict[str, Any], *, mode: str | None = None) -> dict[str, Any]:
