@@ -165,27 +165,46 @@ class SagaEngine:
         if definition is None:
             raise ValueError(f"unknown saga type {saga_type!r}")
         attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type, **pod_attributes(input or {})}
+        subject = self.subject(saga_id)
+        event = SagaStarted(
+            saga_type=saga_type,
+            input=input or {},
+            steps=[s.name for s in definition.steps],
+            decided_at_seq=decided_at_seq,
+        )
         with tracing.span(f"saga {saga_type}", traceparent=traceparent, attributes=attrs):
             try:
-                await self.store.append(
-                    self.subject(saga_id),
-                    SagaStarted(
-                        saga_type=saga_type,
-                        input=input or {},
-                        steps=[s.name for s in definition.steps],
-                        decided_at_seq=decided_at_seq,
-                    ),
+                (seq,) = await self.store.append(
+                    subject,
+                    event,
                     expected_last_seq=0,
                     msg_id=f"saga:{saga_id}:started",
                     correlation_id=saga_id,
                 )
             except ConcurrencyError:
-                pass  # started before (by us or another instance): resume it
-        return await self.run(saga_id)
+                started = None  # started before (by us or another instance): resume it from the log
+            else:
+                # the state folds from the event just stored (same reducer, its sequence): reading
+                # it back would cost a round trip per saga and tell us nothing new
+                started = apply(
+                    None,
+                    Envelope(
+                        id="",
+                        type=SagaStarted.type_name(),
+                        schema=SagaStarted.SCHEMA,
+                        subject=subject,
+                        time=_EPOCH,
+                        data=event,
+                        traceparent=tracing.current_traceparent(),
+                        seq=seq,
+                    ),
+                )
+        return await self.run(saga_id, started)
 
-    async def run(self, saga_id: str) -> SagaState:
-        """Drive a saga from its stored state until it is terminal."""
-        state = await self.load(saga_id)
+    async def run(self, saga_id: str, state: SagaState | None = None) -> SagaState:
+        """Drive a saga from its stored state (``state``, or read from the log) until it is terminal."""
+        if state is None:
+            state = await self.load(saga_id)
         if state is None:
             raise LookupError(f"saga {saga_id}: not found")
         definition = self.definitions[state.saga_type]

@@ -40,7 +40,7 @@ from events.subjects import aggregate_subject
 from infra import metrics
 from infra.errors import ConcurrencyError
 from infra.eventstore import EventStore
-from sagas.engine import SagaState, SagaStatus
+from sagas.engine import SagaEngine, SagaState, SagaStatus
 from sagas.pod_scheduling import (
     EXTENDED_CLAIM_CLEANUP,
     POD_SCHEDULING,
@@ -59,7 +59,6 @@ from services.scheduler.framework import (
     SchedulingError,
     Unschedulable,
 )
-from services.scheduler.service.engine import SchedulerSagaEngine
 from services.scheduler.service.snapshot import Snapshot
 
 __all__ = ["SchedulerService"]
@@ -96,7 +95,7 @@ class SchedulerService:
         self.clock = clock
         self.core = Scheduler(config, clock=clock)
         self.snapshot = Snapshot(store, self.core)
-        self.engine = SchedulerSagaEngine(
+        self.engine = SagaEngine(
             store, [pod_scheduling_saga(self), reallocation_saga(self), extended_claim_cleanup_saga(self)]
         )
         self._wake = asyncio.Event()
