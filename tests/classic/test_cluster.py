@@ -371,6 +371,19 @@ async def _prepared_then_killed(cluster: ClassicCluster, settings: Settings) -> 
     return uid, cdi_root, spec_name, plugin_checkpoint
 
 
+def _unprepared(
+    settings: Settings, uid: str, cdi_root: Path, spec_name: str, plugin_checkpoint: Path
+) -> bool:
+    """CDI spec gone, and the claim out of the plugin's checkpoint and the kubelet's pods.json
+    (written one after the other: poll for all three, never assert the last one afterwards)."""
+    pods_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "pods.json"
+    return (
+        cdi.read_spec(cdi_root, spec_name) is None
+        and uid not in json.loads(plugin_checkpoint.read_text())
+        and json.loads(pods_checkpoint.read_text()) == {}
+    )
+
+
 def _restart_kubelet(cluster: ClassicCluster, settings: Settings) -> None:
     labels = acme(1, "8Gi")
     restarted = Proc(settings, "services.kubelet", ["--node", "node-a", "--gpus", "0", "--labels", labels])
@@ -392,13 +405,9 @@ async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods
     await cluster.store.append(pod_subject, PodSucceeded(at="2026-01-01T00:00:00Z"), expected_last_seq=None)
 
     async def unprepared() -> bool:
-        return cdi.read_spec(cdi_root, spec_name) is None and uid not in json.loads(
-            plugin_checkpoint.read_text()
-        )
+        return _unprepared(settings, uid, cdi_root, spec_name, plugin_checkpoint)
 
     await eventually(unprepared, 30.0, "the finished pod's claim unprepared by the restarted kubelet")
-    pods_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "pods.json"
-    assert json.loads(pods_checkpoint.read_text()) == {}
     kinds = [type(env.data).__name__ for env in await cluster.store.events(pod_subject)]
     assert kinds.count("PodResourcesPrepared") == 1, kinds
 
@@ -423,10 +432,6 @@ async def test_kubelet_restart_unprepares_a_pod_deleted_while_it_was_down(
     _restart_kubelet(cluster, settings)
 
     async def unprepared() -> bool:
-        return cdi.read_spec(cdi_root, spec_name) is None and uid not in json.loads(
-            plugin_checkpoint.read_text()
-        )
+        return _unprepared(settings, uid, cdi_root, spec_name, plugin_checkpoint)
 
     await eventually(unprepared, 30.0, "the vanished pod's claim unprepared by the restarted kubelet")
-    pods_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "pods.json"
-    assert json.loads(pods_checkpoint.read_text()) == {}
