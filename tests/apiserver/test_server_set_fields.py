@@ -36,7 +36,7 @@ from events.node import PodContainerStatusesReported
 from projections.objects import _GENERIC, _REDUCERS, fold, load_extensions
 from services.apiserver.strategy import SERVER_SET_FIELDS, keep_server_set, merge_update
 
-POD = decode_object(
+_POD = decode_object(
     {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -49,7 +49,7 @@ POD = decode_object(
         },
     }
 )
-CLAIM = decode_object(
+_CLAIM = decode_object(
     {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
@@ -57,6 +57,9 @@ CLAIM = decode_object(
         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
     }
 )
+assert isinstance(_POD, c1.Pod) and isinstance(_CLAIM, r1.ResourceClaim)
+POD: c1.Pod = _POD
+CLAIM: r1.ResourceClaim = _CLAIM
 ALLOCATION = r1.AllocationResult(
     devices=r1.DeviceAllocationResult(
         results=(r1.DeviceRequestAllocationResult(request="gpu", driver="d", pool="n1", device="gpu-0"),)

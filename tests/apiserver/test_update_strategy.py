@@ -40,7 +40,7 @@ def pod(
     }
 
 
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "apiVersion": "resource.k8s.io/v1",
     "kind": "ResourceClaimTemplate",
     "metadata": {"name": "single-gpu", "namespace": NS},
@@ -207,7 +207,7 @@ async def test_scheduling_gates_may_only_go_and_gated_pods_may_gain_node_selecto
 
 # -- the other kinds ----------------------------------------------------------------------------------
 
-DEPLOYMENT = {
+DEPLOYMENT: dict[str, Any] = {
     "apiVersion": "apps/v1",
     "kind": "Deployment",
     "metadata": {"name": "web", "namespace": NS},
@@ -221,7 +221,7 @@ DEPLOYMENT = {
     },
 }
 
-JOB = {
+JOB: dict[str, Any] = {
     "apiVersion": "batch/v1",
     "kind": "Job",
     "metadata": {"name": "train", "namespace": NS},
