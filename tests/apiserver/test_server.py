@@ -378,7 +378,9 @@ async def test_events_left_in_a_deleted_namespace_by_an_older_log_are_deleted_at
     ns_subject = event_store.subject("Namespace", None, "old")
     from events.objects import object_deleted
 
-    await event_store.append(ns_subject, [object_deleted("Namespace")], expected_last_seq=None)  # as the old drain did
+    await event_store.append(
+        ns_subject, [object_deleted("Namespace")], expected_last_seq=None
+    )  # as the old drain did
     second = ApiServer(await EventStore.open(event_store.settings, "apiserver-2"))
     await second.start()
     try:

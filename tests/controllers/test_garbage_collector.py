@@ -27,7 +27,9 @@ def node(name: str, uid: str, *, deleting: bool = False, finalizers: tuple[str, 
     )
 
 
-def ref(kind: str, name: str, uid: str, api_version: str = "v1", *, block: bool | None = None) -> OwnerReference:
+def ref(
+    kind: str, name: str, uid: str, api_version: str = "v1", *, block: bool | None = None
+) -> OwnerReference:
     return OwnerReference(api_version=api_version, kind=kind, name=name, uid=uid, block_owner_deletion=block)
 
 
@@ -91,7 +93,12 @@ def test_a_dependent_whose_owner_is_gone_is_deleted_in_the_background() -> None:
     assert "uid-s" in dirty
     (action,) = decide(g, "uid-s")
     assert isinstance(action, DeleteObject)
-    assert (action.kind, action.name, action.uid, action.policy) == ("ResourceSlice", "s", "uid-s", "Background")
+    assert (action.kind, action.name, action.uid, action.policy) == (
+        "ResourceSlice",
+        "s",
+        "uid-s",
+        "Background",
+    )
 
 
 def test_an_owner_recreated_under_its_name_does_not_keep_old_dependents() -> None:

@@ -74,7 +74,9 @@ async def test_a_nodes_slice_goes_with_the_node(gc_probe: tuple[Runtime, Running
     await _apply(probe, slice_manifest("gh200-1-gpu.nvidia.com", node))
     (res,) = await probe.api.delete([("Node", "", "gh200-1")])
     assert res.error is None
-    await eventually(lambda: probe.get("ResourceSlice", "", "gh200-1-gpu.nvidia.com") is None, what="slice gone")
+    await eventually(
+        lambda: probe.get("ResourceSlice", "", "gh200-1-gpu.nvidia.com") is None, what="slice gone"
+    )
 
 
 async def test_a_pods_claim_goes_with_the_pod(gc_probe: tuple[Runtime, Running]) -> None:
@@ -82,7 +84,10 @@ async def test_a_pods_claim_goes_with_the_pod(gc_probe: tuple[Runtime, Running])
     await _apply(probe, *manifests("apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n"))
     await _apply(
         probe,
-        *manifests("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team}\nspec: {containers: [{name: c, image: busybox}]}\n"),
+        *manifests(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: team}\n"
+            "spec: {containers: [{name: c, image: busybox}]}\n"
+        ),
     )
     pod = probe.get("Pod", "team", "p")
     (claim,) = manifests(
