@@ -49,6 +49,7 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("services.claim_controller", [], "claim-controller: following"),
     ("services.scheduler", [], None),
     ("services.workloads", [], "workloads: following"),
+    ("services.garbage_collector", [], "garbage-collector: following"),
     ("services.quota_reconciler", [], "quota-reconciler: following"),
     ("services.kubelet", ["--node", DRA_NODE, "--gpus", "8"], f"kubelet {DRA_NODE}: registered"),
     (
