@@ -72,7 +72,9 @@ async def test_explain_keys_everything_by_uid(
 
     code, out, err = await asyncio.to_thread(_draflow, capsys, "explain", "pod", "pod-a")
     assert code == 0, err
-    current, _, history = out.partition("Earlier incarnations (history only: deleted pods that had this name):")
+    current, _, history = out.partition(
+        "Earlier incarnations (history only: deleted pods that had this name):"
+    )
     assert history, out
     assert f"(uid {new_uid})" in current and old_uid not in current
     assert "re-created: 1 earlier pod of this name" in current
@@ -85,7 +87,15 @@ async def test_explain_keys_everything_by_uid(
 
     # explained as it was before the second pod existed: one pod, its saga, no history
     code, out, err = await asyncio.to_thread(
-        _draflow, capsys, "explain", "pod", "pod-a", "-o", "json", "--as-of-seq", str(earlier["deletedSeq"] - 1)
+        _draflow,
+        capsys,
+        "explain",
+        "pod",
+        "pod-a",
+        "-o",
+        "json",
+        "--as-of-seq",
+        str(earlier["deletedSeq"] - 1),
     )
     assert code == 0, err
     before = json.loads(out)
