@@ -16,7 +16,10 @@
   configuration) is not modelled. Whether a change is allowed at all (an immutable pod spec) is
   validation's call (``admission.updates``).
 * Delete: objects with finalizers, and pods bound to a node (graceful deletion: the kubelet
-  confirms with grace period 0), get ``deletionTimestamp`` first; the rest go at once.
+  confirms with grace period 0), get ``deletionTimestamp`` first; the rest go at once. A
+  ``propagationPolicy`` of Orphan / Foreground puts the ``orphan`` / ``foregroundDeletion``
+  finalizer on the object (and takes the other off; Background takes both off), so the garbage
+  collector orphans or deletes its dependents before it goes; no policy keeps what is there.
 """
 
 from __future__ import annotations
@@ -32,12 +35,20 @@ from events.api import core_v1 as c1
 from events.api.base import ApiStruct
 from events.api.codec import object_meta
 from events.envelope import Event
-from events.objects import deletion_requested, finalizers_changed, object_deleted
+from events.objects import (
+    FOREGROUND_FINALIZER,
+    ORPHAN_FINALIZER,
+    deletion_requested,
+    finalizers_changed,
+    object_deleted,
+)
 
 __all__ = [
+    "PROPAGATION_POLICIES",
     "SERVER_SET_FIELDS",
     "deletion_events",
     "finalize_events",
+    "gc_finalizers",
     "generated_name",
     "keep_defaulted",
     "keep_server_set",
@@ -225,8 +236,36 @@ def _graceful_pod(obj: ApiStruct) -> bool:
     )
 
 
-def deletion_events(obj: ApiStruct, now: str, grace_period_seconds: int | None = None) -> list[Event]:
-    """What a delete request appends: DeletionRequested, Deleted, or nothing (already deleting)."""
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+
+
+def gc_finalizers(finalizers: tuple[str, ...], propagation: str | None) -> tuple[str, ...]:
+    """The finalizers after a delete with this propagation policy (None/"": the object's own)."""
+    if not propagation:
+        return finalizers
+    kept = tuple(f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER))
+    if propagation == "Orphan":
+        return (*kept, ORPHAN_FINALIZER)
+    if propagation == "Foreground":
+        return (*kept, FOREGROUND_FINALIZER)
+    return kept
+
+
+def deletion_events(
+    obj: ApiStruct, now: str, grace_period_seconds: int | None = None, propagation: str | None = None
+) -> list[Event]:
+    """What a delete request appends: DeletionRequested, Deleted, or nothing (already deleting);
+    preceded by FinalizersChanged when the propagation policy changes the GC finalizers."""
+    meta = object_meta(obj)
+    finalizers = gc_finalizers(meta.finalizers, propagation)
+    if finalizers != meta.finalizers:
+        changed = [finalizers_changed(obj.KIND, finalizers)]
+        meta = replace(meta, finalizers=finalizers)
+        return changed + _deletion(replace(obj, metadata=meta), now, grace_period_seconds)
+    return _deletion(obj, now, grace_period_seconds)
+
+
+def _deletion(obj: ApiStruct, now: str, grace_period_seconds: int | None) -> list[Event]:
     meta = object_meta(obj)
     grace = 0
     if _graceful_pod(obj):
