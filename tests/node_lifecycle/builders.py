@@ -76,7 +76,7 @@ def pod(
     deleting: bool = False,
     phase: str = "Running",
 ) -> Pod:
-    conditions = ()
+    conditions: tuple[PodCondition, ...] = ()
     if bound is not None:
         conditions = (
             PodCondition(type="PodScheduled", status="True", last_transition_time=rfc3339(at(bound))),

@@ -17,6 +17,7 @@ from msgspec.structs import replace
 from events.api.core_v1 import Node, Pod, Taint
 from events.api.resource_v1 import ResourceClaim
 from events.dra import PodStarted
+from events.node import PodDisruptionTargeted
 from infra.config import Settings
 from services.apiserver.server import ApiServer
 from services.claim_controller.runtime import Runtime
@@ -208,8 +209,11 @@ async def test_a_stopped_kubelet_its_node_its_pods_and_its_return(
         assert await probe.apply(
             replace(node_a, spec=replace(node_a.spec, taints=(*node_a.spec.taints, shutdown)))
         )
-        for name in ("evicted", "later", "stays"):
-            await eventually(lambda n=name: probe.get("Pod", "default", n) is None, what=f"pod {name} gone")
+
+        def pods_left() -> list[str]:
+            return [n for n in ("evicted", "later", "stays") if probe.get("Pod", "default", n) is not None]
+
+        await eventually(lambda: not pods_left(), what="every pod on node a force-deleted")
 
         def released() -> bool:
             claims = [
@@ -245,6 +249,7 @@ async def test_the_pods_of_a_deleted_node_are_force_deleted(apiserver: ApiServer
         types = [e.type for e in log]
         assert types[-3:] == ["PodDisruptionTargeted", "PodFailed", "PodDeleted"]
         marked = log[-3].data
+        assert isinstance(marked, PodDisruptionTargeted)
         assert (marked.reason, marked.message) == ("DeletionByPodGC", "PodGC: node no longer exists")
         await eventually(
             lambda: probe.get("ResourceClaim", "default", "orphan-gpu").status.allocation is None,
