@@ -9,7 +9,7 @@ schedule``). The claim controller runs too, so released pods give their devices 
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from msgspec.structs import replace
@@ -17,14 +17,16 @@ from msgspec.structs import replace
 from events.api.core_v1 import Node, Pod, Taint
 from events.api.resource_v1 import ResourceClaim
 from events.dra import PodStarted
-from events.node import PodDisruptionTargeted
+from events.node import NodeHeartbeatLost, PodDisruptionTargeted
 from infra.config import Settings
 from services.apiserver.server import ApiServer
 from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ClaimControllerService
 from services.kubelet.heartbeat import NodeHeartbeat
 from services.kubelet.node import node_object
+from services.kubelet.service import KubeletService
 from services.node_lifecycle.config import LifecycleConfig
+from services.node_lifecycle.health import check_heartbeat
 from services.node_lifecycle.service import NodeLifecycleService
 from services.node_lifecycle.taints import OUT_OF_SERVICE, UNREACHABLE
 from tests.controllers.shells import Running, eventually, manifests, run, schedule, start_runtime
@@ -98,9 +100,16 @@ def taint_keys(node: Node | None) -> set[tuple[str, str]]:
     return {(t.key, t.effect) for t in node.spec.taints} if node else set()
 
 
+SOURCES = {"NodeNotReady": "node-controller", "TaintManagerEviction": "taint-eviction-controller"}
+
+
 async def events_about(rt: Runtime, name: str, reason: str) -> list[str]:
+    """Messages of the Events with ``reason`` about ``name``, from upstream's component for it."""
     items, _ = await rt.api.list("Event", namespace="default")
-    return [e["message"] for e in items if e["involvedObject"]["name"] == name and e["reason"] == reason]
+    found = [e for e in items if e["involvedObject"]["name"] == name and e["reason"] == reason]
+    for e in found:
+        assert e["source"]["component"] == SOURCES.get(reason, e["source"]["component"]), e
+    return [e["message"] for e in found]
 
 
 async def setup(probe: Runtime, names: list[str]) -> None:
@@ -258,5 +267,37 @@ async def test_the_pods_of_a_deleted_node_are_force_deleted(apiserver: ApiServer
     finally:
         for svc in services:
             await svc.stop()
+        await probe.stop()
+        await probe_events.close()
+
+
+async def test_a_restarted_kubelet_keeps_the_node_spec_and_posts_ready(
+    apiserver: ApiServer, settings: Settings
+) -> None:
+    """Re-registration leaves taints and cordon alone (not the kubelet's to undo, as upstream) and
+    turns a node marked Unknown Ready again, with a NodeReady Event."""
+    probe, probe_events = await start_runtime(settings, "probe")
+    try:
+        first = KubeletService(probe, "n", settings.data_dir / "kubelet-n", {})
+        await first.register()
+        node = probe.get("Node", "", "n")
+        cordoned = replace(
+            node, spec=replace(node.spec, unschedulable=True, taints=(Taint(key="gpu", effect="NoSchedule"),))
+        )
+        assert await probe.apply(cordoned)
+        lost = check_heartbeat(
+            probe.get("Node", "", "n"), None, datetime.now(UTC) + timedelta(minutes=5), CFG
+        )
+        assert lost is not None
+        assert await probe.append("Node", "", "n", [NodeHeartbeatLost(conditions=lost.conditions)])
+        assert ready(probe.get("Node", "", "n")) == "Unknown"
+        await KubeletService(probe, "n", settings.data_dir / "kubelet-n", {}).register()  # restarted
+        again = probe.get("Node", "", "n")
+        assert again.spec.unschedulable and [t.key for t in again.spec.taints] == ["gpu"]
+        assert ready(again) == "True"
+        assert await eventually(lambda: events_about(probe, "n", "NodeReady")) == [
+            "Node n status is now: NodeReady"
+        ]
+    finally:
         await probe.stop()
         await probe_events.close()
