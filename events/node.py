@@ -10,8 +10,9 @@ node heartbeat, and what the node lifecycle controller decided about silent node
   renewal (every ``leaseDurationSeconds / 4``, 10 s by default), moving ``spec.renewTime`` only.
 * ``NodeHeartbeatLost``, ``NodeTainted``, ``NodeUntainted`` (on ``Node._.<node>``) and
   ``PodDisruptionTargeted`` (on the pod) are the node lifecycle controller's decisions
-  (``services.node_lifecycle``). Each carries the time it was decided at and, for a lost
-  heartbeat, the heartbeat it was decided on, so a replay can check the decision without a clock.
+  (``services.node_lifecycle``). Each carries the time it was decided at (``at``), the log
+  position the controller's view had reached (``observed_seq``) and, for a lost heartbeat, the
+  heartbeat it was decided on, so ``draflow verify-replay`` re-checks the decision without a clock.
 
 Reducers: :mod:`projections.node`.
 """
@@ -56,6 +57,7 @@ class NodeHeartbeatLost(Event, frozen=True, kw_only=True):
     last_heartbeat: str = ""
     grace_period_seconds: float = 0.0
     at: str = ""
+    observed_seq: int = 0  # the log position the controller's view had reached when it decided
 
 
 class NodeTainted(Event, frozen=True, kw_only=True):
@@ -64,6 +66,8 @@ class NodeTainted(Event, frozen=True, kw_only=True):
 
     taints: tuple[Taint, ...] = ()
     reason: str = ""
+    at: str = ""
+    observed_seq: int = 0
 
 
 class NodeUntainted(Event, frozen=True, kw_only=True):
@@ -71,6 +75,8 @@ class NodeUntainted(Event, frozen=True, kw_only=True):
 
     taints: tuple[Taint, ...] = ()
     reason: str = ""
+    at: str = ""
+    observed_seq: int = 0
 
 
 class PodDisruptionTargeted(Event, frozen=True, kw_only=True):
@@ -80,3 +86,4 @@ class PodDisruptionTargeted(Event, frozen=True, kw_only=True):
     reason: str
     message: str = ""
     at: str = ""
+    observed_seq: int = 0

@@ -15,6 +15,9 @@ Decisions checked:
   the saga id and to the sequence right before the event.
 * **claim controller** — every ResourceClaim generated from a template (name and spec, from
   ``sync_pod`` on the state right before the claim was created).
+* **node lifecycle controller** — every ``NodeHeartbeatLost`` and every eviction
+  (``PodDisruptionTargeted``), re-decided at the recorded position and time
+  (``services.cli.verify_nodes``).
 
 The first difference is reported (the recorded event, what it recorded, what the current code
 decides) and the exit code is 1; a clean run prints how many decisions were verified and exits 0.
@@ -49,12 +52,14 @@ from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
 from services.cli.main import UserError
+from services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
 
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 
 _SAGA_POSITION = re.compile(r"-(\d+)(?:-\d+)?$")
 _CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceQuota"})
 _QUOTA_KINDS = frozenset({"DeviceClass", "Pod", "ResourceClaim", "ResourceQuota"})
+_FOLDED_KINDS = _CLAIM_KINDS | FOLDED_KINDS
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _QUOTA_STATUS = "ResourceQuotaStatusUpdated"
 DEFAULT_INSTANCE = "scheduler"  # DRAFLOW_SCHEDULER_ID's default
@@ -149,7 +154,7 @@ class Verifier:
         # flight); every core folds the whole log. Created in run() once the instances are known.
         self.snapshots: dict[str, Snapshot] = {}
         self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
-        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0}
+        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0, "node": 0}
         from services.quota_reconciler import QuotaState
 
         self.quota = QuotaState()
@@ -190,6 +195,9 @@ class Verifier:
                 position = d.snapshot_seq or rec.seq - 1
                 instance = d.instance or DEFAULT_INSTANCE
                 out.append(_Decision(position, rec.seq, "unschedulable", env, ns, name, instance=instance))
+            elif (node_position := node_decision_position(env, rec.seq)) is not None:
+                ns, name = self._ns_name(rec.subject)
+                out.append(_Decision(node_position, rec.seq, "node", env, ns, name))
             elif env.type == "ResourceClaimApplied":
                 claim = getattr(d, "object", None)
                 if isinstance(claim, ResourceClaim) and _generated(claim):
@@ -209,7 +217,7 @@ class Verifier:
         if env is None:
             return
         parts = rec.subject[len(self._prefix) :].split(".")
-        if len(parts) == 3 and parts[0] in _CLAIM_KINDS:
+        if len(parts) == 3 and parts[0] in _FOLDED_KINDS:
             kind, ns, name = (
                 parts[0],
                 "" if parts[1] == "_" else decode_token(parts[1]),
@@ -271,6 +279,7 @@ class Verifier:
             "schedule": self._check_schedule,
             "unschedulable": self._check_unschedulable,
             "claim": self._check_claim,
+            "node": self._check_node,
         }
         return checker[dec.kind](dec)
 
@@ -379,6 +388,13 @@ class Verifier:
             actual,
             dec.position,
         )
+
+    def _check_node(self, dec: _Decision) -> Divergence | None:
+        found = check_node_decision(self.objects, dec.env, dec.namespace, dec.name)
+        if found is None:
+            return None
+        what, expected, actual = found
+        return Divergence(dec.seq, what, dec.env.subject, expected, actual, dec.position)
 
     def _assume_recorded(self, dec: _Decision) -> None:
         """Put a recorded PodScheduling decision in the assume cache (what its saga's reserve does)."""
@@ -493,9 +509,11 @@ def run(args: argparse.Namespace) -> int:
     verifier, divergence = verify_records(records, root, args.from_seq)
     checked = verifier.checked
     total = sum(checked.values())
+    node_part = f", {checked['node']} node lifecycle" if checked["node"] else ""
     summary = (
         f"{total} decisions ({checked['schedule']} PodScheduling, {checked['unschedulable']} "
-        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses), "
+        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses"
+        f"{node_part}), "
         f"sequences {args.from_seq}..{to_seq}"
     )
     if args.output == "json":

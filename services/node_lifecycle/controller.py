@@ -67,9 +67,11 @@ def decide_nodes(
     return out
 
 
-def node_events(decision: NodeDecision) -> list[Event]:
-    """The facts of one decision, in the order they apply (one atomic append)."""
+def node_events(decision: NodeDecision, now: datetime, observed_seq: int = 0) -> list[Event]:
+    """The facts of one decision taken at ``now`` on the log up to ``observed_seq``, in the order
+    they apply (one atomic append)."""
     out: list[Event] = []
+    at = micro_time(now)
     lost = decision.lost
     if lost is not None:
         out.append(
@@ -77,13 +79,16 @@ def node_events(decision: NodeDecision) -> list[Event]:
                 conditions=lost.conditions,
                 last_heartbeat=micro_time(lost.last_heartbeat),
                 grace_period_seconds=lost.grace_period_s,
-                at=micro_time(lost.at),
+                at=at,
+                observed_seq=observed_seq,
             )
         )
     change = decision.taints
     if change is not None:
         if change.remove:
-            out.append(NodeUntainted(taints=change.remove, reason=change.reason))
+            out.append(
+                NodeUntainted(taints=change.remove, reason=change.reason, at=at, observed_seq=observed_seq)
+            )
         if change.add:
-            out.append(NodeTainted(taints=change.add, reason=change.reason))
+            out.append(NodeTainted(taints=change.add, reason=change.reason, at=at, observed_seq=observed_seq))
     return out

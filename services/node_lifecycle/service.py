@@ -92,10 +92,11 @@ class NodeLifecycleService:
 
     async def _nodes(self, now: datetime) -> None:
         rt = self.rt
+        observed = rt.cache.position  # what the decisions below are taken on (recorded with them)
         leases = {lease.metadata.name: lease for lease in rt.items("Lease", NODE_LEASE_NAMESPACE)}
         for decision in decide_nodes(rt.items("Node"), leases, now, self.cfg, self.since):
             name = decision.node_name
-            if not await rt.append("Node", "", name, node_events(decision)):
+            if not await rt.append("Node", "", name, node_events(decision, now, observed)):
                 continue
             if decision.lost is not None:
                 log.info(
@@ -133,12 +134,13 @@ class NodeLifecycleService:
                 by_node.setdefault(pod.spec.node_name, []).append(pod)
         scheduled: dict[Key, datetime] = {}
         evicted: set[Key] = set()
+        observed = rt.cache.position
         for node in rt.items("Node"):
             plan = plan_evictions(node, by_node.get(node.metadata.name, []), now)
             scheduled.update(plan.scheduled)
             for ev in plan.due:
                 evicted.add((ev.namespace, ev.name))
-                await self._evict(ev, now)
+                await self._evict(ev, now, observed)
         for key, uid in self._pending.items():
             if key in scheduled or key in evicted:
                 continue
@@ -162,14 +164,14 @@ class NodeLifecycleService:
         self._pending = pending
         return min(scheduled.values(), default=None)
 
-    async def _evict(self, ev: Eviction, now: datetime) -> None:
+    async def _evict(self, ev: Eviction, now: datetime, observed: int) -> None:
         rt = self.rt
         pod = rt.get("Pod", ev.namespace, ev.name)
         if pod is None or pod.metadata.uid != ev.uid or pod.metadata.deletion_timestamp is not None:
             return
         if not _disruption_target(pod):
             marked = PodDisruptionTargeted(
-                reason=EVICTION_REASON, message=EVICTION_MESSAGE, at=micro_time(now)
+                reason=EVICTION_REASON, message=EVICTION_MESSAGE, at=micro_time(now), observed_seq=observed
             )
             if not await rt.append("Pod", ev.namespace, ev.name, [marked]):
                 return  # changed meanwhile: the next pass decides again
@@ -188,13 +190,14 @@ class NodeLifecycleService:
     # -- 3. pod GC ------------------------------------------------------------------------------
 
     async def _gc(self, now: datetime) -> datetime | None:
+        observed = self.rt.cache.position
         nodes = {n.metadata.name: n for n in self.rt.items("Node")}
         plan = collect_pods(self.rt.items("Pod"), nodes, now, self.cfg.orphan_quarantine_s)
         for fd in plan.deletes:
-            await self._force_delete(fd, now)
+            await self._force_delete(fd, now, observed)
         return plan.next_due
 
-    async def _force_delete(self, fd: ForceDelete, now: datetime) -> None:
+    async def _force_delete(self, fd: ForceDelete, now: datetime, observed: int) -> None:
         rt = self.rt
         pod = rt.get("Pod", fd.namespace, fd.name)
         if pod is None or pod.metadata.uid != fd.uid:
@@ -202,7 +205,8 @@ class NodeLifecycleService:
         facts: list[Event] = []
         if fd.condition is not None and not _disruption_target(pod):
             reason, message = fd.condition
-            facts.append(PodDisruptionTargeted(reason=reason, message=message, at=micro_time(now)))
+            at = micro_time(now)
+            facts.append(PodDisruptionTargeted(reason=reason, message=message, at=at, observed_seq=observed))
         if fd.mark_failed and pod.status.phase not in ("Succeeded", "Failed"):
             facts.append(PodFailed(reason=pod.status.reason, message=pod.status.message, at=rfc3339(now)))
         if facts and not await rt.append("Pod", fd.namespace, fd.name, facts):

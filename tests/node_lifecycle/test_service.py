@@ -9,9 +9,11 @@ schedule``). The claim controller runs too, so released pods give their devices 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from msgspec.structs import replace
 
 from events.api.core_v1 import Node, Pod, Taint
@@ -22,6 +24,8 @@ from infra.config import Settings
 from services.apiserver.server import ApiServer
 from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ClaimControllerService
+from services.cli import verify_nodes
+from services.cli.verify import verify_records
 from services.kubelet.heartbeat import NodeHeartbeat
 from services.kubelet.node import node_object
 from services.kubelet.service import KubeletService
@@ -128,8 +132,28 @@ async def bind(probe: Runtime, name: str, tolerations: list[dict[str, Any]], nod
     )
 
 
+async def verified(probe: Runtime, monkeypatch: pytest.MonkeyPatch | None = None) -> dict[str, int]:
+    """``draflow verify-replay`` over the test's log: every node lifecycle decision re-decided at
+    its recorded position and time; with ``monkeypatch``, also that a changed decider is caught."""
+    records = [r async for batch in probe.events.read_raw() for r in batch]
+    verifier, divergence = verify_records(records, probe.events.root)
+    assert divergence is None, divergence
+    if monkeypatch is not None:
+        slower = dataclasses.replace(CFG, grace_period_s=CFG.grace_period_s + 3600)
+        original = verify_nodes.check_heartbeat
+        monkeypatch.setattr(
+            verify_nodes,
+            "check_heartbeat",
+            lambda n, lease, now, cfg, since=None: original(n, lease, now, slower),
+        )
+        _, divergence = verify_records(records, probe.events.root)
+        assert divergence is not None and divergence.event == "NodeHeartbeatLost for node a"
+        assert divergence.actual == {"heartbeat": "not lost"}
+    return verifier.checked
+
+
 async def test_a_stopped_kubelet_its_node_its_pods_and_its_return(
-    apiserver: ApiServer, settings: Settings
+    apiserver: ApiServer, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     probe, probe_events = await start_runtime(settings, "probe")
     services: list[Running] = []
@@ -231,6 +255,8 @@ async def test_a_stopped_kubelet_its_node_its_pods_and_its_return(
             return all(c.status.allocation is None and not c.status.reserved_for for c in claims)
 
         await eventually(released, what="every claim released and deallocated")
+        # lost twice; evicted: 'evicted' by its 1 s toleration, all three by the out-of-service taint
+        assert (await verified(probe, monkeypatch))["node"] >= 4
     finally:
         for kubelet in kubelets:
             await kubelet.stop()
@@ -264,6 +290,7 @@ async def test_the_pods_of_a_deleted_node_are_force_deleted(apiserver: ApiServer
             lambda: probe.get("ResourceClaim", "default", "orphan-gpu").status.allocation is None,
             what="the orphan's claim deallocated",
         )
+        assert (await verified(probe))["node"] == 1
     finally:
         for svc in services:
             await svc.stop()

@@ -101,11 +101,12 @@ def test_one_pass_marks_the_silent_node_and_taints_it_in_one_decision() -> None:
     leases = {"a": lease("a", 50), "b": lease("b", 95)}
     (decision,) = decide_nodes(nodes, leases, NOW, CFG)
     assert decision.node_name == "a" and decision.became_not_ready
-    facts = node_events(decision)
+    facts = node_events(decision, NOW, observed_seq=7)
     assert [type(f) for f in facts] == [NodeHeartbeatLost, NodeTainted]
     lost = facts[0]
     assert isinstance(lost, NodeHeartbeatLost)
     assert lost.last_heartbeat == "2026-01-01T00:00:50.000000Z" and lost.at == "2026-01-01T00:01:40.000000Z"
+    assert lost.observed_seq == 7 and isinstance(facts[1], NodeTainted) and facts[1].observed_seq == 7
     # the facts folded give the node upstream shows: Ready Unknown and both unreachable taints
     folded = nodes[0]
     for i, fact in enumerate(facts):
@@ -118,6 +119,6 @@ def test_one_pass_marks_the_silent_node_and_taints_it_in_one_decision() -> None:
     back = fold(folded, "NodeStatusUpdated", status_updated("Node", node("a").status), 20)
     (again,) = decide_nodes([back, nodes[1]], {**leases, "a": lease("a", 101)}, at(102), CFG)
     assert again.lost is None and not again.became_not_ready
-    (untainted,) = node_events(again)
+    (untainted,) = node_events(again, at(102))
     assert isinstance(untainted, NodeUntainted) and untainted.reason == "Ready=True"
     assert keys(untainted.taints) == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
