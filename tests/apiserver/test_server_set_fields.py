@@ -17,6 +17,7 @@ from msgspec.structs import replace
 from events.api import core_v1 as c1
 from events.api import resource_v1 as r1
 from events.api.codec import decode_object
+from events.api.coordination_v1 import Lease, LeaseSpec
 from events.api.meta import ObjectMeta, OwnerReference
 from events.dra import (
     DELETE_PROTECTION_FINALIZER,
@@ -33,7 +34,6 @@ from events.dra import (
     PodUnschedulable,
 )
 from events.envelope import Event
-from events.api.coordination_v1 import Lease, LeaseSpec
 from events.node import (
     LeaseRenewed,
     NodeHeartbeatLost,
