@@ -4,7 +4,8 @@ Random, well-typed expressions over ints, doubles, strings, bools and lists are 
 engines; the outcome (value, runtime error, compile error) must agree. Areas where the oracle's
 semantics differ from Kubernetes' on purpose are not generated: cross-type numeric ordering
 (Kubernetes enables it, the oracle does not), mixed-type literals (Kubernetes forbids them),
-string(double) formatting and string->number parsing (Go vs C++ libraries), and ``substring(start, end)`` with ``end == size()`` (the C++ extension wrongly rejects it; cel-go
+string(double) formatting and string->number parsing (Go vs C++ libraries), and
+``substring(start, end)`` with ``end == size()`` (the C++ extension wrongly rejects it; cel-go
 accepts it, covered in test_language.py). Regular expressions are generated too: both engines
 run RE2, so matches must agree exactly (invalid literal patterns: refused by both, here at
 compile time as Kubernetes does).
