@@ -162,9 +162,12 @@ def main_for(
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
-        await rt.wait_for_apiserver()
         try:
             kubelet = build(rt, ctx, node, gpus, labels, device_plugin, nvidia)
+            # what the log no longer has is unprepared before anything else (after a restart, and
+            # after a stream reset, when the log folded is the new one): no stale CDI specs
+            await kubelet.release_vanished()
+            await rt.wait_for_apiserver()
             await kubelet.register()
             if nvidia is not None:
                 await publish_nvidia_slice(rt, node, kubelet.plugins["gpu.nvidia.com"])
@@ -180,4 +183,6 @@ def main_for(
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
     main = main_for(args.node, args.gpus, args.labels, args.device_plugin, args.nvidia)
-    sys.exit(run_service(f"kubelet-{args.node}", main))
+    # A stream reset (deleted and created again) is rebuilt in place: the kubelet's node-local
+    # effects (prepared devices, CDI specs) must follow the new log, not wait for a restart.
+    sys.exit(run_service(f"kubelet-{args.node}", main, on_stream_reset="rebuild"))

@@ -181,6 +181,4 @@ register("sets.intersects", "list_sets_intersects_list", False, (list_of(A), lis
     _sets_intersects
 )
 COSTLY_OVERLOADS.update(("lists_range", "list_flatten", "list_flatten_int", "list_distinct", "list_sort"))
-COSTLY_OVERLOADS.update(
-    ("list_sets_contains_list", "list_sets_equivalent_list", "list_sets_intersects_list")
-)
+COSTLY_OVERLOADS.update(("list_sets_contains_list", "list_sets_equivalent_list", "list_sets_intersects_list"))
