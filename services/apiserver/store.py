@@ -75,10 +75,9 @@ class ApiStore:
                     self.position = records[-1].seq
                     self._advanced.set()
                     self._advanced = asyncio.Event()
-            except StreamReset as exc:
+            except StreamReset:
                 # everything folded belongs to a log that is gone: stop following (the service
                 # runner sees the reset on the event store and stops or rebuilds the service)
-                log.error("%s", exc)
                 raise
             except Exception:  # e.g. the connection closed under us: resume where we were
                 log.exception("following the log failed; resuming at %d", self._tail.next_seq)
