@@ -21,7 +21,7 @@ import re2  # google-re2
 
 from .errors import EvalError
 
-__all__ = ["Regex", "RegexError", "compile_regex", "regex_cost"]
+__all__ = ["REGEX_CACHE", "Regex", "RegexError", "compile_regex", "eval_regex", "regex_cost"]
 
 # cel-go common.StringTraversalCostFactor / RegexStringLengthCostFactor
 STRING_TRAVERSAL_COST_FACTOR: Final = 0.1
@@ -112,7 +112,7 @@ class Regex:
 
     def cost(self, text: str) -> int:
         """cel-go's runtime cost of one call: traversal of the text times the pattern factor."""
-        return math.ceil((1.0 + len(text)) * STRING_TRAVERSAL_COST_FACTOR) * self.factor
+        return math.ceil((1.0 + len(text)) * 0.1) * self.factor  # STRING_TRAVERSAL_COST_FACTOR
 
     def search(self, text: str) -> bool:
         """Does the pattern match anywhere in ``text`` (CEL ``matches``)."""
@@ -171,18 +171,19 @@ def _next_char(data: bytes, pos: int) -> int:
     return pos
 
 
-_cache: OrderedDict[str, Regex] = OrderedDict()
+# compiled patterns by text, oldest first (a hit does not reorder: cheap lookups on the hot path)
+REGEX_CACHE: OrderedDict[str, Regex] = OrderedDict()
 
 
 def compile_regex(pattern: str) -> Regex:
-    """The compiled pattern (LRU-cached); raises :class:`RegexError` with Go's error text."""
-    rx = _cache.get(pattern)
+    """The compiled pattern (cached); raises :class:`RegexError` with Go's error text."""
+    rx = REGEX_CACHE.get(pattern)
     if rx is not None:
         return rx
     rx = Regex(pattern)
-    _cache[pattern] = rx
-    if len(_cache) > _CACHE_SIZE:
-        _cache.popitem(last=False)
+    REGEX_CACHE[pattern] = rx
+    if len(REGEX_CACHE) > _CACHE_SIZE:
+        REGEX_CACHE.popitem(last=False)
     return rx
 
 

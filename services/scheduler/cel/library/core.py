@@ -14,7 +14,7 @@ from typing import Any
 
 from ..cost import COSTLY_OVERLOADS, charge, charge_text
 from ..errors import EvalError
-from ..regex import eval_regex, regex_cost
+from ..regex import REGEX_CACHE, eval_regex, regex_cost
 from ..types import BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of, param
 from ..values import (
     INT64_MAX,
@@ -245,8 +245,13 @@ register("endsWith", "ends_with_string", True, (STRING, STRING), BOOL)(lambda s,
 def _matches(s: str, pattern: str) -> bool:
     # charged before running (cel-go charges after, but its outcome is the same: a call over the
     # limit cancels the evaluation either way); RE2 keeps the run itself linear in ``s``
-    charge(regex_cost(s, pattern))
-    return eval_regex(pattern).search(s)
+    rx = REGEX_CACHE.get(pattern)
+    if rx is None:
+        charge(regex_cost(s, pattern))
+        rx = eval_regex(pattern)
+    else:
+        charge(rx.cost(s))
+    return rx.search(s)
 
 
 register("matches", "matches_string", True, (STRING, STRING), BOOL)(_matches)
