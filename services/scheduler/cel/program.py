@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from .ast import Node
@@ -118,37 +120,49 @@ def locate_error(expression: str, device: DeviceInput, exc: EvalError, limit: in
     nothing for positions. Cost-limit errors are not replayed (no single node is at fault)."""
     if "cost limit" in exc.message:
         return -1
-    limit = sys.getrecursionlimit()
-    if limit < _COMPILE_STACK:
-        sys.setrecursionlimit(_COMPILE_STACK)
     try:
-        root = parse(expression)
-        checker = Checker(expression, _FUNCTIONS)
-        checker.check(root, {})
-        fn = Compiler(checker, locate=True).compile(root)
-        reset(limit)
-        fn(device)
+        with deep_stack():
+            root = parse(expression)
+            checker = Checker(expression, _FUNCTIONS)
+            checker.check(root, {})
+            fn = Compiler(checker, locate=True).compile(root)
+            reset(limit)
+            fn(device)
     except EvalError as replayed:
         return replayed.offset if replayed.message == exc.message else -1
     except (CelCompileError, RecursionError, EvalInterrupted):
         return -1
-    finally:
-        if limit < _COMPILE_STACK:
-            sys.setrecursionlimit(limit)
     return -1
 
 
-def _compile(expression: str, cost_limit: int, require_bool: bool) -> Program:
-    # The checker and compiler recurse ~3 frames per AST level; the parser caps nesting at 250
-    # levels, which needs more than Python's default 1000 frames. Raise it for the compile only.
-    limit = sys.getrecursionlimit()
-    if limit < _COMPILE_STACK:
-        sys.setrecursionlimit(_COMPILE_STACK)
+_stack_lock = threading.Lock()
+_stack_users = [0, 0]  # [compiles running, the recursion limit before the first of them]
+
+
+@contextlib.contextmanager
+def deep_stack() -> Iterator[None]:
+    """Raise the recursion limit for a compile: the checker and compiler recurse ~3 frames per
+    AST level and the parser allows 250 levels, more than Python's default 1000 frames. The limit
+    is process-wide, so it is restored only when the last compile running (in any thread, e.g.
+    the apiserver's admission worker) is done."""
+    with _stack_lock:
+        if _stack_users[0] == 0:
+            _stack_users[1] = sys.getrecursionlimit()
+            if _stack_users[1] < _COMPILE_STACK:
+                sys.setrecursionlimit(_COMPILE_STACK)
+        _stack_users[0] += 1
     try:
-        return _compile_checked(expression, cost_limit, require_bool)
+        yield
     finally:
-        if limit < _COMPILE_STACK:
-            sys.setrecursionlimit(limit)
+        with _stack_lock:
+            _stack_users[0] -= 1
+            if _stack_users[0] == 0 and _stack_users[1] < _COMPILE_STACK:
+                sys.setrecursionlimit(_stack_users[1])
+
+
+def _compile(expression: str, cost_limit: int, require_bool: bool) -> Program:
+    with deep_stack():
+        return _compile_checked(expression, cost_limit, require_bool)
 
 
 def _checked(expression: str, require_bool: bool) -> tuple[Node, Checker, Type]:
@@ -170,14 +184,8 @@ def check_expression(expression: str) -> None:
     """Every compile-time check of :func:`compile_expression` (parse, types, regex literals,
     bool result) and nothing else: no program is built, no constant is folded, so no part of the
     expression is evaluated. Thread-safe; for validation (the API server's admission)."""
-    limit = sys.getrecursionlimit()
-    if limit < _COMPILE_STACK:
-        sys.setrecursionlimit(_COMPILE_STACK)
-    try:
+    with deep_stack():
         _checked(expression, True)
-    finally:
-        if limit < _COMPILE_STACK:
-            sys.setrecursionlimit(limit)
 
 
 def _compile_checked(expression: str, cost_limit: int, require_bool: bool) -> Program:
