@@ -44,9 +44,9 @@ from events.objects import (
 )
 
 __all__ = [
-    "PROPAGATION_POLICIES",
     "CONTROLLER_ITEMS",
     "CONTROLLER_TAINT_KEYS",
+    "PROPAGATION_POLICIES",
     "SERVER_SET_FIELDS",
     "deletion_events",
     "finalize_events",
@@ -65,9 +65,10 @@ S = TypeVar("S", bound=ApiStruct)
 STATUS_KEPT_ON_CREATE = frozenset({"Node"})
 # Body fields (attribute paths) that the server or a controller writes, not the manifest's author:
 # the binding's spec.nodeName (PodBound), the node IPAM's podCIDR(s), the cloud provider's
-# providerID and a Lease's renewTime (each renewal is a LeaseRenewed fact, not an apply). An apply that leaves one unset keeps the stored value. Every domain event that writes
-# outside status and finalizers must be listed here (tests/apiserver/test_update_strategy.py
-# checks each registered reducer against this table).
+# providerID and a Lease's renewTime (each renewal is a LeaseRenewed fact, not an apply). An apply
+# that leaves one unset keeps the stored value. Every domain event that writes outside status and
+# finalizers must be listed here or in CONTROLLER_ITEMS (tests/apiserver/test_server_set_fields.py
+# checks each registered reducer against these tables).
 SERVER_SET_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "Pod": (("spec", "node_name"),),
     "Node": (("spec", "pod_cidr"), ("spec", "pod_cidrs"), ("spec", "provider_id")),

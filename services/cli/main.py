@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from infra.errors import StreamReset
+
 # command group module -> the sub-command names it registers (for lazy import)
 COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.version": ("version",),
@@ -60,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except StreamReset as exc:  # `draflow get -w` while the stream is deleted and created again
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `draflow get sagas | head`: the reader is gone, stop quietly
