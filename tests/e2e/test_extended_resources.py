@@ -245,13 +245,15 @@ async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime
     await wait_for(_running(probe, 3), 90, "3 pods Running")
 
     def claims_follow_pods() -> bool | list[str]:
+        # the removed pods are gone (not only terminating): their devices count as free below
         pods = {p.metadata.uid for p in _demo_pods(probe)}
         claims = _special_claims(probe)
         owners = {c.metadata.owner_references[0].uid for c in claims.values()}
         return (
-            owners <= pods
+            len(pods) == 3
+            and owners <= pods
             and len(claims) == sum(1 for p in _demo_pods(probe) if p.spec.node_name == DRA_NODE)
-        ) or sorted(claims)
+        ) or [*sorted(claims), f"{len(pods)} demo pods"]
 
     await wait_for(claims_follow_pods, 60, "special claims of removed pods deleted")
     on_dra = sum(1 for p in _demo_pods(probe) if p.spec.node_name == DRA_NODE)
@@ -341,7 +343,28 @@ async def test_129_devices_stay_pending_with_the_claim_limit(kep_cluster: Runtim
         "pod big/big: extended resources backed by DRA: number of requested devices 129 "
         "exceeds the claim limit of 32"
     )
-    await asyncio.sleep(2.0)  # retried with backoff, never placed, no claim left behind
+    # A pod the scheduler places after the refusal proves it went on past the big pod (and its
+    # binding requeues the big pod once more): the big pod is still not placed, no claim is left.
+    await _apply(
+        probe,
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "after"}},
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": "after", "namespace": "after"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {GPU: 1}}}]
+                },
+            },
+        ],
+    )
+
+    def after_running() -> bool | list[str]:
+        pod = probe.get("Pod", "after", "after")
+        return (pod is not None and pod.status.phase == "Running") or [f"{pod and pod.status}"]
+
+    await wait_for(after_running, 60, "a pod scheduled after the refusal Running")
     pod = probe.get("Pod", "big", "big")
     assert pod.status.phase == "Pending" and not pod.spec.node_name
     assert probe.items("ResourceClaim", "big") == []
