@@ -58,6 +58,7 @@ async def serve(
     settings: Settings | None = None,
     *,
     grace_s: float = 2.0,
+    actor: str | None = None,
 ) -> int:
     settings = settings or Settings.from_env()
     stop = stop_on_signals()
@@ -74,7 +75,7 @@ async def serve(
             log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
     try:
         log.info("%s: connecting to %s", name, settings.nats_url)
-        opening = asyncio.create_task(EventStore.open(settings, name))
+        opening = asyncio.create_task(EventStore.open(settings, actor or name))
         await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not opening.done():  # asked to stop while still waiting for nats-server
             await _cancel_until_done(opening)
@@ -120,9 +121,16 @@ async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
 
 
 def run_service(
-    name: str, main: Callable[[ServiceContext], Coroutine[Any, Any, None]], settings: Settings | None = None
+    name: str,
+    main: Callable[[ServiceContext], Coroutine[Any, Any, None]],
+    settings: Settings | None = None,
+    *,
+    actor: str | None = None,
 ) -> int:
     """Run a service to completion; returns the process exit code (0 on SIGTERM).
+
+    ``actor``: who the process's appends name in their envelopes (default ``name``), for services
+    that run as several instances (``DRAFLOW_SCHEDULER_ID``): each instance is told apart in the log.
 
     ``--metrics-port PORT`` among the process arguments serves metrics like ``DRAFLOW_METRICS_PORT``
     (services that parse their own arguments add it with ``infra.metrics.add_metrics_arg``)."""
@@ -131,4 +139,4 @@ def run_service(
         os.environ["DRAFLOW_METRICS_PORT"] = str(port)
     configure_logging()
     tracing.setup_tracing(name)
-    return asyncio.run(serve(name, main, settings))
+    return asyncio.run(serve(name, main, settings, actor=actor))

@@ -231,8 +231,10 @@ class ApiClient:
         type_: str = "Normal",
         component: str = "",
         host: str = "",
+        reporting_instance: str = "",
     ) -> dict[str, Any] | None:
-        """Record a Kubernetes Event about an object (Normal or Warning)."""
+        """Record a Kubernetes Event about an object (Normal or Warning); ``reporting_instance``
+        names which instance of ``component`` reports it (default: ``host``)."""
         req = EventRequest(
             kind=kind,
             name=name,
@@ -242,6 +244,7 @@ class ApiClient:
             type=type_,
             component=component or self.actor,
             host=host,
+            reporting_instance=reporting_instance,
         )
         return _obj(await self.request("event", req))
 
