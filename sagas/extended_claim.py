@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
+from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
 from events.api.resource_v1 import ResourceClaim
 from events.dra import ClaimReservationsReleased, PodExtendedResourceClaimStatusRecorded
 from events.envelope import Event
@@ -103,7 +103,7 @@ async def record_extended_status(
     pod_name: str,
     pod_uid: str,
     claim: ResourceClaim,
-    mappings: Any,
+    mappings: tuple[ContainerExtendedResourceRequest, ...],
 ) -> None:
     """PreBind, last part: ``pod.status.extendedResourceClaimStatus`` names the claim."""
     name = claim.metadata.name
