@@ -225,20 +225,32 @@ class OwnerReferencesRemoved(Event, frozen=True, kw_only=True):
     owner_uids: tuple[str, ...] = ()
 
 
-def event_name(involved: ObjectReference, type_: str, reason: str, message: str, source: EventSource) -> str:
-    """Deterministic Event name: same involved object and content -> same name (aggregation)."""
-    key = "\x00".join(
-        (
-            involved.kind,
-            involved.namespace,
-            involved.name,
-            involved.uid,
-            type_,
-            reason,
-            message,
-            source.component,
-        )
-    )
+def event_name(
+    involved: ObjectReference,
+    type_: str,
+    reason: str,
+    message: str,
+    source: EventSource,
+    reporting_instance: str = "",
+) -> str:
+    """Deterministic Event name: same involved object and content -> same name (aggregation).
+
+    A reporting instance other than the source host is part of the key: each instance of a
+    component aggregates its own Events (upstream's recorders aggregate per process), so two
+    scheduler instances saying the same thing stay two Events, each naming its reporter."""
+    parts = [
+        involved.kind,
+        involved.namespace,
+        involved.name,
+        involved.uid,
+        type_,
+        reason,
+        message,
+        source.component,
+    ]
+    if reporting_instance and reporting_instance != source.host:
+        parts.append(reporting_instance)
+    key = "\x00".join(parts)
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return f"{involved.name[:236]}.{digest}"
 
@@ -266,12 +278,14 @@ def make_kube_event(
     source: EventSource,
     now: str,
     uid: str,
+    reporting_instance: str = "",
 ) -> KubeEvent:
     """A new core/v1 Event about ``involved``; it lives in the involved object's namespace
-    (``default`` for cluster-scoped objects, as upstream)."""
+    (``default`` for cluster-scoped objects, as upstream). ``reportingInstance`` is
+    ``reporting_instance`` when given, else the source host (the kubelet's node)."""
     namespace = involved.namespace or "default"
     meta = ObjectMeta(
-        name=event_name(involved, type_, reason, message, source),
+        name=event_name(involved, type_, reason, message, source, reporting_instance),
         namespace=namespace,
         uid=uid,
         creation_timestamp=now,
@@ -287,5 +301,5 @@ def make_kube_event(
         count=1,
         type=type_,
         reporting_component=source.component,
-        reporting_instance=source.host,
+        reporting_instance=reporting_instance or source.host,
     )

@@ -64,6 +64,7 @@ async def serve(
     *,
     grace_s: float = 2.0,
     on_stream_reset: OnStreamReset = "exit",
+    actor: str | None = None,
 ) -> int:
     settings = settings or Settings.from_env()
     stop = stop_on_signals()
@@ -80,7 +81,7 @@ async def serve(
             log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
     try:
         log.info("%s: connecting to %s", name, settings.nats_url)
-        opening = asyncio.create_task(EventStore.open(settings, name))
+        opening = asyncio.create_task(EventStore.open(settings, actor or name))
         await asyncio.wait({opening, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not opening.done():  # asked to stop while still waiting for nats-server
             await _cancel_until_done(opening)
@@ -172,6 +173,7 @@ def run_service(
     settings: Settings | None = None,
     *,
     on_stream_reset: OnStreamReset = "exit",
+    actor: str | None = None,
 ) -> int:
     """Run a service to completion; returns the process exit code (0 on SIGTERM).
 
@@ -179,6 +181,8 @@ def run_service(
     (see :class:`infra.errors.StreamReset`): ``"exit"`` stops the process with
     ``EXIT_STREAM_RESET`` and one error line naming the stream and both positions;
     ``"rebuild"`` cancels ``main`` and runs it again, which folds the new stream from sequence 1.
+    ``actor``: who the process's appends name in their envelopes (default ``name``), for services
+    that run as several instances (``DRAFLOW_SCHEDULER_ID``): each instance is told apart in the log.
 
     ``--metrics-port PORT`` among the process arguments serves metrics like ``DRAFLOW_METRICS_PORT``
     (services that parse their own arguments add it with ``infra.metrics.add_metrics_arg``)."""
@@ -187,4 +191,4 @@ def run_service(
         os.environ["DRAFLOW_METRICS_PORT"] = str(port)
     configure_logging()
     tracing.setup_tracing(name)
-    return asyncio.run(serve(name, main, settings, on_stream_reset=on_stream_reset))
+    return asyncio.run(serve(name, main, settings, on_stream_reset=on_stream_reset, actor=actor))

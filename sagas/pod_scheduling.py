@@ -10,25 +10,29 @@ after a crash writes exactly what was decided. Steps:
   the expected last sequence: ``ClaimAllocated`` (when this cycle allocated it; also sets the
   delete-protection finalizer) and ``ClaimReserved`` (the pod in ``reservedFor``). A conflict
   means someone else changed the claim: reload it from the log and check the decision still holds
-  (``prebind_claim``); a claim allocated by anyone but this saga meanwhile fails the step, which
-  compensates. Compensation: for each claim this saga wrote (found by the saga id as correlation
-  id in the claim's history), ``ClaimReservationsReleased`` and, when the allocation is this
-  saga's and nobody else reserves the claim, ``ClaimDeallocated{reason: Unreserve}``.
-* ``bind`` — ``PodBound`` on the pod's subject (optimistic as well); a pod bound by someone else
-  meanwhile fails the step.
+  (``prebind_claim``). The step fails (and the saga compensates) when the claim was allocated by
+  anyone but this saga meanwhile, or when the pod is already reserved on it, or the claim is a
+  special claim created, by *another* saga: another scheduling attempt for the same pod is under
+  way (a second scheduler instance), and this saga must neither rely on nor later undo its work.
+* ``bind`` — ``PodBound`` on the pod's subject (optimistic as well), only while the pod's
+  ``extendedResourceClaimStatus`` still names this saga's special claim; a pod bound by someone
+  else meanwhile fails the step.
+
+Compensation of ``prebind`` (``release``) undoes only what this saga wrote, as the log shows it
+(:mod:`sagas.ownership`: the saga id is the correlation id of its appends): per claim, the pod's
+reservation if this saga's ``ClaimReserved`` put it there, and the allocation if this saga's
+``ClaimAllocated`` made it and nobody else is left reserving the claim — read and appended at one
+version, so a concurrent change makes it read and decide again.
 
 Extended resources backed by DRA (KEP-5004): when the decision includes the pod's special claim
-(``extended_claim``: name and uid chosen by the cycle, so a re-run targets the same object), the
-``prebind`` step first creates it (``ResourceClaimApplied`` on its subject, expected to be new),
-then allocates and reserves it with the pod's other claims, and last records the pod's
-``status.extendedResourceClaimStatus`` (``PodExtendedResourceClaimStatusRecorded``). Its
-compensation (registered by the engine before the step runs, so it also undoes a step cut short)
-clears that status if it still names the claim, releases the other claims, and deletes the
-special claim (upstream Unreserve's ``deleteClaim``) — each part checks first, so it is
-idempotent. These are parts of the existing ``prebind`` step rather than steps of their own:
-recorded sagas keep the step list they were started with. A special claim left over from an
-earlier attempt, which PostFilter finds, is deleted by the one-step ``ExtendedClaimCleanup``
-saga.
+(``extended_claim``: name and uid derived from the pod, so a re-run targets the same object), the
+``prebind`` step first creates it, then allocates and reserves it with the pod's other claims, and
+last records the pod's ``status.extendedResourceClaimStatus`` (:mod:`sagas.extended_claim`). Its
+compensation deletes the special claim only if this saga created it and no one else uses it, and
+clears the status only once the claim it names is gone. These are parts of the existing
+``prebind`` step rather than steps of their own: recorded sagas keep the step list they were
+started with. A special claim left over from an earlier attempt, which PostFilter finds, is
+deleted by the one-step ``ExtendedClaimCleanup`` saga.
 
 Each step is idempotent: it first looks at the objects and appends only what is missing, with a
 deterministic message id, so a re-run after a crash has no second effect.
@@ -37,7 +41,7 @@ deterministic message id, so a re-run after a crash has no second effect.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
@@ -49,19 +53,31 @@ from events.dra import (
     ClaimReservationsReleased,
     ClaimReserved,
     PodBound,
-    PodExtendedResourceClaimStatusRecorded,
 )
 from events.envelope import Envelope, Event
-from events.objects import finalizers_changed, object_applied, object_deleted
+from events.objects import finalizers_changed
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
-from services.scheduler.extended.claim import claim_status
-from services.scheduler.extended.saga import pod_with_claim_status, pod_without_claim_status
-from services.scheduler.framework import ClaimBinding, ClaimRef, Reserved, Scheduler
+from sagas.extended_claim import (
+    EXTENDED_CLAIM_CLEANUP,
+    ExtendedClaimCleanupInput,
+    claim_ref,
+    clear_extended_status,
+    create_extended_claim,
+    extended_claim_cleanup_saga,
+    record_extended_status,
+    release_extended_claim,
+)
+from sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
+from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
+from services.scheduler.extended.claim import is_extended_resource_claim
+from services.scheduler.extended.saga import pod_with_claim_status
+from services.scheduler.framework import ClaimBinding, ClaimRef, Reserved
 from services.scheduler.plugins.dynamicresources import FINALIZER, PreBindConflict, prebind_claim
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",
+    "MAX_CONFLICTS",
     "POD_SCHEDULING",
     "ClaimPlan",
     "ExtendedClaimCleanupInput",
@@ -70,33 +86,9 @@ __all__ = [
     "SchedulingConflict",
     "extended_claim_cleanup_saga",
     "pod_scheduling_saga",
-    "written_by",
 ]
 
 POD_SCHEDULING = "PodScheduling"
-EXTENDED_CLAIM_CLEANUP = "ExtendedClaimCleanup"
-MAX_CONFLICTS = 8  # reload-and-retry rounds on one subject before giving up (compensate)
-
-
-class SchedulingConflict(Exception):
-    """The decision no longer holds (pod or claim changed by someone else): compensate."""
-
-
-class Runtime(Protocol):
-    """What the saga steps need from the scheduler service."""
-
-    core: Scheduler
-
-    def get(self, kind: str, namespace: str, name: str) -> tuple[Any, int]: ...
-    async def load(self, kind: str, namespace: str, name: str) -> tuple[Any, int]: ...
-    async def history(self, kind: str, namespace: str, name: str) -> list[Envelope[Event]]: ...
-    def subject(self, kind: str, namespace: str, name: str) -> str: ...
-    def now(self) -> str: ...
-    def appended(self) -> None: ...
-    def bound(self, plan: PodSchedulingInput) -> None: ...
-    async def admission_refusal(self, claim: ResourceClaim) -> str:
-        """Why the API server's admission (quota) would refuse creating ``claim``; "" if it would not."""
-        ...
 
 
 class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -155,6 +147,11 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
     def binding(c: ClaimPlan) -> ClaimBinding:
         return ClaimBinding(ClaimRef(c.namespace, c.name, c.uid), c.allocation, c.consumer)
 
+    def creates(self, c: ClaimPlan) -> bool:
+        """Whether ``c`` is the special claim this decision creates."""
+        ext = self.extended_claim
+        return ext is not None and (c.namespace, c.name, c.uid) == claim_ref(ext)
+
 
 _PLANS: dict[str, PodSchedulingInput] = {}  # saga id -> decoded input, while the saga runs
 
@@ -168,13 +165,43 @@ def _plan(ctx: StepContext) -> PodSchedulingInput:
     return plan
 
 
-def written_by(history: Sequence[Envelope[Event]], saga_id: str, types: Sequence[type[Event]]) -> bool:
-    """Whether the last event of these types on the subject was appended by ``saga_id``."""
-    names = {t.type_name() for t in types}
-    for env in reversed(history):
-        if env.type in names:
-            return env.correlation_id == saga_id
-    return False
+def _needs_history(claim: ResourceClaim, plan: PodSchedulingInput, c: ClaimPlan) -> bool:
+    """Whether PreBind must look at who wrote the claim's state before relying on it: when the pod
+    is reserved on it already, when it is allocated although this decision allocates it, or when
+    it is a stored special claim this decision did not create."""
+    status = claim.status
+    return (
+        any(r.uid == plan.uid for r in status.reserved_for)
+        or (c.allocation is not None and status.allocation is not None)
+        or (is_extended_resource_claim(claim) and not plan.creates(c))
+    )
+
+
+def _check_owner(
+    saga_id: str,
+    plan: PodSchedulingInput,
+    c: ClaimPlan,
+    claim: ResourceClaim,
+    history: Sequence[Envelope[Event]],
+) -> None:
+    """PreBind relies only on what this saga (or nobody's saga) wrote, never on another attempt's
+    work for the same pod: that attempt's compensation would pull it from under this one."""
+    key = f"{c.namespace}/{c.name}"
+    if c.allocation is not None and claim.status.allocation is not None:
+        if allocation_writer(history) != saga_id:
+            raise SchedulingConflict(f"claim {key} was allocated by someone else in the meantime")
+    if is_extended_resource_claim(claim) and not plan.creates(c):
+        made_by = creator(history)
+        if foreign(made_by, saga_id):
+            raise SchedulingConflict(
+                f"claim {key} was created by another scheduling attempt (saga {made_by})"
+            )
+    if any(r.uid == plan.uid for r in claim.status.reserved_for):
+        writer = reservation_writer(history, plan.uid)
+        if foreign(writer, saga_id):
+            raise SchedulingConflict(
+                f"claim {key} is reserved for pod {plan.key} by another scheduling attempt (saga {writer})"
+            )
 
 
 def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
@@ -198,7 +225,7 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
             ext = plan.extended_claim
             for c in plan.claims:
                 claim, _ = rt.get("ResourceClaim", c.namespace, c.name)
-                if claim is None and ext is not None and (c.namespace, c.name, c.uid) == _ref(ext):
+                if claim is None and ext is not None and plan.creates(c):
                     claim = ext  # the special claim, not created yet
                 if c.allocation is not None and isinstance(claim, ResourceClaim):
                     if claim.status.allocation is None:
@@ -218,82 +245,28 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
 
     async def prebind(ctx: StepContext) -> dict[str, Any]:
         plan = _plan(ctx)
-        if plan.extended_claim is not None:
-            await _create_extended_claim(ctx, plan.extended_claim)
+        ext = plan.extended_claim
+        if ext is not None:
+            await create_extended_claim(ctx, rt, ext)
         for c in plan.claims:
             await _prebind_claim(ctx, plan, c)
-        if plan.extended_claim is not None:
-            await _record_extended_status(ctx, plan, plan.extended_claim)
+        if ext is not None:
+            await record_extended_status(
+                ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
+            )
         return {"claims": [c.name for c in plan.claims]}
-
-    async def _create_extended_claim(ctx: StepContext, claim: ResourceClaim) -> None:
-        """PreBind: the special claim, created once (upstream: the API server creates it)."""
-        ns, name, uid = _ref(claim)
-        subject = rt.subject("ResourceClaim", ns, name)
-        for attempt in range(MAX_CONFLICTS):
-            current, version = await rt.load("ResourceClaim", ns, name)
-            if isinstance(current, ResourceClaim):
-                if current.metadata.uid == uid:
-                    return  # created by this saga already (a re-run)
-                raise SchedulingConflict(f"claim {ns}/{name} exists already (uid {current.metadata.uid})")
-            meta = msgspec.structs.replace(claim.metadata, creation_timestamp=rt.now())
-            new = msgspec.structs.replace(claim, metadata=meta)
-            # upstream creates it through the API server, whose quota admission may refuse it
-            # (count/resourceclaims.resource.k8s.io); PreBind then fails and the pod backs off
-            refusal = await rt.admission_refusal(new)
-            if refusal:
-                raise SchedulingConflict(refusal)
-            try:
-                await ctx.append(
-                    subject, object_applied(new), expected_last_seq=version, suffix=f"create:{attempt}"
-                )
-            except ConcurrencyError:
-                continue
-            rt.appended()
-            return
-        raise SchedulingConflict(f"claim {ns}/{name}: kept changing while creating it")
-
-    async def _record_extended_status(
-        ctx: StepContext, plan: PodSchedulingInput, claim: ResourceClaim
-    ) -> None:
-        """PreBind, last part: ``pod.status.extendedResourceClaimStatus`` names the claim."""
-        name = claim.metadata.name
-        pod, version = rt.get("Pod", plan.namespace, plan.name)
-        subject = rt.subject("Pod", plan.namespace, plan.name)
-        for attempt in range(MAX_CONFLICTS):
-            if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
-                pod, version = await rt.load("Pod", plan.namespace, plan.name)
-                if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
-                    raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
-            if pod_with_claim_status(pod, name, plan.extended_mappings) is pod:
-                return
-            event = PodExtendedResourceClaimStatusRecorded(status=claim_status(name, plan.extended_mappings))
-            try:
-                await ctx.append(subject, event, expected_last_seq=version, suffix=f"ext-status:{attempt}")
-            except ConcurrencyError:
-                pod, version = await rt.load("Pod", plan.namespace, plan.name)
-                continue
-            rt.appended()
-            return
-        raise SchedulingConflict(f"pod {plan.key}: kept changing ({MAX_CONFLICTS} conflicts)")
 
     async def _prebind_claim(ctx: StepContext, plan: PodSchedulingInput, c: ClaimPlan) -> None:
         binding = PodSchedulingInput.binding(c)
-        claim, version = rt.get("ResourceClaim", c.namespace, c.name)
-        fresh = False
+        claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
+        history: list[Envelope[Event]] | None = None
         for attempt in range(MAX_CONFLICTS):
+            if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
+                claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
             if not isinstance(claim, ResourceClaim):
-                if fresh:
-                    raise SchedulingConflict(f"claim {c.namespace}/{c.name} is gone")
-                claim, version = await rt.load("ResourceClaim", c.namespace, c.name)
-                fresh = True
-                continue
-            if c.allocation is not None and claim.status.allocation is not None:
-                history = await rt.history("ResourceClaim", c.namespace, c.name)
-                if not written_by(history, ctx.saga_id, (ClaimAllocated,)):
-                    raise SchedulingConflict(
-                        f"claim {c.namespace}/{c.name} was allocated by someone else in the meantime"
-                    )
+                raise SchedulingConflict(f"claim {c.namespace}/{c.name} is gone")
+            if history is not None:
+                _check_owner(ctx.saga_id, plan, c, claim, history)
             try:
                 new = prebind_claim(claim, binding)
             except PreBindConflict as exc:
@@ -315,8 +288,7 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
             try:
                 await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
             except ConcurrencyError:
-                claim, version = await rt.load("ResourceClaim", c.namespace, c.name)
-                fresh = True
+                claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
                 continue
             rt.appended()
             return
@@ -325,30 +297,33 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
     async def release(ctx: StepContext) -> None:
         plan = _plan(ctx)
         ext = plan.extended_claim
-        if ext is not None:
-            await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
         for c in reversed(plan.claims):
-            if ext is not None and (c.namespace, c.name, c.uid) == _ref(ext):
-                continue  # deleted below, allocation and reservation with it
-            await _release_claim(ctx, plan, c)
+            if not plan.creates(c):  # the special claim: below, allocation and reservation with it
+                await _release_claim(ctx, plan, c)
         if ext is not None:
-            await delete_extended_claim(ctx, rt, *_ref(ext))
+            await release_extended_claim(ctx, rt, plan.uid, ext)
+            await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
 
     async def _release_claim(ctx: StepContext, plan: PodSchedulingInput, c: ClaimPlan) -> None:
+        """Only what this saga wrote: its reservation of the pod, its allocation if unused."""
         for attempt in range(MAX_CONFLICTS):
-            history = await rt.history("ResourceClaim", c.namespace, c.name)
-            if not any(env.correlation_id == ctx.saga_id for env in history):
-                return  # this saga wrote nothing on the claim: nothing to undo
-            claim, version = await rt.load("ResourceClaim", c.namespace, c.name)
+            claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
             if not isinstance(claim, ResourceClaim) or (c.uid and claim.metadata.uid != c.uid):
                 return
+            status = claim.status
             events: list[Event] = []
-            reserved = claim.status.reserved_for
-            if any(r.uid == plan.uid for r in reserved):
+            ours = any(r.uid == plan.uid for r in status.reserved_for) and (
+                reservation_writer(history, plan.uid) == ctx.saga_id
+            )
+            if ours:
                 events.append(ClaimReservationsReleased(uids=(plan.uid,)))
-            others = [r for r in reserved if r.uid != plan.uid]
-            ours = c.allocation is not None and written_by(history, ctx.saga_id, (ClaimAllocated,))
-            if ours and claim.status.allocation is not None and not others:
+            others = [r for r in status.reserved_for if not (ours and r.uid == plan.uid)]
+            if (
+                c.allocation is not None
+                and status.allocation is not None
+                and not others
+                and allocation_writer(history) == ctx.saga_id
+            ):
                 events.append(ClaimDeallocated(reason="Unreserve"))
             if not events:
                 return
@@ -361,21 +336,32 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
             return
         raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing while releasing it")
 
+    def _status_ok(plan: PodSchedulingInput, pod: Pod) -> bool:
+        ext = plan.extended_claim
+        return ext is None or pod_with_claim_status(pod, ext.metadata.name, plan.extended_mappings) is pod
+
     async def bind(ctx: StepContext) -> dict[str, Any]:
         plan = _plan(ctx)
         pod, version = rt.get("Pod", plan.namespace, plan.name)
+        fresh = False
         for attempt in range(MAX_CONFLICTS):
-            if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
+            stale = not isinstance(pod, Pod) or pod.metadata.uid != plan.uid or not _status_ok(plan, pod)
+            if stale and not fresh:  # the snapshot may lag behind our own PreBind: read the log
                 pod, version = await rt.load("Pod", plan.namespace, plan.name)
-                if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
-                    raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
+                fresh = True
+            if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
+                raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
             if pod.metadata.deletion_timestamp:
                 raise SchedulingConflict(f"pod {plan.key} is being deleted")
             if pod.spec.node_name:
                 history = await rt.history("Pod", plan.namespace, plan.name)
-                if pod.spec.node_name == plan.node_name and written_by(history, ctx.saga_id, (PodBound,)):
+                if pod.spec.node_name == plan.node_name and binder(history) == ctx.saga_id:
                     break
                 raise SchedulingConflict(f"pod {plan.key} was bound to {pod.spec.node_name} by someone else")
+            if not _status_ok(plan, pod):
+                raise SchedulingConflict(
+                    f"pod {plan.key}: status.extendedResourceClaimStatus was changed by someone else"
+                )
             subject = rt.subject("Pod", plan.namespace, plan.name)
             try:
                 await ctx.append(
@@ -386,6 +372,7 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
                 )
             except ConcurrencyError:
                 pod, version = await rt.load("Pod", plan.namespace, plan.name)
+                fresh = True
                 continue
             rt.appended()
             break
@@ -402,77 +389,3 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
             Step("bind", bind),
         ),
     )
-
-
-def _ref(claim: ResourceClaim) -> tuple[str, str, str]:
-    meta = claim.metadata
-    return meta.namespace, meta.name, meta.uid
-
-
-async def clear_extended_status(
-    ctx: StepContext, rt: Runtime, namespace: str, pod_name: str, pod_uid: str, claim_name: str
-) -> None:
-    """Compensation: drop ``extendedResourceClaimStatus`` if it still names ``claim_name``."""
-    subject = rt.subject("Pod", namespace, pod_name)
-    for attempt in range(MAX_CONFLICTS):
-        pod, version = await rt.load("Pod", namespace, pod_name)
-        if not isinstance(pod, Pod) or pod.metadata.uid != pod_uid:
-            return
-        if pod_without_claim_status(pod, claim_name) is pod:
-            return
-        try:
-            await ctx.append(
-                subject,
-                PodExtendedResourceClaimStatusRecorded(status=None),
-                expected_last_seq=version,
-                suffix=f"ext-status:{attempt}",
-            )
-        except ConcurrencyError:
-            continue
-        rt.appended()
-        return
-    raise SchedulingConflict(f"pod {namespace}/{pod_name}: kept changing while clearing its status")
-
-
-async def delete_extended_claim(ctx: StepContext, rt: Runtime, namespace: str, name: str, uid: str) -> None:
-    """Unreserve / PostFilter: delete the special claim (this uid only; gone already is fine)."""
-    subject = rt.subject("ResourceClaim", namespace, name)
-    for attempt in range(MAX_CONFLICTS):
-        claim, version = await rt.load("ResourceClaim", namespace, name)
-        if not isinstance(claim, ResourceClaim) or claim.metadata.uid != uid:
-            return
-        try:
-            await ctx.append(
-                subject,
-                object_deleted("ResourceClaim"),
-                expected_last_seq=version,
-                suffix=f"delete:{attempt}",
-            )
-        except ConcurrencyError:
-            continue
-        rt.appended()
-        return
-    raise SchedulingConflict(f"claim {namespace}/{name}: kept changing while deleting it")
-
-
-class ExtendedClaimCleanupInput(msgspec.Struct, frozen=True, kw_only=True):
-    """A special claim PostFilter found left over from an earlier attempt, and its pod."""
-
-    namespace: str
-    claim_name: str
-    claim_uid: str
-    pod_name: str
-    pod_uid: str
-
-
-def extended_claim_cleanup_saga(rt: Runtime) -> SagaDefinition:
-    """PostFilter's deletion of a stale special claim (upstream: ``deleteClaim`` in PostFilter),
-    so the pod's next attempt starts with a new in-memory claim."""
-
-    async def delete(ctx: StepContext) -> dict[str, Any]:
-        inp = msgspec.convert(ctx.input, ExtendedClaimCleanupInput)
-        await clear_extended_status(ctx, rt, inp.namespace, inp.pod_name, inp.pod_uid, inp.claim_name)
-        await delete_extended_claim(ctx, rt, inp.namespace, inp.claim_name, inp.claim_uid)
-        return {"claim": inp.claim_name}
-
-    return SagaDefinition(EXTENDED_CLAIM_CLEANUP, (Step("delete", delete),))

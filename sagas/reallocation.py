@@ -7,6 +7,11 @@ allocate again. Here that is a saga too, so the decision and its effect show in 
 and appends ``ClaimReservationsReleased`` (if the pod was reserved) and
 ``ClaimDeallocated{reason: Reallocate}`` atomically on the claim's subject, optimistically. The
 claim's change requeues the pod. Nothing to compensate: a deallocation is not undone.
+
+With several scheduler instances, the pod's own reservation on the claim may be another
+instance's scheduling attempt in flight (which is about to bind the pod with this very claim):
+a reservation of the pod written by a saga (``sagas.ownership.reservation_writer``) refuses the
+deallocation; only a reservation nobody's saga owns (upstream's leftover case) is cleared.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from events.dra import ClaimDeallocated, ClaimReservationsReleased
 from events.envelope import Event
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
-from sagas.pod_scheduling import MAX_CONFLICTS, Runtime, SchedulingConflict
+from sagas.ownership import reservation_writer
+from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
 from services.scheduler.framework import ClaimRef
 from services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
 
@@ -47,9 +53,18 @@ def reallocation_saga(rt: Runtime) -> SagaDefinition:
         pod = Pod(metadata=ObjectMeta(namespace=inp.pod_namespace, name=inp.pod_name, uid=inp.pod_uid))
         subject = rt.subject("ResourceClaim", inp.claim_namespace, inp.claim_name)
         for attempt in range(MAX_CONFLICTS):
-            claim, version = await rt.load("ResourceClaim", inp.claim_namespace, inp.claim_name)
+            claim, version, history = await read_object(
+                rt, "ResourceClaim", inp.claim_namespace, inp.claim_name
+            )
             if not isinstance(claim, ResourceClaim):
                 raise SchedulingConflict(f"claim {ref} is gone")
+            if any(r.uid == inp.pod_uid for r in claim.status.reserved_for):
+                writer = reservation_writer(history, inp.pod_uid)
+                if writer:
+                    raise SchedulingConflict(
+                        f"claim {ref} is reserved for pod {inp.pod_namespace}/{inp.pod_name} "
+                        f"by a scheduling attempt (saga {writer})"
+                    )
             try:
                 if deallocated(claim, ref, pod) is claim:
                     return {"deallocated": False}

@@ -237,8 +237,10 @@ class ApiClient:
         type_: str = "Normal",
         component: str = "",
         host: str = "",
+        reporting_instance: str = "",
     ) -> dict[str, Any] | None:
-        """Record a Kubernetes Event about an object (Normal or Warning)."""
+        """Record a Kubernetes Event about an object (Normal or Warning); ``reporting_instance``
+        names which instance of ``component`` reports it (default: ``host``)."""
         req = EventRequest(
             kind=kind,
             name=name,
@@ -248,6 +250,7 @@ class ApiClient:
             type=type_,
             component=component or self.actor,
             host=host,
+            reporting_instance=reporting_instance,
         )
         return _obj(await self.request("event", req))
 

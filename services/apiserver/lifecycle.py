@@ -297,6 +297,7 @@ class Lifecycle:
             source=source,
             now=now_rfc3339(),
             uid=str(uuid.uuid4()),
+            reporting_instance=req.reporting_instance,
         )
         ns, name = ev.metadata.namespace, ev.metadata.name
         await self.store.append(EVENT_KIND, ns, name, [KubeEventRecorded(event=ev)], unchecked=True)

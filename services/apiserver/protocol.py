@@ -166,6 +166,8 @@ class EventRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     type: str = "Normal"
     component: str = ""
     host: str = ""
+    # core/v1 Event reportingInstance (which instance of ``component``); defaults to ``host``
+    reporting_instance: str = ""
 
 
 class Reply(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -93,8 +93,10 @@ def event_lines(events: list[Obj]) -> list[str]:
         count = int(ev.get("count") or 1)
         seen = printers.event_last_seen(ev)
         shown_age = f"{seen} (x{count} over {printers.age(ev.get('firstTimestamp'))})" if count > 1 else seen
+        # kubectl describe's From: the source component, else the reporting controller; the
+        # reporting instance is in ``get events -o yaml`` (reportingInstance)
         src = ev.get("source") or {}
-        source = ", ".join(str(s) for s in (src.get("component"), src.get("host")) if s)
+        source = str(src.get("component") or ev.get("reportingComponent") or "")
         rows.append(
             [
                 str(ev.get("type", "")),

@@ -14,8 +14,10 @@ no write), :class:`Retry` (transient: the engine retries with backoff) or :class
 * **allocation** (``ClassicAllocation``): check the claim is still Pending for the same node (undo:
   record the failure: clear ``selectedNode``, list the node as unsuitable when the failure was
   definite) -> ensure the finalizer (undo: remove it) -> driver allocates and the result is
-  written as phase Allocated (undo: driver frees; ``InProgress`` is a retry; a re-run after a crash
-  gets the same answer because plugins are idempotent per claim uid).
+  written as phase Allocated (undo: driver frees — unless the claim shows a recorded allocation:
+  this step never completed, so another saga recorded it, and the plugin's books for the claim's
+  uid are that allocation's; ``InProgress`` is a retry; a re-run after a crash gets the same answer
+  because plugins are idempotent per claim uid).
 * **reallocation** (``ClassicReallocation``): check phase Reallocate and no users (undo: cancel
   the request, phase Allocated again) -> driver frees -> record Pending -> remove the finalizer.
   The scheduler then sets a new ``selectedNode`` and the allocation saga runs again, elsewhere.
@@ -84,6 +86,7 @@ ENSURE_FINALIZER = "EnsureFinalizer"
 REMOVE_FINALIZER = "RemoveFinalizer"
 DRIVER_ALLOCATE = "DriverAllocate"
 DRIVER_DEALLOCATE = "DriverDeallocate"
+UNDO_ALLOCATE = "UndoAllocate"  # DriverDeallocate as a compensation: never under a recorded allocation
 CHECK_FREEABLE = "CheckFreeable"
 RECORD_PENDING = "RecordPending"
 CANCEL_REALLOCATION = "CancelReallocation"
@@ -93,7 +96,7 @@ ALLOCATION = SagaPlan(
     steps=(
         StepPlan(name="check-claim", action=CHECK_PENDING, compensation=RECORD_FAILURE),
         StepPlan(name="set-finalizer", action=ENSURE_FINALIZER, compensation=REMOVE_FINALIZER),
-        StepPlan(name="allocate-and-record", action=DRIVER_ALLOCATE, compensation=DRIVER_DEALLOCATE),
+        StepPlan(name="allocate-and-record", action=DRIVER_ALLOCATE, compensation=UNDO_ALLOCATE),
     ),
 )
 _FREE_STEPS = (
@@ -234,7 +237,9 @@ def run_action(
         if cl.phase(claim) == cv.PENDING:
             return Fail(reason="the claim is not allocated")
         return Done()
-    if action == DRIVER_DEALLOCATE:
+    if action == UNDO_ALLOCATE and cl.phase(claim) != cv.PENDING:
+        return Done(note=f"the claim is {cl.phase(claim)}: another saga recorded the allocation, it stays")
+    if action in (DRIVER_DEALLOCATE, UNDO_ALLOCATE):
         freed = plugin.deallocate(claim)
         if isinstance(freed, Freed):
             return Done()

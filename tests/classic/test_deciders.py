@@ -14,7 +14,7 @@ from services.driver_controller import scheduling as sch
 from services.driver_controller.nodeselect import node_names_selector
 from services.driver_controller.plugin import AllocationResult
 from services.driver_controller.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
-from services.drivers.acme_gpu import AcmeGpuController
+from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 
 D = "gpu.acme.com"
 FIN = "gpu.acme.com/deletion-protection"
@@ -75,7 +75,7 @@ def test_plans_register_compensations_for_undoable_steps() -> None:
     assert [(s.name, s.compensation) for s in sagas.ALLOCATION.steps] == [
         ("check-claim", "RecordFailure"),
         ("set-finalizer", "RemoveFinalizer"),
-        ("allocate-and-record", "DriverDeallocate"),
+        ("allocate-and-record", "UndoAllocate"),
     ]
     assert [s.action for s in sagas.REALLOCATION.steps] == [
         "CheckFreeable",
@@ -120,6 +120,26 @@ def test_run_action_guards() -> None:
     # the finalizer stays on an allocated claim even if a compensation asks
     alloc = cl.allocated(cl.with_finalizer(claim(), D), D, AllocationResult())
     assert sagas.run_action("RemoveFinalizer", alloc, CLASS, acme, inp).claim is None  # type: ignore[union-attr]
+
+
+def test_undo_allocate_never_frees_a_recorded_allocation() -> None:
+    """The allocation step's compensation runs only when that step failed, so a claim recorded as
+    allocated was recorded by another saga (the plugin answers per claim uid: it is the same
+    allocation): freeing it would pull the devices from under it."""
+    acme = AcmeGpuController()
+    inp = sagas.SagaInput(namespace="default", name="g", uid="uid-g", driver_name=D, selected_node="n1")
+    acme.observe(AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity())
+    pending = cl.with_finalizer(cl.with_selected_node(claim(), "n1"), D)
+    out = sagas.run_action("DriverAllocate", pending, CLASS, acme, inp)
+    assert isinstance(out, sagas.Done) and out.claim is not None
+    recorded = out.claim  # another saga wrote this
+    assert sagas.run_action("UndoAllocate", recorded, CLASS, acme, inp) == sagas.Done(
+        note="the claim is Allocated: another saga recorded the allocation, it stays"
+    )
+    assert str(acme.free_memory("n1")["gpu-0"]) == "2Gi", "the recorded allocation was freed"
+    # nothing recorded: the driver frees what this step had it allocate
+    assert sagas.run_action("UndoAllocate", pending, CLASS, acme, inp) == sagas.Done()
+    assert str(acme.free_memory("n1")["gpu-0"]) == "4Gi"
 
 
 def pod(uid: str = "uid-p") -> c1.Pod:

@@ -297,7 +297,10 @@ def test_reserved_decision_data_for_prebind() -> None:
     core.observe(with_status(make_claim("pre"), allocation_on("node-000", "dev-9"), [pod]))
     result = core.schedule(pod)
     assert isinstance(result, Reserved)
-    (binding,) = result.claims  # "pre" is reserved for the pod already: nothing to write
+    # "pre" is reserved for the pod already: listed with nothing to allocate (the saga checks
+    # who reserved it before relying on it: another scheduler instance's attempt may have)
+    binding, pre = sorted(result.claims, key=lambda b: b.claim.name)
+    assert str(pre.claim) == "default/pre" and pre.allocation is None and pre.consumer.uid == pod.metadata.uid
     assert str(binding.claim) == "default/p-gpu" and binding.claim.uid == "uid-claim-default-p-gpu"
     assert [r.device for r in results_of(binding)] == ["dev-0", "dev-1"]
     assert binding.allocation is not None and binding.allocation.node_selector is not None

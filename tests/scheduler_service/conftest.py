@@ -16,6 +16,8 @@ from events.api.meta import ObjectMeta
 from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceClaimTemplateSpec
 from events.dra import PodClaimStatusesRecorded
 from infra.eventstore import EventStore
+from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
+from sagas.pod_scheduling import pod_scheduling_saga
 from services.apiserver.client import ApiClient
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
@@ -90,6 +92,29 @@ class Cluster:
                 await asyncio.wait_for(task, 10)
             await store.close()
         self.running.clear()
+
+
+class HeldBind:
+    """A PodScheduling saga engine for ``svc`` whose ``bind`` step waits for :meth:`release`:
+    the saga's PreBind is in the log while it has not bound yet (the window in which another
+    scheduler instance can decide the same pod). The steps themselves are the real ones."""
+
+    def __init__(self, svc: SchedulerService) -> None:
+        self.at_bind = asyncio.Event()
+        self.go = asyncio.Event()
+        real = pod_scheduling_saga(svc)
+        reserve, prebind, bind = real.steps
+
+        async def held(ctx: StepContext) -> dict[str, Any] | None:
+            self.at_bind.set()
+            await self.go.wait()
+            return await bind.action(ctx)
+
+        steps = (reserve, prebind, Step(bind.name, held, bind.compensate))
+        self.engine = SagaEngine(svc.store, [SagaDefinition(real.saga_type, steps)])
+
+    def release(self) -> None:
+        self.go.set()
 
 
 @pytest.fixture

@@ -98,3 +98,34 @@ async def test_claim_allocated_where_the_pod_cannot_run_is_reallocated(cluster: 
     assert dealloc[0].correlation_id.startswith("scheduler-realloc-")
     sagas = await cluster.store.events(f"{cluster.store.root}.ev.Saga._.{dealloc[0].correlation_id}")
     assert type(sagas[-1].data).__name__ == "SagaCompleted"
+
+
+async def test_each_instance_names_itself_in_its_events_and_the_log(cluster: Cluster) -> None:
+    """Two instances both find a pod unschedulable: two Warning Events, one per instance, each with
+    kube-scheduler's reporting controller and the instance in ``reportingInstance`` (not one Event
+    counted twice); the log's actor of what they append is the instance id."""
+    await cluster.nodes(1, devices=1)
+    await cluster.pod("nowhere", node_selector={"zone": "none"})
+    await cluster.start("scheduler-a")
+    await cluster.start("scheduler-b")
+
+    async def both() -> list[KubeEvent]:
+        items, _ = await cluster.api.list("Event", namespace="default")
+        found = [
+            e
+            for e in map(decode_stored, items)
+            if isinstance(e, KubeEvent)
+            and e.reason == "FailedScheduling"
+            and e.involved_object.name == "nowhere"
+        ]
+        assert sorted(e.reporting_instance for e in found) == [
+            "default-scheduler-scheduler-a",
+            "default-scheduler-scheduler-b",
+        ], [(e.reporting_instance, e.count) for e in found]
+        return found
+
+    for ev in await assert_eventually(both, timeout_s=15):
+        assert (ev.source.component, ev.reporting_component) == ("default-scheduler", "default-scheduler")
+    history = await cluster.store.events(cluster.store.subject("Pod", "default", "nowhere"))
+    actors = {e.actor for e in history if e.type == "PodUnschedulable"}
+    assert actors and actors <= {"scheduler-a", "scheduler-b"}, actors

@@ -61,14 +61,19 @@ from services.scheduler.framework import (
 )
 from services.scheduler.service.snapshot import Snapshot
 
-__all__ = ["SchedulerService"]
+__all__ = ["SchedulerService", "instance_name"]
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "default-scheduler"
+COMPONENT = "default-scheduler"  # reportingController / source.component of scheduler Events
 # cycle outcome -> the allocation histogram's result label
 _RESULT_LABEL = {"Reserved": "scheduled", "Unschedulable": "unschedulable", "SchedulingError": "error"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def instance_name(raw: str) -> str:
+    """The instance id as used in saga ids, the log's actor and Events (``[A-Za-z0-9_-]``, ≤ 40)."""
+    return _UNSAFE.sub("-", raw)[:40] or "scheduler"
 
 
 def _utcnow() -> str:
@@ -88,7 +93,7 @@ class SchedulerService:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
-        self.instance = _UNSAFE.sub("-", instance)[:40] or "scheduler"
+        self.instance = instance_name(instance)
         self.api = api
         self.max_sagas = max_sagas
         self.record_scheduled_events = record_scheduled_events
@@ -331,12 +336,25 @@ class SchedulerService:
                     self.appended()
         await self._event("FailedScheduling", message, meta.namespace, meta.name, "Warning")
 
+    @property
+    def reporting_instance(self) -> str:
+        """This instance in its Events' ``reportingInstance``: upstream's ``<controller>-<host>``
+        shape, with the instance id (``DRAFLOW_SCHEDULER_ID``) as the host part."""
+        return f"{COMPONENT}-{self.instance}"
+
     async def _event(self, reason: str, message: str, namespace: str, name: str, type_: str) -> None:
         if self.api is None:
             return
         try:
             await self.api.record_event(
-                "Pod", name, reason, message, namespace=namespace, type_=type_, component=COMPONENT
+                "Pod",
+                name,
+                reason,
+                message,
+                namespace=namespace,
+                type_=type_,
+                component=COMPONENT,
+                reporting_instance=self.reporting_instance,
             )
         except Exception as exc:  # events are best effort, as upstream's recorder
             log.warning("cannot record %s event for pod %s/%s: %s", reason, namespace, name, exc)

@@ -419,8 +419,8 @@ class DynamicResources:
         consumer = ResourceClaimConsumerReference(resource="pods", name=meta.name, uid=meta.uid)
         out: list[ClaimBinding] = []
         for claim in data.claims:
-            if is_reserved_for(claim, pod):
-                continue
+            # a claim already reserved for the pod is listed too (nothing to write): the saga
+            # checks who reserved it, since another instance's attempt for this pod may have
             out.append(ClaimBinding(ClaimRef.of(claim), results.get(id(claim)), consumer))
         plan = self.extended_claim(state, pod, node_name)
         if plan is not None:
