@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from infra.ports import PortError
+
 # command group module -> the sub-command names it registers (for lazy import)
 COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.version": ("version",),
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except UserError as exc:
+    except (UserError, PortError) as exc:  # PortError: DRAFLOW_PORT_OFFSET that cannot be used
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from events.api.resource_v1 import ResourceClaim
+from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
@@ -65,6 +66,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="of those, the last K are in MIG mode, each published as seven 1g.12gb MIG devices",
     )
     add_metrics_arg(p)  # read by infra.service.run_service
+    add_nats_url_arg(p)  # read by infra.service.run_service
     args = p.parse_args(argv)
     try:
         args.nvidia = NodeLayout(args.nvidia_gpus, args.nvidia_mig_gpus) if args.nvidia_gpus else None

@@ -90,6 +90,7 @@ SPAN_KIND_INTERNAL, SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 1, 4, 5
 
 def _service_env(settings: Settings, collector: Collector, delay_ms: int) -> dict[str, str]:
     return {
+        "OTEL_TRACES_EXPORTER": "otlp",
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
         "OTEL_BSP_SCHEDULE_DELAY": str(delay_ms),
         "DRAFLOW_LOG_LEVEL": "WARNING",
