@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
+from nats.js.errors import NotFoundError
 
 from events.codec import DecodeError, decode_raw
 from events.subjects import aggregate_subject
@@ -106,6 +107,14 @@ def log_traces(settings: Settings, namespace: str, name: str, kind: str = "Pod")
             return None
         found = LogTraces()
         sagas: set[str] = set()
+        try:
+            await store.js.stream_info(settings.stream)
+        except NotFoundError:  # no service has run on this stream yet: an empty log
+            await store.close()
+            return found
+        except (TimeoutError, nats.errors.Error):
+            await store.close()
+            return None
         try:
             async for records in store.read_raw(store.subject(kind, namespace, name)):
                 for rec in records:

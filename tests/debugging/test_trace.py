@@ -45,8 +45,8 @@ def _read_all(sock: socket.socket) -> bytes:
 class Receiver:
     """The ``otlp`` service as a process on free ports (OTLP/HTTP + query API, and OTLP/gRPC)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.port, self.grpc_port = free_port(), free_port()
+    def __init__(self, settings: Settings, port: int = 0, grpc_port: int = 0) -> None:
+        self.port, self.grpc_port = port or free_port(), grpc_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.worker = Worker(settings, "services.otlp", [], self.env())
         self.worker.expect("LISTENING", timeout_s=20)

@@ -24,7 +24,7 @@ from tests.helpers import wait_until
 class Collector:
     """A minimal OTLP/HTTP trace receiver: remembers every span with its service name."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.spans: list[dict[str, object]] = []
         self.lock = threading.Lock()
         collector = self
@@ -62,7 +62,7 @@ class Collector:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
