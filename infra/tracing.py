@@ -145,15 +145,21 @@ class _ReportingExporter(SpanExporter):
             if self.down:
                 log.warning("traces: exporting to %s again", self.target.url)
             self.down = self.reported = False
-        elif not self.down:
-            self.down = True
-            log.warning(
-                "traces: cannot export spans to %s (%s; %s): dropping them until it answers. Is the trace "
-                "receiver running (the Procfile's otlp service, or your Jaeger)? Set "
-                "OTEL_EXPORTER_OTLP_ENDPOINT to export elsewhere, OTEL_TRACES_EXPORTER=none to stop tracing",
-                self.target.url, self.target.protocol, self.target.source,
-            )
+        else:
+            self.report_down("dropping them until it answers")
         return result
+
+    def report_down(self, what: str) -> None:
+        """Say once per outage where spans could not go, which setting chose it, what to check."""
+        if self.down:
+            return
+        self.down = True
+        log.warning(
+            "traces: cannot export spans to %s (%s; %s): %s. Is the trace receiver running (the "
+            "Procfile's otlp service, or your Jaeger)? Set OTEL_EXPORTER_OTLP_ENDPOINT to export "
+            "elsewhere, OTEL_TRACES_EXPORTER=none to stop tracing",
+            self.target.url, self.target.protocol, self.target.source, what,
+        )
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Logging filter for the OTLP exporter's loggers: its first line of an outage only."""
@@ -221,7 +227,7 @@ def shutdown_tracing(timeout_ms: int = 2000) -> None:
     flushing.join(timeout_ms / 1000)
     if _exporter is not None:
         if flushing.is_alive():
-            log.warning("traces: %s did not take the last spans in %d ms", _exporter.target.url, timeout_ms)
+            _exporter.report_down(f"the last spans were not taken within {timeout_ms} ms of the stop")
         _exporter.shutdown()
 
 
