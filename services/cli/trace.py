@@ -9,11 +9,11 @@ by default, or a real Jaeger). A pod's traces are found two ways and merged:
   pod's subject and of every saga the pod's events are correlated with.
 
 Services export spans in batches (every 5 s by default), so right after an apply the store may not
-have them yet: while the log names traces the store lacks, the command waits for them (``--wait``,
-by default a batch interval and a margin). What it prints then may still be missing the newest
-spans, and it says so. When nothing is found, the error says why: nothing in the log about that
-pod, events without trace context (the services were not tracing), or spans that never reached the
-store being read (they export somewhere else).
+have them yet: while the log names traces the store lacks, or a span's parent is not there yet, the
+command waits for them (``--wait``, by default a batch interval and a margin). What it prints then
+may still be missing the newest spans, and it says so on stderr. When nothing is found, the error
+says why: nothing in the log about that pod, events without trace context (the services were not
+tracing), or spans that never reached the store being read (they export somewhere else).
 
 ``-o jaeger`` prints ``{"data": [{"traceID", "spans", "processes"}]}``, which Jaeger's UI opens
 ("Upload JSON").
@@ -173,6 +173,18 @@ def pod_traces(
     return sorted(found.values(), key=lambda t: min((s["startTime"] for s in t["spans"]), default=0))
 
 
+def orphans(traces: list[dict[str, Any]]) -> int:
+    """Spans whose parent is not (yet) in their trace: the services that recorded the parents have
+    not exported them, so the trace is still incomplete."""
+    count = 0
+    for t in traces:
+        ids = {s["spanID"] for s in t["spans"]}
+        for s in t["spans"]:
+            parents = [r["spanID"] for r in s.get("references") or [] if r.get("refType") == "CHILD_OF"]
+            count += any(p not in ids for p in parents)
+    return count
+
+
 def _newest_end_us(traces: list[dict[str, Any]]) -> int:
     return max((s["startTime"] + s["duration"] for t in traces for s in t["spans"]), default=0)
 
@@ -231,8 +243,14 @@ def _wait_s(args: argparse.Namespace) -> float:
     return batch_delay_s() + 2.0 if args.wait is None else max(0.0, args.wait)
 
 
-def _young_note(traces: list[dict[str, Any]]) -> None:
-    """Say so when the newest span is younger than a batch interval: more may be on the way."""
+def _notes(traces: list[dict[str, Any]]) -> None:
+    """On stderr: what the printed traces may still lack (spans not exported yet)."""
+    if n := orphans(traces):
+        print(
+            f"note: {n} span(s) have a parent that is not in the store: a service has not exported it (yet), "
+            "or exports elsewhere",
+            file=sys.stderr,
+        )
     age = time.time() - _newest_end_us(traces) / 1e6
     if traces and age < batch_delay_s():
         print(
@@ -252,12 +270,12 @@ def run(args: argparse.Namespace) -> int:
     while True:
         traces = pod_traces(store, settings, args.namespace, args.name, log_ids)
         missing = log_ids - {t["traceID"] for t in traces}
-        if not missing or time.monotonic() >= deadline:
+        if (not missing and not orphans(traces)) or time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)  # the services export in batches: poll the store until they did
     if not traces:
         raise UserError(_nothing_found(args, store, settings, logged, log_ids))
-    _young_note(traces)
+    _notes(traces)
     return _print(traces, args.output)
 
 
@@ -304,14 +322,14 @@ def run_id(args: argparse.Namespace) -> int:
         raise UserError(f"trace id {args.trace_id!r}: expected 32 hex digits")
     store = TraceStore.from_args(args.query_url)
     deadline = time.monotonic() + _wait_s(args)
-    while not (traces := store.trace(tid)) and time.monotonic() < deadline:
+    while (not (traces := store.trace(tid)) or orphans(traces)) and time.monotonic() < deadline:
         time.sleep(POLL_S)
     if not traces:
         raise UserError(
             f"trace {tid}: not found in {store.where} (waited {_wait_s(args):g}s; spans are exported every "
             f"{batch_delay_s():g}s, and only if the services export to this store)"
         )
-    _young_note(traces)
+    _notes(traces)
     return _print(traces, args.output)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import socket
 import threading
 import time
 import urllib.error
@@ -264,3 +265,26 @@ def test_a_jaeger_that_searches_one_service_at_a_time(settings: Settings, receiv
     finally:
         jaeger.shutdown()
         jaeger.server_close()
+
+
+def test_ctrl_c_with_exporters_still_connected_prints_no_traceback(settings: Settings) -> None:
+    """Every service keeps an OTLP/HTTP connection open to the receiver; a Ctrl-C must end them
+    without the ``CancelledError`` traceback per connection Python 3.11's streams would log."""
+    port, grpc_port = free_port(), free_port()
+    env = {"DRAFLOW_OTLP_ADDR": f"127.0.0.1:{port}", "DRAFLOW_OTLP_GRPC_ADDR": f"127.0.0.1:{grpc_port}"}
+    otlp = Worker(settings, "services.otlp", [], env, merge_stderr=True)
+    otlp.expect("LISTENING", anywhere=True, timeout_s=20)
+    clients = []
+    for _ in range(5):  # what five services' exporters look like between two batches
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(b"GET /api/services HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")
+        clients.append(sock)
+    try:
+        otlp.proc.send_signal(signal.SIGINT)
+        assert otlp.finish(timeout_s=10) == 0
+    finally:
+        for sock in clients:
+            sock.close()
+    printed = "\n".join(otlp.lines.queue)
+    assert "Traceback" not in printed and "CancelledError" not in printed, printed
