@@ -24,7 +24,7 @@ from services.cli.main import UserError
 __all__ = ["QUERY_URL_VAR", "TraceStore"]
 
 QUERY_URL_VAR = "DRAFLOW_TRACE_QUERY_URL"
-JAEGER_HINT = "a Jaeger's query service is its UI port, e.g. http://127.0.0.1:16686, not its OTLP port 4318"
+JAEGER_HINT = "its UI port, e.g. http://127.0.0.1:16686, not its OTLP port 4318"
 
 
 def _strip_api(url: str) -> str:
