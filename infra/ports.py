@@ -84,11 +84,3 @@ class Ports:
     @property
     def otlp_grpc_url(self) -> str:
         return f"http://127.0.0.1:{self.otlp_grpc}"
-
-    def describe(self) -> str:
-        """One line for logs and errors: which ports this system uses and why."""
-        why = f"{PORT_OFFSET_VAR}={self.offset}" if self.offset else f"{PORT_OFFSET_VAR} unset"
-        return (
-            f"NATS {self.nats}, OTLP gRPC {self.otlp_grpc} / HTTP {self.otlp_http}, metrics "
-            f"{self.metrics(1)}-{self.metrics(METRICS_SLOTS[-1])} ({why})"
-        )
