@@ -24,6 +24,13 @@ constructors below rather than the classes. Domain events written by controllers
 ``KubeEventRecorded{event}`` records a core/v1 Event (Normal/Warning, reason, message, involved
 object, source) on ``<root>.ev.Event.<namespace>.<name>``; a repeat of the same event (same
 involved object, type, reason, message and source) lands on the same subject and bumps ``count``.
+``KubeEventDeleted{}`` removes a recorded Event (its namespace was deleted: the namespace controller
+deletes every Event in it, as upstream's does).
+
+``OwnerReferencesRemoved{owner_uids}`` works on the subject of any kind: the garbage collector
+orphaned the object (its owner was deleted with ``propagationPolicy: Orphan``) or dropped
+references to owners that are gone while another owner keeps it alive. ``ORPHAN_FINALIZER`` and
+``FOREGROUND_FINALIZER`` are the finalizers a delete with that propagation policy puts on the owner.
 """
 
 from __future__ import annotations
@@ -44,12 +51,16 @@ __all__ = [
     "DELETION_REQUESTED",
     "EVENT_KIND",
     "FINALIZERS_CHANGED",
+    "FOREGROUND_FINALIZER",
+    "ORPHAN_FINALIZER",
     "STATUS_UPDATED",
     "VERBS",
     "EventSource",
     "KubeEvent",
+    "KubeEventDeleted",
     "KubeEventRecorded",
     "ObjectReference",
+    "OwnerReferencesRemoved",
     "decode_stored",
     "deletion_requested",
     "event_name",
@@ -71,6 +82,11 @@ DELETED = "Deleted"
 VERBS = (APPLIED, STATUS_UPDATED, FINALIZERS_CHANGED, DELETION_REQUESTED, DELETED)
 
 EVENT_KIND = "Event"  # the aggregate kind of recorded Kubernetes Events
+
+# metav1.FinalizerOrphanDependents / FinalizerDeleteDependents: set by a delete with
+# propagationPolicy Orphan / Foreground, removed by the garbage collector when it is done.
+ORPHAN_FINALIZER = "orphan"
+FOREGROUND_FINALIZER = "foregroundDeletion"
 
 # (kind, verb) -> generated class; type name -> (kind, verb)
 _TYPES: dict[tuple[str, str], type[Event]] = {}
@@ -197,6 +213,16 @@ class KubeEventRecorded(Event, frozen=True, kw_only=True):
     """A Kubernetes Event was recorded (or repeated: the fold adds ``count`` to the stored one)."""
 
     event: KubeEvent
+
+
+class KubeEventDeleted(Event, frozen=True, kw_only=True):
+    """A recorded Kubernetes Event was deleted (with its namespace)."""
+
+
+class OwnerReferencesRemoved(Event, frozen=True, kw_only=True):
+    """The garbage collector removed the object's ownerReferences to these owner uids."""
+
+    owner_uids: tuple[str, ...] = ()
 
 
 def event_name(involved: ObjectReference, type_: str, reason: str, message: str, source: EventSource) -> str:

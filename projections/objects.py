@@ -46,7 +46,9 @@ from events.objects import (
     FINALIZERS_CHANGED,
     STATUS_UPDATED,
     KubeEvent,
+    KubeEventDeleted,
     KubeEventRecorded,
+    OwnerReferencesRemoved,
     object_event_type,
 )
 
@@ -186,6 +188,23 @@ def _event_recorded(state: KubeEvent | None, ev: KubeEventRecorded) -> KubeEvent
         last_timestamp=new.last_timestamp or state.last_timestamp,
         message=new.message,
     )
+
+
+@reducer(KubeEventDeleted)
+def _event_deleted(state: KubeEvent | None, ev: KubeEventDeleted) -> None:
+    return None
+
+
+@reducer(OwnerReferencesRemoved)
+def _owner_references_removed(state: Any, ev: OwnerReferencesRemoved) -> Any:
+    """Any kind: the references to these owners go, the others stay in order."""
+    if state is None:
+        return None
+    meta = state.metadata
+    kept = tuple(r for r in meta.owner_references if r.uid not in ev.owner_uids)
+    if kept == meta.owner_references:
+        return state
+    return replace(state, metadata=replace(meta, owner_references=kept))
 
 
 def object_projection(kind: str) -> Any:

@@ -1,7 +1,8 @@
 """``python -m services.apiserver``: run the API server until SIGTERM / SIGINT.
 
 Configuration comes from the environment (``infra.config.Settings``: ``DRAFLOW_NATS_URL``,
-``DRAFLOW_STREAM``, ``DRAFLOW_SUBJECT_ROOT``...); ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns tracing on.
+``DRAFLOW_STREAM``, ``DRAFLOW_SUBJECT_ROOT``...); spans go to the system's ``otlp`` receiver unless
+``OTEL_EXPORTER_OTLP_ENDPOINT`` says otherwise (``infra/tracing.py``).
 It runs under the shared service runner, so a SIGTERM while it still waits for nats-server (honcho
 starts everything at once) stops it cleanly, like every other service.
 """

@@ -198,8 +198,8 @@ class Applier:
         return Plan(kind, namespace, name, "created", [object_applied(obj)], expected, obj, charged)
 
     def _plan_update(self, obj: ApiStruct, existing: ApiStruct, kind: str, namespace: str, name: str) -> Plan:
-        obj = default_object(obj, namespace or "default")
-        merged = merge_update(existing, obj)
+        defaulted = default_object(obj, namespace or "default")
+        merged = merge_update(existing, defaulted, raw=obj)
         problems = validate_object(merged, existing)
         if problems:
             raise errors.invalid(kind, name, problems, namespace)

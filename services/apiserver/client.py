@@ -180,12 +180,18 @@ class ApiClient:
         return results
 
     async def delete(
-        self, items: Iterable[tuple[str, str, str]], *, grace_period_seconds: int | None = None
+        self,
+        items: Iterable[tuple[str, str, str]],
+        *,
+        grace_period_seconds: int | None = None,
+        propagation_policy: str = "",
     ) -> list[ItemResult]:
-        """Delete (kind, namespace, name) objects; one result per object."""
+        """Delete (kind, namespace, name) objects; one result per object. ``propagation_policy``:
+        Foreground / Background / Orphan for the dependents (garbage collector), "" = the default."""
         req = DeleteRequest(
             items=[DeleteItem(kind=k, namespace=ns, name=n) for k, ns, n in items],
             grace_period_seconds=grace_period_seconds,
+            propagation_policy=propagation_policy,
         )
         return (await self.request("delete", req)).results or []
 

@@ -4,7 +4,9 @@ Every write is decided on the in-memory object and appended with the object's re
 the expected last sequence. When the client names a resourceVersion, a stale one is refused with
 409 Conflict; otherwise a conflict (a controller appended meanwhile) means: catch up, decide again.
 Deleting a Namespace marks it Terminating; the namespace controller (``drain_namespace``, run by
-the server in the background) deletes everything in it and removes it once it is empty.
+the server in the background) deletes everything in it, then its Events, and removes it once it is
+empty. A delete's ``propagationPolicy`` only sets the garbage collector's finalizers
+(``strategy.deletion_events``); the garbage collector service does the rest.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from events.envelope import Event
 from events.objects import (
     EVENT_KIND,
     EventSource,
+    KubeEventDeleted,
     KubeEventRecorded,
     ObjectReference,
     make_kube_event,
@@ -42,7 +45,13 @@ from services.apiserver.protocol import (
     StatusRequest,
 )
 from services.apiserver.store import ApiStore
-from services.apiserver.strategy import FinalizerForbidden, deletion_events, finalize_events, now_rfc3339
+from services.apiserver.strategy import (
+    PROPAGATION_POLICIES,
+    FinalizerForbidden,
+    deletion_events,
+    finalize_events,
+    now_rfc3339,
+)
 
 __all__ = ["PROTECTED_NAMESPACES", "Lifecycle", "resolve_kind"]
 
@@ -111,17 +120,26 @@ class Lifecycle:
     # -- delete --------------------------------------------------------------------------------
 
     async def delete(self, req: DeleteRequest) -> list[ItemResult]:
+        policy = req.propagation_policy
+        if policy and policy not in PROPAGATION_POLICIES:
+            supported = ", ".join(f'"{p}"' for p in (*PROPAGATION_POLICIES, "nil"))
+            raise StatusError.of(
+                422,
+                "Invalid",
+                f'DeleteOptions.meta.k8s.io "" is invalid: propagationPolicy: Unsupported value: '
+                f'"{policy}": supported values: {supported}',
+            )
         out = []
         for item in req.items:
             try:
-                out.append(await self._delete_one(item, req.grace_period_seconds))
+                out.append(await self._delete_one(item, req.grace_period_seconds, policy))
             except StatusError as exc:
                 out.append(
                     ItemResult(kind=item.kind, namespace=item.namespace, name=item.name, error=exc.status)
                 )
         return out
 
-    async def _delete_one(self, item: DeleteItem, grace: int | None) -> ItemResult:
+    async def _delete_one(self, item: DeleteItem, grace: int | None, policy: str = "") -> ItemResult:
         kind, namespaced = resolve_kind(item.kind)
         if kind == EVENT_KIND:
             raise StatusError.of(405, "MethodNotAllowed", "events are kept in the log and cannot be deleted")
@@ -141,7 +159,11 @@ class Lifecycle:
         else:
             now = now_rfc3339()
             await self._write(
-                kind, namespace, item.name, lambda o: deletion_events(o, now, grace), item.resource_version
+                kind,
+                namespace,
+                item.name,
+                lambda o: deletion_events(o, now, grace, policy),
+                item.resource_version,
             )
         left = self.store.index.get(kind, namespace, item.name)
         rv = object_meta(left).resource_version if left is not None else ""
@@ -156,9 +178,14 @@ class Lifecycle:
         await self._write("Namespace", "", name, lambda o: deletion_events(_held(o), now))
 
     async def drain_namespace(self, name: str) -> None:
-        """Delete everything in a Terminating namespace; remove the namespace once it is empty."""
+        """Delete everything in a Terminating namespace; once it is empty, its Events (core/v1 and
+        events.k8s.io are one store here) and then the namespace. Events left in a namespace that
+        no longer exists (logs written before Events went with their namespace) are deleted too."""
         ns = self.store.index.get("Namespace", "", name)
-        if ns is None or object_meta(ns).deletion_timestamp is None:
+        if ns is None:
+            await self._delete_events(name)
+            return
+        if object_meta(ns).deletion_timestamp is None:
             return
         now = now_rfc3339()
         for rt in resource_types():
@@ -173,10 +200,27 @@ class Lifecycle:
                     continue  # gone meanwhile
         if object_meta(ns).finalizers or self.store.index.count_in_namespace(name):
             return
+        if not await self._delete_events(name):
+            return  # an Event changed meanwhile: the next drain finishes
         try:
             await self._write("Namespace", "", name, lambda o: [object_deleted("Namespace")])
         except StatusError:
             pass  # removed meanwhile
+
+    async def _delete_events(self, namespace: str) -> bool:
+        """Delete every Event in ``namespace`` (pipelined appends); False if one changed meanwhile."""
+        requests = [
+            (
+                EVENT_KIND,
+                namespace,
+                object_meta(ev).name,
+                [KubeEventDeleted()],
+                int(object_meta(ev).resource_version),
+            )
+            for ev in self.store.index.items(EVENT_KIND, namespace)
+        ]
+        outcomes = await self.store.append_many(requests)
+        return not any(isinstance(o, BaseException) for o in outcomes)
 
     # -- status and finalizers ---------------------------------------------------------------------
 
@@ -226,6 +270,8 @@ class Lifecycle:
     async def record_event(self, req: EventRequest) -> ApiStruct:
         kind, namespaced = resolve_kind(req.kind)
         namespace = _namespace(namespaced, req.namespace)
+        if self.store.index.get("Namespace", "", namespace or "default") is None:
+            raise errors.namespace_not_found(namespace or "default")  # deleted with its Events
         if req.type not in EVENT_TYPES:
             raise StatusError.of(
                 422, "Invalid", f'Event "{req.reason}" is invalid: type: Unsupported value: "{req.type}"'

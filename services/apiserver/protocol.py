@@ -133,6 +133,9 @@ class DeleteItem(msgspec.Struct, kw_only=True, omit_defaults=True):
 class DeleteRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     items: list[DeleteItem]
     grace_period_seconds: int | None = None  # None = the object's default; 0 = now
+    # Foreground | Background | Orphan (DeleteOptions.propagationPolicy); "" = the object's own
+    # GC finalizers decide (upstream's nil), which is Background for an object without them
+    propagation_policy: str = ""
 
 
 class StatusRequest(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -21,7 +21,7 @@ from nats.aio.subscription import Subscription
 
 from events.api.base import ApiStruct
 from events.api.codec import decode_object, encode_object, object_meta, to_json
-from events.objects import object_applied
+from events.objects import EVENT_KIND, object_applied
 from infra import tracing
 from infra.eventstore import ConcurrencyError, EventStore
 from projections.objects import Change
@@ -95,6 +95,7 @@ class ApiServer:
         self.store.listen(self._on_change)
         await self.store.start()
         await self._bootstrap()
+        self._orphaned_events()
         self._ns_task = asyncio.create_task(self._namespace_controller(), name="apiserver-namespaces")
         subject = api_subject(self.events.root, "*")
         self._sub = await self.events.nc.subscribe(subject, queue="apiserver", cb=self._on_request)
@@ -145,6 +146,15 @@ class ApiServer:
             and object_meta(change.object).deletion_timestamp
         ):
             self._terminating.add(name)
+            self._ns_wake.set()
+
+    def _orphaned_events(self) -> None:
+        """Namespaces gone while their Events stayed (logs from before Events went with their
+        namespace): the namespace controller deletes those Events at start."""
+        namespaces = {object_meta(ev).namespace for ev in self.store.index.items(EVENT_KIND)}
+        gone = {ns for ns in namespaces if self.store.index.get("Namespace", "", ns) is None}
+        if gone:
+            self._terminating |= gone
             self._ns_wake.set()
 
     async def _namespace_controller(self) -> None:

@@ -5,13 +5,21 @@
   output, the List dumps in the real-world corpus) can be applied; status is reset for kinds whose
   status is written by controllers (everything but Node, whose status kubelets and tests send with
   the object, as scheduler_perf does). Then uid, creationTimestamp and generation 1 are assigned.
-* Update (apply onto an existing object): the manifest owns labels, annotations and spec; the
-  server keeps identity, timestamps and status, keeps finalizers that controllers added (the
-  result is the union) and ownerReferences when the manifest has none. ``generation`` goes up
-  when anything outside metadata and status changes. Upstream's three-way merge (last-applied
-  configuration) is not modelled.
+* Update (apply onto an existing object): the manifest owns labels, annotations and spec, after
+  defaulting (a field it leaves out gets its default, as when kubectl's patch deletes a field it
+  applied before); the server keeps identity, timestamps and status, keeps finalizers that
+  controllers added (the result is the union), ownerReferences when the manifest has none, and
+  every ``SERVER_SET_FIELDS`` field the manifest leaves unset (a pod's ``spec.nodeName`` once
+  bound): kubectl apply's patch never names a field its manifest does not have. An apply whose
+  result equals the stored object changes nothing (``unchanged``). ``generation`` goes up when
+  anything outside metadata and status changes. Upstream's three-way merge (last-applied
+  configuration) is not modelled. Whether a change is allowed at all (an immutable pod spec) is
+  validation's call (``admission.updates``).
 * Delete: objects with finalizers, and pods bound to a node (graceful deletion: the kubelet
-  confirms with grace period 0), get ``deletionTimestamp`` first; the rest go at once.
+  confirms with grace period 0), get ``deletionTimestamp`` first; the rest go at once. A
+  ``propagationPolicy`` of Orphan / Foreground puts the ``orphan`` / ``foregroundDeletion``
+  finalizer on the object (and takes the other off; Background takes both off), so the garbage
+  collector orphans or deletes its dependents before it goes; no policy keeps what is there.
 """
 
 from __future__ import annotations
@@ -20,18 +28,30 @@ import datetime
 import random
 from typing import Any, TypeVar
 
+import msgspec
 from msgspec.structs import replace
 
 from events.api import core_v1 as c1
 from events.api.base import ApiStruct
 from events.api.codec import object_meta
 from events.envelope import Event
-from events.objects import deletion_requested, finalizers_changed, object_deleted
+from events.objects import (
+    FOREGROUND_FINALIZER,
+    ORPHAN_FINALIZER,
+    deletion_requested,
+    finalizers_changed,
+    object_deleted,
+)
 
 __all__ = [
+    "PROPAGATION_POLICIES",
+    "SERVER_SET_FIELDS",
     "deletion_events",
     "finalize_events",
+    "gc_finalizers",
     "generated_name",
+    "keep_defaulted",
+    "keep_server_set",
     "merge_update",
     "now_rfc3339",
     "prepare_create",
@@ -41,6 +61,15 @@ __all__ = [
 S = TypeVar("S", bound=ApiStruct)
 
 STATUS_KEPT_ON_CREATE = frozenset({"Node"})
+# Body fields (attribute paths) that the server or a controller writes, not the manifest's author:
+# the binding's spec.nodeName (PodBound), the node IPAM's podCIDR(s) and the cloud provider's
+# providerID. An apply that leaves one unset keeps the stored value. Every domain event that writes
+# outside status and finalizers must be listed here (tests/apiserver/test_update_strategy.py
+# checks each registered reducer against this table).
+SERVER_SET_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "Pod": (("spec", "node_name"),),
+    "Node": (("spec", "pod_cidr"), ("spec", "pod_cidrs"), ("spec", "provider_id")),
+}
 # k8s.io/apimachinery/pkg/util/rand: consonants and digits, no vowels (no words) and no 0/1/3.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MAX_GENERATED_NAME = 63
@@ -89,8 +118,91 @@ def _body_fields(obj: ApiStruct) -> tuple[str, ...]:
     return tuple(f for f in obj.__struct_fields__ if f not in ("metadata", "status"))
 
 
-def merge_update(old: S, new: S) -> S:
-    """The stored object after applying ``new`` (defaulted) onto ``old``; equal to ``old`` if unchanged."""
+def _get(obj: Any, path: tuple[str, ...]) -> Any:
+    for attr in path:
+        obj = getattr(obj, attr)
+    return obj
+
+
+def _put(obj: Any, path: tuple[str, ...], value: Any) -> Any:
+    head, *rest = path
+    return replace(obj, **{head: _put(getattr(obj, head), tuple(rest), value) if rest else value})
+
+
+def _default(cls: type, name: str) -> Any:
+    info = next(f for f in msgspec.structs.fields(cls) if f.name == name)
+    return info.default_factory() if info.default is msgspec.NODEFAULT else info.default
+
+
+def _unset(obj: Any, path: tuple[str, ...]) -> bool:
+    """The field at ``path`` has its struct default (what a manifest without it decodes to)."""
+    parent = _get(obj, path[:-1])
+    return bool(getattr(parent, path[-1]) == _default(type(parent), path[-1]))
+
+
+def keep_server_set(old: S, new: S) -> S:
+    """``new`` with the stored value of every server-set field it leaves unset."""
+    for path in SERVER_SET_FIELDS.get(old.KIND, ()):
+        if _unset(new, path) and not _unset(old, path):
+            new = _put(new, path, _get(old, path))
+    return new
+
+
+def _counterpart(item: Any, i: int, stored: tuple[Any, ...]) -> Any:
+    """The stored element a list element merges with: same ``name`` (containers, requests), else
+    the same position (kubectl's strategic merge keys lists of named things by name)."""
+    name = getattr(item, "name", "")
+    if isinstance(name, str) and name:
+        return next((s for s in stored if getattr(s, "name", None) == name), None)
+    return stored[i] if i < len(stored) else None
+
+
+def _keep(raw: Any, dflt: Any, stored: Any) -> Any:
+    """``dflt`` (the defaulted manifest) with every value defaulting filled in where the manifest
+    said nothing replaced by the stored one: walks structs field by field, lists of structs by
+    element, and stops at the first value the manifest did set."""
+    if raw == dflt or stored is None:
+        return dflt
+    if isinstance(dflt, msgspec.Struct) and type(raw) is type(dflt) and type(stored) is type(dflt):
+        changes = {}
+        for name in dflt.__struct_fields__:
+            r, d = getattr(raw, name), getattr(dflt, name)
+            if r == d:
+                continue
+            s = getattr(stored, name)
+            if r == _default(type(raw), name) and not isinstance(d, msgspec.Struct | tuple):
+                if s != _default(type(stored), name):
+                    changes[name] = s  # filled by defaulting: the stored value stands
+            else:
+                changes[name] = _keep(r, d, s)
+        return replace(dflt, **changes) if changes else dflt
+    lists = isinstance(dflt, tuple) and isinstance(raw, tuple) and isinstance(stored, tuple)
+    if lists and len(raw) == len(dflt):
+        pairs = enumerate(zip(raw, dflt, strict=True))
+        return tuple(_keep(r, d, _counterpart(r, i, stored)) for i, (r, d) in pairs)
+    return dflt
+
+
+def keep_defaulted(raw: S, defaulted: S, old: S) -> S:
+    """The defaulted manifest with the stored value of every body field that defaulting filled in
+    (kubectl apply's patch does not name a field its manifest lacks: a changed image does not
+    re-default ``imagePullPolicy``, requests copied from limits stay as stored)."""
+    if type(raw) is not type(old):
+        return defaulted
+    changes = {
+        f: _keep(getattr(raw, f), getattr(defaulted, f), getattr(old, f)) for f in _body_fields(defaulted)
+    }
+    return replace(defaulted, **changes)
+
+
+def merge_update(old: S, new: S, raw: S | None = None) -> S:
+    """The stored object after applying ``new`` (defaulted) onto ``old``; equal to ``old`` if unchanged.
+
+    ``raw`` is the manifest before defaulting: fields defaulting filled in keep their stored value.
+    """
+    if raw is not None:
+        new = keep_defaulted(raw, new, old)
+    new = keep_server_set(old, new)
     om, nm = object_meta(old), object_meta(new)
     finalizers = om.finalizers + tuple(f for f in nm.finalizers if f not in om.finalizers)
     meta = replace(
@@ -124,8 +236,36 @@ def _graceful_pod(obj: ApiStruct) -> bool:
     )
 
 
-def deletion_events(obj: ApiStruct, now: str, grace_period_seconds: int | None = None) -> list[Event]:
-    """What a delete request appends: DeletionRequested, Deleted, or nothing (already deleting)."""
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+
+
+def gc_finalizers(finalizers: tuple[str, ...], propagation: str | None) -> tuple[str, ...]:
+    """The finalizers after a delete with this propagation policy (None/"": the object's own)."""
+    if not propagation:
+        return finalizers
+    kept = tuple(f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER))
+    if propagation == "Orphan":
+        return (*kept, ORPHAN_FINALIZER)
+    if propagation == "Foreground":
+        return (*kept, FOREGROUND_FINALIZER)
+    return kept
+
+
+def deletion_events(
+    obj: ApiStruct, now: str, grace_period_seconds: int | None = None, propagation: str | None = None
+) -> list[Event]:
+    """What a delete request appends: DeletionRequested, Deleted, or nothing (already deleting);
+    preceded by FinalizersChanged when the propagation policy changes the GC finalizers."""
+    meta = object_meta(obj)
+    finalizers = gc_finalizers(meta.finalizers, propagation)
+    if finalizers != meta.finalizers:
+        changed = [finalizers_changed(obj.KIND, finalizers)]
+        meta = replace(meta, finalizers=finalizers)
+        return changed + _deletion(replace(obj, metadata=meta), now, grace_period_seconds)
+    return _deletion(obj, now, grace_period_seconds)
+
+
+def _deletion(obj: ApiStruct, now: str, grace_period_seconds: int | None) -> list[Event]:
     meta = object_meta(obj)
     grace = 0
     if _graceful_pod(obj):

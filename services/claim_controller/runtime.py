@@ -181,11 +181,19 @@ class Runtime:
         return True
 
     async def delete(
-        self, kind: str, namespace: str, name: str, *, uid: str = "", grace_period_seconds: int | None = None
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        *,
+        uid: str = "",
+        grace_period_seconds: int | None = None,
+        propagation_policy: str = "",
     ) -> bool:
         req = DeleteRequest(
             items=[DeleteItem(kind=kind, namespace=namespace, name=name, uid=uid)],
             grace_period_seconds=grace_period_seconds,
+            propagation_policy=propagation_policy,
         )
         try:
             results = (await self.api.request("delete", req)).results or []
@@ -216,9 +224,13 @@ class Runtime:
         await self._caught_up(_rv(out))
         return True
 
-    async def remove_finalizer(self, kind: str, namespace: str, name: str, finalizer: str) -> bool:
+    async def remove_finalizer(
+        self, kind: str, namespace: str, name: str, finalizer: str, *, resource_version: str = ""
+    ) -> bool:
         try:
-            out = await self.api.finalize(kind, name, namespace=namespace, remove=[finalizer])
+            out = await self.api.finalize(
+                kind, name, namespace=namespace, remove=[finalizer], resource_version=resource_version
+            )
         except StatusError as exc:
             log.info("%s: finalizer of %s %s/%s: %s", self.actor, kind, namespace, name, exc)
             return False

@@ -3,7 +3,10 @@
 As kubectl: prints ``resourceclaim.resource.k8s.io "x" deleted`` as soon as the apiserver accepted
 the deletion and then (``--wait``, the default) waits until the object is really gone, which for
 an object with finalizers means until a controller removed the last one. Deleting a Namespace
-deletes everything in it.
+deletes everything in it. ``--cascade=background|foreground|orphan`` is the propagation policy for
+the object's dependents (the garbage collector's part). How long it waits and what it says while
+waiting: :mod:`services.cli.waiting`. ``-f`` documents are resolved by their own apiVersion and
+kind (a ``cdi.k8s.io/v1alpha1`` ResourceClaim is the classic claim, not resource.k8s.io's).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import asyncio
 import time
 from typing import Any
 
-from events.api.registry import lookup_resource
+from events.api.registry import lookup_resource, lookup_wire
 from services.apiserver.client import ApiClient
 from services.apiserver.protocol import StatusError
 from services.cli.common import (
@@ -28,6 +31,7 @@ from services.cli.common import (
 from services.cli.get import parse_targets
 from services.cli.main import UserError
 from services.cli.manifests import read_manifests
+from services.cli.waiting import Progress, describe, parse_duration
 
 __all__ = ["register", "run"]
 
@@ -56,11 +60,39 @@ def register(sub: Any) -> None:
     p.add_argument("--grace-period", type=int, default=None, help="seconds a running pod gets (0 = now)")
     p.add_argument("--force", action="store_true", help="delete running pods at once (grace period 0)")
     p.add_argument(
+        "--cascade",
+        default="background",
+        nargs="?",
+        const="background",
+        help='"background" (default), "foreground" or "orphan": what happens to the dependents',
+    )
+    p.add_argument(
         "--wait", type=_bool, default=True, nargs="?", const=True, help="wait until gone (default true)"
     )
-    p.add_argument("--timeout", type=float, default=0.0, help="give up waiting after SECONDS (0 = never)")
+    p.add_argument(
+        "--timeout",
+        default="0",
+        metavar="DURATION",
+        help="give up waiting after this long (30s, 2m); 0 (default): after 60s without progress",
+    )
     add_connection_args(p)
     p.set_defaults(func=run)
+
+
+def cascade_policy(value: str) -> str:
+    """kubectl's ``--cascade`` as a propagationPolicy (booleans are deprecated spellings)."""
+    policies = {"background": "Background", "foreground": "Foreground", "orphan": "Orphan"}
+    if value in policies:
+        return policies[value]
+    truth = value.lower()
+    deprecated = f"warning: --cascade={value} is deprecated (boolean value) and can be replaced with"
+    if truth in ("true", "1", "t"):
+        eprint(f"{deprecated} --cascade=background.")
+        return "Background"
+    if truth in ("false", "0", "f"):
+        eprint(f"{deprecated} --cascade=orphan.")
+        return "Orphan"
+    raise UserError(f'invalid cascade value ({value}). Must be "background", "foreground", or "orphan"')
 
 
 def _file_targets(args: argparse.Namespace) -> tuple[list[Target], bool]:
@@ -74,7 +106,8 @@ def _file_targets(args: argparse.Namespace) -> tuple[list[Target], bool]:
         m = doc.manifest
         kind, meta = str(m.get("kind")), m.get("metadata") if isinstance(m.get("metadata"), dict) else {}
         name, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "")
-        rt = lookup_resource(kind)
+        wire = lookup_wire(str(m.get("apiVersion")), kind)  # the document's own group and version
+        rt = lookup_resource(wire.struct.KIND) if wire is not None else None
         if rt is None or info_for_kind(rt.kind) is None:
             eprint(
                 f'error: resource mapping not found for name: "{name}" namespace: "{ns}" '
@@ -110,11 +143,15 @@ async def _selected(client: ApiClient, args: argparse.Namespace) -> list[Target]
     return targets
 
 
-async def _wait_gone(client: ApiClient, waiting: list[tuple[Target, str]], limit_s: float) -> bool:
-    deadline = time.monotonic() + limit_s if limit_s > 0 else None
-    while waiting:
-        left = []
-        for (info, ns, name, src), uid in waiting:
+async def _wait_gone(client: ApiClient, waiting: list[tuple[Target, str]], timeout_s: float) -> bool:
+    """Poll until every target is gone (or re-created under another uid); say what is left when
+    the wait is long and give up as :class:`~services.cli.waiting.Progress` decides."""
+    progress = Progress(time.monotonic(), timeout_s)
+    described_at = 0.0
+    while True:
+        left: dict[Target, dict[str, Any]] = {}
+        for target, uid in waiting:
+            info, ns, name, _ = target
             try:
                 obj = await client.get(info.kind, name, namespace=ns)
             except StatusError as exc:
@@ -122,21 +159,36 @@ async def _wait_gone(client: ApiClient, waiting: list[tuple[Target, str]], limit
                     continue
                 raise
             if (obj.get("metadata") or {}).get("uid") == uid:
-                left.append(((info, ns, name, src), uid))
-        waiting = left
+                left[target] = obj
+        waiting = [(t, uid) for t, uid in waiting if t in left]
         if not waiting:
             return True
-        if deadline is not None and time.monotonic() > deadline:
-            for (info, _, name, _), _ in waiting:
+        now = time.monotonic()
+        if now - described_at >= 1.0:  # describing lists a namespace's content: once a second
+            described_at = now
+            reasons = {t: await describe(client, obj) for t, obj in left.items()}
+            progress.observe(now, tuple((t, tuple(r)) for t, r in reasons.items()))
+            if progress.report_due(now, progress.state):
+                for (info, _, name, _), why in reasons.items():
+                    eprint(f"waiting for {info.qualified_plural}/{name} to be deleted: {'; '.join(why)}")
+        if progress.expired(now):
+            for info, _, name, _ in left:
                 eprint(f"error: timed out waiting for the condition on {info.qualified_plural}/{name}")
+            for (info, _, name, _), obj in left.items():
+                still = "; ".join(await describe(client, obj))
+                eprint(f"{info.qualified_plural}/{name} is still there {progress.limit_text()}: {still}")
             return False
         await asyncio.sleep(0.1)
-    return True
 
 
 def run(args: argparse.Namespace) -> int:
     if args.filename and args.resources:
         raise UserError("do not give resources and -f together")
+    try:
+        timeout_s = parse_duration(args.timeout)
+    except ValueError as exc:
+        raise UserError(f'invalid argument "{args.timeout}" for "--timeout" flag: {exc}') from None
+    policy = cascade_policy(args.cascade)
     grace = 0 if args.force else args.grace_period
     if args.force:
         eprint(
@@ -151,7 +203,9 @@ def run(args: argparse.Namespace) -> int:
             if not targets:
                 eprint("No resources found")
                 return 0
-        results = await client.delete([(t[0].kind, t[1], t[2]) for t in targets], grace_period_seconds=grace)
+        results = await client.delete(
+            [(t[0].kind, t[1], t[2]) for t in targets], grace_period_seconds=grace, propagation_policy=policy
+        )
         waiting = []
         for target, result in zip(targets, results, strict=True):
             info, ns, name, src = target
@@ -164,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             elif not (result.error.code == 404 and args.ignore_not_found):
                 eprint(server_error(result.error, f'error when deleting "{src}": ' if src else ""))
                 failed = True
-        if waiting and not await _wait_gone(client, waiting, args.timeout):
+        if waiting and not await _wait_gone(client, waiting, timeout_s):
             failed = True
         return 1 if failed else 0
 

@@ -7,7 +7,9 @@ and Reallocation sagas started for the pod (steps, attempts, errors, compensatio
 ``sagas.view``), what happened to its ResourceClaims (allocated, reserved, released, deallocated,
 and by which saga), the Kubernetes Events recorded about it (with their repeat counts: retries),
 and a history of who (actor) did what when. ``--as-of-seq`` / ``--as-of-time`` explain the pod as
-it was at that point of the log.
+it was at that point of the log. All of it is about one pod object (one uid): a pod deleted and
+created again under the same name is another pod, and the earlier ones are listed only in a
+history section at the end (reading and partitioning: :mod:`services.cli.explain_log`).
 """
 
 from __future__ import annotations
@@ -16,13 +18,10 @@ import argparse
 import asyncio
 import datetime
 import json
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.codec import DecodeError, decode
 from events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
@@ -33,15 +32,12 @@ from events.dra import (
     PodUnschedulable,
 )
 from events.envelope import Envelope, Event
-from events.objects import EVENT_KIND, KubeEventRecorded
-from events.saga import SagaStarted
-from events.subjects import decode_token, encode_token
-from projections.objects import fold, load_extensions
-from sagas.engine import SAGA_KIND
-from sagas.view import SagaView, fold_view
+from events.objects import KubeEventRecorded
+from events.subjects import decode_token
 from services.cli import printers
 from services.cli.asof import add_as_of_args, as_of_requested, open_log, resolve_bound
 from services.cli.common import add_connection_args
+from services.cli.explain_log import Explanation, collect
 from services.cli.main import UserError
 
 __all__ = ["Explanation", "collect", "register", "render"]
@@ -61,117 +57,9 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-class Explanation(msgspec.Struct, kw_only=True):
-    namespace: str
-    name: str
-    pod: Pod | None = None
-    pod_events: list[Envelope[Event]] = msgspec.field(default_factory=list)
-    sagas: list[SagaView] = msgspec.field(default_factory=list)
-    claims: dict[str, list[Envelope[Event]]] = msgspec.field(default_factory=dict)
-    kube_events: dict[str, Any] = msgspec.field(default_factory=dict)  # event name -> KubeEvent
-    kube_event_envs: list[Envelope[Event]] = msgspec.field(default_factory=list)
-    saga_seqs: dict[str, int] = msgspec.field(default_factory=dict)  # saga id -> its SagaStarted seq
-
-
 def _t(t: datetime.datetime) -> str:
     t = t.astimezone(datetime.UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def _saga_pod(started: SagaStarted) -> tuple[str, str, str]:
-    """(namespace, name, uid) of the pod a scheduler saga is about ("" when it is about none)."""
-    inp = started.input
-    if "pod_name" in inp:  # Reallocation
-        return str(inp.get("pod_namespace", "")), str(inp["pod_name"]), str(inp.get("pod_uid", ""))
-    if started.saga_type == "PodScheduling":
-        return str(inp.get("namespace", "")), str(inp.get("name", "")), str(inp.get("uid", ""))
-    return "", "", ""
-
-
-async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> Explanation:
-    """One pass over the log up to ``to_seq``: everything explain shows about the pod."""
-    load_extensions()
-    root = store.root
-    ex = Explanation(namespace=namespace, name=name)
-    pod_subject = f"{root}.ev.Pod.{encode_token(namespace)}.{encode_token(name)}"
-    claim_prefix = f"{root}.ev.ResourceClaim.{encode_token(namespace)}."
-    event_prefix = f"{root}.ev.{EVENT_KIND}.{encode_token(namespace)}."
-    saga_prefix = f"{root}.ev.{SAGA_KIND}._."
-    claim_envs: dict[str, list[Envelope[Event]]] = {}
-    saga_envs: dict[str, list[Envelope[Event]]] = {}
-    ours: set[str] = set()  # saga subjects about this pod
-    state: Any = None
-    async for records in store.read_raw(None, 1, to_seq):
-        for rec in records:
-            subject = rec.subject
-            wanted = (
-                subject == pod_subject
-                or subject.startswith(claim_prefix)
-                or subject.startswith(event_prefix)
-                or subject.startswith(saga_prefix)
-            )
-            if not wanted:
-                continue
-            try:
-                env = decode(rec.data, rec.seq)
-            except (DecodeError, msgspec.MsgspecError):
-                continue
-            if subject == pod_subject:
-                ex.pod_events.append(env)
-                state = fold(state, env.type, env.data, env.seq)
-            elif subject.startswith(claim_prefix):
-                claim_envs.setdefault(subject[len(claim_prefix) :], []).append(env)
-            elif subject.startswith(event_prefix):
-                d = env.data
-                if isinstance(d, KubeEventRecorded) and d.event.involved_object.kind == "Pod":
-                    if d.event.involved_object.name == name:
-                        ex.kube_event_envs.append(env)
-                        old = ex.kube_events.get(d.event.metadata.name)
-                        ex.kube_events[d.event.metadata.name] = fold(old, env.type, d, env.seq)
-            else:
-                if isinstance(env.data, SagaStarted):
-                    ns, pod_name, _uid = _saga_pod(env.data)
-                    if (ns, pod_name) == (namespace, name):
-                        ours.add(subject)
-                        ex.saga_seqs[subject.rsplit(".", 1)[-1]] = env.seq
-                if subject in ours:
-                    saga_envs.setdefault(subject, []).append(env)
-    if not ex.pod_events:
-        where = f" (up to sequence {to_seq})" if to_seq is not None else ""
-        raise UserError(f'pods "{name}" not found in namespace "{namespace}": no event in the log{where}')
-    ex.pod = state if isinstance(state, Pod) else None
-    ex.sagas = sorted(
-        (v for envs in saga_envs.values() if (v := fold_view(envs)) is not None),
-        key=lambda v: (v.created, v.state.saga_id),
-    )
-    # the pod's claims: named in its spec or status, or touched by one of its sagas
-    saga_ids = {v.state.saga_id for v in ex.sagas}
-    names = _claim_names(ex)
-    for claim, envs in claim_envs.items():
-        if claim in names or any(e.correlation_id in saga_ids for e in envs):
-            ex.claims[claim] = envs
-    return ex
-
-
-def _claim_names(ex: Explanation) -> set[str]:
-    names: set[str] = set()
-    pods = [ex.pod] if ex.pod is not None else []
-    for env in ex.pod_events:  # a deleted pod: its last known spec/status from the events
-        obj = getattr(env.data, "object", None)
-        if isinstance(obj, Pod):
-            pods.append(obj)
-    for pod in pods:
-        for rc in pod.spec.resource_claims:
-            if rc.resource_claim_name:
-                names.add(rc.resource_claim_name)
-        for st in pod.status.resource_claim_statuses:
-            if st.resource_claim_name:
-                names.add(st.resource_claim_name)
-    for env in ex.pod_events:
-        for st in getattr(env.data, "statuses", ()) or ():
-            if getattr(st, "resource_claim_name", None):
-                names.add(st.resource_claim_name)
-    return names
 
 
 # -- rendering --------------------------------------------------------------------------------------
@@ -300,8 +188,12 @@ def _sagas(ex: Explanation) -> list[str]:
 
 
 def _claim_line(env: Envelope[Event]) -> str:
-    d = env.data
     who = f"{env.actor or '-'}" + (f" (saga {env.correlation_id})" if env.correlation_id else "")
+    return f"    seq {env.seq}  {_t(env.time)}  {_claim_what(env)}  by {who}"
+
+
+def _claim_what(env: Envelope[Event]) -> str:
+    d = env.data
     if isinstance(d, ClaimAllocated):
         results = d.allocation.devices.results if d.allocation.devices else ()
         devs = ", ".join(f"{r.driver}/{r.pool}/{r.device}" for r in results) or "no devices"
@@ -314,7 +206,7 @@ def _claim_line(env: Envelope[Event]) -> str:
         what = f"deallocated ({d.reason})" if d.reason else "deallocated"
     else:
         what = env.type
-    return f"    seq {env.seq}  {_t(env.time)}  {what}  by {who}"
+    return what
 
 
 def _claims(ex: Explanation) -> list[str]:
@@ -370,21 +262,64 @@ def _history(ex: Explanation) -> list[str]:
 
 
 def render(ex: Explanation) -> str:
-    pod = ex.pod
-    uid = pod.metadata.uid if pod is not None else ""
+    uid = ex.uid
     lines = [f"{'Pod:':<11}{ex.namespace}/{ex.name}" + (f" (uid {uid})" if uid else "")]
+    if ex.earlier:
+        n = len(ex.earlier)
+        what = (
+            "1 earlier pod of this name (another uid) is" if n == 1 else f"{n} earlier pods of this name are"
+        )
+        lines.append(
+            f"{'Note:':<11}re-created: {what} listed as history at the end, not in the sections below"
+        )
     lines += _status_line(ex)
-    sections: Iterable[tuple[str, list[str]]] = (
+    sections: list[tuple[str, list[str]]] = [
         ("Scheduling attempts:", _attempts(ex)),
         ("Sagas:", _sagas(ex)),
         ("Claims:", _claims(ex)),
         ("Events:", _kube_events(ex)),
         ("History (who did what):", _history(ex)),
-    )
+    ]
+    if ex.earlier:
+        sections.append(
+            ("Earlier incarnations (history only: deleted pods that had this name):", _earlier(ex))
+        )
     for title, body in sections:
         lines.append(title)
         lines += body
     return "\n".join(line.rstrip() for line in lines)
+
+
+def _earlier(ex: Explanation) -> list[str]:
+    """One block per earlier pod of this name, oldest first: enough to tell it apart, no more."""
+    out: list[str] = []
+    for old in ex.earlier:
+        last = old.last
+        where = ""
+        if last is not None:
+            where = f", last {last.status.phase or 'Pending'}" + (
+                f" on {last.spec.node_name}" if last.spec.node_name else ""
+            )
+        ended = f"deleted at seq {old.deleted_seq}" if old.deleted_seq else "not deleted"
+        out.append(f"  uid {old.uid or '?'}  created at seq {old.first_seq}, {ended}{where}")
+        unschedulable = sum(isinstance(e.data, PodUnschedulable) for e in old.pod_events)
+        if unschedulable:
+            out.append(f"    unschedulable: {unschedulable} time{'s' if unschedulable > 1 else ''}")
+        for view in old.sagas:
+            st = view.state
+            out.append(
+                f"    saga {st.saga_id}  {st.saga_type}  {st.status.value}  (started {_t(view.created)})"
+            )
+        for name, envs in sorted(old.claims.items()):
+            steps = [_claim_what(e) for e in envs if isinstance(e.data, _CLAIM_EVENTS)]
+            out.append(f"    claim {name}: " + ("; ".join(steps) if steps else "not allocated"))
+        if old.kube_events:
+            reasons = ", ".join(
+                f"{ev.reason} x{max(ev.count, 1)}" if ev.count > 1 else ev.reason
+                for ev in sorted(old.kube_events.values(), key=lambda e: e.last_timestamp or "")
+            )
+            out.append(f"    events: {reasons}")
+    return out
 
 
 def as_json(ex: Explanation) -> dict[str, Any]:
@@ -406,11 +341,22 @@ def as_json(ex: Explanation) -> dict[str, Any]:
     out: dict[str, Any] = {
         "namespace": ex.namespace,
         "name": ex.name,
+        "uid": ex.uid,
         "phase": (ex.pod.status.phase or "Pending") if ex.pod is not None else "Deleted",
         "node": ex.pod.spec.node_name if ex.pod is not None else "",
         "unschedulable": attempts,
         "sagas": sagas,
         "claims": sorted(ex.claims),
+        "earlierIncarnations": [
+            {
+                "uid": old.uid,
+                "createdSeq": old.first_seq,
+                "deletedSeq": old.deleted_seq,
+                "sagas": [v.state.saga_id for v in old.sagas],
+                "claims": sorted(old.claims),
+            }
+            for old in ex.earlier
+        ],
     }
     return out
 

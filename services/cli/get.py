@@ -146,6 +146,11 @@ def _print_objects(objs: list[Obj], args: argparse.Namespace, single: bool) -> N
         print(printers.to_json(value))
 
 
+def _table_output(args: argparse.Namespace) -> bool:
+    """kubectl says "No resources found" (on stderr) only where it prints a table."""
+    return args.output in (None, "wide")
+
+
 def _no_resources(args: argparse.Namespace, targets: list[tuple[ResourceInfo, list[str]]]) -> str:
     if args.all_namespaces or not any(info.namespaced for info, _ in targets):
         return "No resources found"
@@ -195,7 +200,8 @@ def _run_as_of(args: argparse.Namespace, targets: list[tuple[ResourceInfo, list[
             fetched.append((info, objs))
         _print(fetched, args, targets)
         if not any(objs for _, objs in fetched) and not failed and not any(n for _, n in targets):
-            eprint(_no_resources(args, targets))
+            if _table_output(args):
+                eprint(_no_resources(args, targets))
         return 1 if failed else 0
 
     return asyncio.run(body())
@@ -228,7 +234,8 @@ def run(args: argparse.Namespace) -> int:
                 fetched.append((info, objs))
         total = sum(len(objs) for _, objs in fetched)
         widths = _print(fetched, args, targets)
-        if total == 0 and not failed and not any(names for _, names in targets) and not args.watch_only:
+        quiet = not _table_output(args) or args.watch_only
+        if total == 0 and not failed and not any(names for _, names in targets) and not quiet:
             eprint(_no_resources(args, targets))
         if args.watch or args.watch_only:
             await _watch(client, args, targets[0][0], targets[0][1], widths)
@@ -248,8 +255,11 @@ def _print(
                 print(info.ref(str((o.get("metadata") or {}).get("name", ""))))
         return None
     if out in ("yaml", "json"):
-        if objs_all:
-            single = len(targets) == 1 and len(targets[0][1]) == 1
+        # nothing found is an empty List, as kubectl prints it (scripts pipe this into jq);
+        # a single name asked for and missing printed its error and nothing else
+        single = len(targets) == 1 and len(targets[0][1]) == 1
+        watching = getattr(args, "watch", False) or getattr(args, "watch_only", False)
+        if objs_all or not (single or watching):
             _print_objects(objs_all, args, single)
         return None
     widths: list[int] | None = None

@@ -15,6 +15,10 @@ Decisions checked:
   the saga id and to the sequence right before the event.
 * **claim controller** — every ResourceClaim generated from a template (name and spec, from
   ``sync_pod`` on the state right before the claim was created).
+* **invariants** — decisions no code may take (``services.cli.invariants``): every write to a
+  bound pod (a pod is bound once: nothing changes its ``spec.nodeName``) and every released
+  reservation (a running pod keeps its claims), checked on the state the event was appended to.
+  A violation is reported like a difference: the rule, what it requires and what was recorded.
 
 The first difference is reported (the recorded event, what it recorded, what the current code
 decides) and the exit code is 1; a clean run prints how many decisions were verified and exits 0.
@@ -48,6 +52,7 @@ from projections.objects import ObjectIndex, load_extensions
 from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
+from services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from services.cli.main import UserError
 
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
@@ -84,9 +89,10 @@ class Divergence:
     expected: Any  # the recorded decision
     actual: Any  # what the current code decides
     decided_at: int = 0  # the log position both decisions were taken on
+    rule: str = ""  # an invariant broken: ``expected`` is what it requires, ``actual`` what was recorded
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "seq": self.seq,
             "event": self.event,
             "subject": self.subject,
@@ -94,6 +100,9 @@ class Divergence:
             "expected": self.expected,
             "actual": self.actual,
         }
+        if self.rule:
+            out["rule"] = self.rule
+        return out
 
 
 @dataclass(order=True)
@@ -150,6 +159,8 @@ class Verifier:
         self.snapshots: dict[str, Snapshot] = {}
         self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
         self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0}
+        self.invariants = 0  # events checked against services.cli.invariants
+        self._violation: Divergence | None = None  # the first one found while folding
         from services.quota_reconciler import QuotaState
 
         self.quota = QuotaState()
@@ -215,7 +226,10 @@ class Verifier:
                 "" if parts[1] == "_" else decode_token(parts[1]),
                 decode_token(parts[2]),
             )
+            before = self.objects.get(kind, ns, name) if kind in ("Pod", "ResourceClaim") else None
             change = self.objects.apply_envelope(kind, ns, name, env)
+            if before is not None and rec.seq >= self.from_seq and self._violation is None:
+                self._check_invariants(rec, env, kind, ns, name, before)
             if change is not None and kind in _QUOTA_KINDS:
                 if change.type == "DELETED":
                     self.quota.delete(kind, ns, name)
@@ -232,6 +246,40 @@ class Verifier:
                 core = self.snapshots[owner[0]].core
                 for event in core.cluster.forget(owner[1]):
                     core.queue.on_event(event)
+
+    def _check_invariants(
+        self, rec: RawRecord, env: Envelope[Event], kind: str, ns: str, name: str, before: Any
+    ) -> None:
+        found: Violation | None = None
+        d = env.data
+        if kind == "Pod" and isinstance(before, Pod) and before.spec.node_name:
+            self.invariants += 1
+            after = self.objects.get("Pod", ns, name)
+            node = getattr(d, "node_name", "") if env.type == "PodBound" else ""
+            found = bound_pod_write(before, after if isinstance(after, Pod) else None, env.type, node)
+        elif (
+            kind == "ResourceClaim"
+            and isinstance(before, ResourceClaim)
+            and env.type == "ClaimReservationsReleased"
+        ):
+            self.invariants += 1
+            pods = {
+                ref.name: pod
+                for ref in before.status.reserved_for
+                if isinstance(pod := self.objects.get("Pod", ns, ref.name), Pod)
+            }
+            found = released_running_pod(before, tuple(getattr(d, "uids", ())), pods)
+        if found is not None:
+            who = f" by {env.actor}" if env.actor else ""
+            self._violation = Divergence(
+                rec.seq,
+                f"{env.type} on {kind} {ns}/{name}{who}",
+                rec.subject,
+                found.expected,
+                found.actual,
+                rec.seq - 1,
+                rule=found.rule,
+            )
 
     def _quota_moved(self, namespace: str | None, reset: tuple[str, str] | None) -> None:
         """Record the status each quota of ``namespace`` (None: all) would get now."""
@@ -425,6 +473,8 @@ class Verifier:
                         return found
                 self.apply(rec, env)
                 i += 1
+                if self._violation is not None:
+                    return self._violation
             return None
 
         for dec in decisions:
@@ -495,12 +545,13 @@ def run(args: argparse.Namespace) -> int:
     total = sum(checked.values())
     summary = (
         f"{total} decisions ({checked['schedule']} PodScheduling, {checked['unschedulable']} "
-        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses), "
-        f"sequences {args.from_seq}..{to_seq}"
+        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses) "
+        f"and {verifier.invariants} invariant checks, sequences {args.from_seq}..{to_seq}"
     )
     if args.output == "json":
         out = {
             "checked": checked,
+            "invariants_checked": verifier.invariants,
             "to_seq": to_seq,
             "divergence": divergence.as_dict() if divergence else None,
         }
@@ -512,6 +563,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"DIVERGED at seq {divergence.seq}: {divergence.event}")
     print(f"  subject:   {divergence.subject}")
     print(f"  decided on the log up to seq {divergence.decided_at}")
+    if divergence.rule:
+        print(f"  rule broken: {divergence.rule}")
+        print(f"  expected (the rule): {_short(divergence.expected)}")
+        print(f"  actual (recorded): {_short(divergence.actual)}")
+        eprint(f"verify-replay: a recorded decision breaks an invariant ({summary} checked before it)")
+        sys.stdout.flush()
+        return 1
     print(f"  expected (recorded): {_short(divergence.expected)}")
     print(f"  actual (current code): {_short(divergence.actual)}")
     eprint(f"verify-replay: the current code decides differently ({summary} checked before the difference)")

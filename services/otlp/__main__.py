@@ -7,7 +7,7 @@ nothing else is set. Spans go to ``$DRAFLOW_DATA_DIR/otlp/spans.sqlite``, at mos
 ``DRAFLOW_OTLP_MAX_SPANS`` (default 1,000,000; then the oldest traces are dropped). A port that is
 taken (a real Jaeger already listens there) is reported and left alone; the rest of the system runs
 unchanged. SIGTERM/SIGINT stop it with exit code 0, after the other services' last spans (they
-flush on the same signal) have had a moment to arrive.
+flush on the same signal, then hang up) have arrived, or 3 s.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from services.otlp.store import SpanStore
 log = logging.getLogger("otlp")
 
 DEFAULT_MAX_SPANS = 1_000_000  # then the oldest traces go (0 = keep everything)
-DRAIN_IDLE_S = 0.5  # on a stop: keep receiving until no export came for this long...
-DRAIN_MAX_S = 2.0  # ...but no longer than this (honcho kills after 5 s)
+DRAIN_IDLE_S = 0.3  # on a stop: keep receiving until the exporters hung up and none sent for this long...
+DRAIN_MAX_S = 3.0  # ...but no longer than this (honcho kills after 5 s)
 
 
 def listen_address(var: str, value: str) -> tuple[str, int]:

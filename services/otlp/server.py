@@ -50,7 +50,8 @@ class OtlpServer:
         self.store = store
         self.server: asyncio.Server | None = None
         self.received = 0
-        self._activity = asyncio.Event()  # set by every export request (HTTP or gRPC)
+        self._activity = asyncio.Event()  # set by every export request and closed connection
+        self._last_ingest = 0.0  # loop time of the last export request (HTTP or gRPC)
         self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def start(self, host: str, port: int) -> int:
@@ -61,19 +62,25 @@ class OtlpServer:
     def ingested(self, count: int) -> None:
         """Called for every export request, HTTP or gRPC."""
         self.received += count
+        self._last_ingest = asyncio.get_running_loop().time()
         self._activity.set()
 
     async def drain(self, idle_s: float, max_s: float) -> None:
-        """Keep receiving until no export arrived for ``idle_s`` (at most ``max_s``): on a stop,
-        the other services flush their last spans while this one is being stopped too."""
+        """On a stop, keep receiving (at most ``max_s``) until every exporter's connection is gone
+        and no export came for ``idle_s``: the other services flush their last spans on the same
+        signal, some only after their own work stopped, then exit (closing their keep-alive
+        connection). Wakes on each export and each closed connection, no polling."""
         loop = asyncio.get_running_loop()
         end = loop.time() + max_s
-        while (left := end - loop.time()) > 0:
-            self._activity.clear()
-            try:
-                await asyncio.wait_for(self._activity.wait(), min(idle_s, left))
-            except TimeoutError:
+        self._last_ingest = max(self._last_ingest, loop.time())
+        while (now := loop.time()) < end:
+            idle_for = now - self._last_ingest
+            if not self._connections and idle_for >= idle_s:
                 return
+            self._activity.clear()
+            wait = end - now if self._connections else min(end - now, idle_s - idle_for)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._activity.wait(), wait)
 
     async def close(self) -> None:
         """Stop listening and end every open (keep-alive) connection: each handler returns on its
@@ -103,6 +110,7 @@ class OtlpServer:
             pass
         finally:
             del self._connections[task]
+            self._activity.set()
             writer.close()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await writer.wait_closed()

@@ -12,7 +12,6 @@ from services.workloads.actions import (
     UpdateJobStatus,
     WorkloadAction,
     controlled_pods,
-    delete_orphans,
     succeeded_status,
 )
 from services.workloads.deployment import POD_TEMPLATE_HASH_LABEL, pod_template_hash, sync_deployment
@@ -29,7 +28,6 @@ __all__ = [
     "UpdateJobStatus",
     "WorkloadAction",
     "controlled_pods",
-    "delete_orphans",
     "job_finished",
     "pod_template_hash",
     "succeeded_status",

@@ -19,7 +19,6 @@ __all__ = [
     "UpdateJobStatus",
     "WorkloadAction",
     "controlled_pods",
-    "delete_orphans",
     "is_active",
     "owner_reference",
     "succeeded_status",
@@ -97,16 +96,6 @@ def controlled_pods(owner: ObjectMeta, pods: Iterable[Pod]) -> list[Pod]:
 def is_active(pod: Pod) -> bool:
     """Counts toward a workload's running pods: not terminal and not being deleted."""
     return pod.metadata.deletion_timestamp is None and pod.status.phase not in ("Succeeded", "Failed")
-
-
-def delete_orphans(owner_uid: str, namespace: str, pods: Iterable[Pod], reason: str) -> list[DeletePod]:
-    """Delete the pods of a workload that is gone (draflow has no garbage collector)."""
-    owner = ObjectMeta(namespace=namespace, uid=owner_uid)
-    return [
-        DeletePod(namespace=p.metadata.namespace, name=p.metadata.name, uid=p.metadata.uid, reason=reason)
-        for p in controlled_pods(owner, pods)
-        if p.metadata.deletion_timestamp is None
-    ]
 
 
 def succeeded_status(pod: Pod, finished_at: str) -> PodStatus:

@@ -111,16 +111,9 @@ def sync_deployment(
     all_pods = list(pods)
     owned = controlled_pods(meta, all_pods)
     if meta.deletion_timestamp is not None:
-        return [
-            DeletePod(
-                namespace=p.metadata.namespace,
-                name=p.metadata.name,
-                uid=p.metadata.uid,
-                reason="deployment deleted",
-            )
-            for p in owned
-            if p.metadata.deletion_timestamp is None
-        ]
+        # being deleted (foreground or orphan): its pods are the garbage collector's to delete or
+        # orphan, as upstream's deployment controller only syncs status then
+        return []
     replicas = 1 if deploy.spec.replicas is None else deploy.spec.replicas
     template_hash = pod_template_hash(deploy.spec.template, deploy.status.collision_count)
     actions: list[WorkloadAction] = []

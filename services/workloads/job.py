@@ -110,6 +110,8 @@ def sync_job(
 ) -> list[WorkloadAction]:
     """Actions for one Job at time ``now`` (``pods``: its namespace's pods)."""
     meta = job.metadata
+    if meta.deletion_timestamp is not None:
+        return []  # being deleted: no new pods; the garbage collector deletes or orphans them
     all_pods = list(pods)
     owned = controlled_pods(meta, all_pods)
     stamp = _stamp(now)

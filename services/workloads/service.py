@@ -4,15 +4,15 @@ Pods are created and deleted through the apiserver (admission, graceful deletion
 is torn down by its kubelet before it goes). ``MarkPodSucceeded`` becomes ``PodSucceeded`` with the
 containers' terminated statuses (``PodContainerStatusesReported``) on the pod's subject; Deployment
 and Job status goes through the status API at the version the decider saw (a conflict: decide
-again). Pods whose Deployment or Job is gone are deleted (draflow has no garbage collector). Jobs
-are re-synced on a timer, since their pods succeed as time passes.
+again). Pods whose Deployment or Job is gone are the garbage collector's
+(``services.garbage_collector``: they are owned by it). Jobs are re-synced on a timer, since their
+pods succeed as time passes.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from events.api.core_v1 import Pod
 from events.dra import PodSucceeded
 from events.node import PodContainerStatusesReported
 from services.claim_controller.runtime import Runtime
@@ -23,7 +23,6 @@ from services.workloads.actions import (
     UpdateDeploymentStatus,
     UpdateJobStatus,
     WorkloadAction,
-    delete_orphans,
     succeeded_status,
 )
 from services.workloads.deployment import sync_deployment
@@ -33,7 +32,6 @@ __all__ = ["ACTOR", "WorkloadsService"]
 
 ACTOR = "workloads"
 KINDS = frozenset({"Pod", "Deployment", "Job"})
-OWNER_KINDS = ("Deployment", "Job")
 
 
 class WorkloadsService:
@@ -51,19 +49,6 @@ class WorkloadsService:
         for job in rt.items("Job"):
             pods = rt.items("Pod", job.metadata.namespace)
             await self.execute(sync_job(job, pods, now, run_seconds=self.job_run_seconds))
-        await self.execute(self._orphans(rt.items("Pod")))
-
-    def _orphans(self, pods: list[Pod]) -> list[WorkloadAction]:
-        owners = {(o.metadata.namespace, o.metadata.uid) for kind in OWNER_KINDS for o in self.rt.items(kind)}
-        actions: list[WorkloadAction] = []
-        seen: set[tuple[str, str]] = set()
-        for pod in pods:
-            for ref in pod.metadata.owner_references:
-                key = (pod.metadata.namespace, ref.uid)
-                if ref.controller and ref.kind in OWNER_KINDS and key not in owners and key not in seen:
-                    seen.add(key)
-                    actions += delete_orphans(ref.uid, key[0], pods, f"{ref.kind} {ref.name} is gone")
-        return actions
 
     async def execute(self, actions: list[WorkloadAction]) -> None:
         rt = self.rt

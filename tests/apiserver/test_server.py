@@ -332,6 +332,68 @@ async def test_namespace_deletion_cascades_and_waits_for_finalizers(api: ApiClie
     assert protected.error is not None and protected.error.code == 403
 
 
+async def test_events_go_with_their_namespace(api: ApiClient, event_store: EventStore) -> None:
+    await api.apply([namespace("evns"), claim("a", "evns")])
+    await api.record_event("ResourceClaim", "a", "Allocated", "gpu-0", namespace="evns")
+    await api.record_event("ResourceClaim", "a", "Failed", "oops", namespace="evns", type_="Warning")
+    await api.record_event("ResourceClaim", "kept", "Allocated", "elsewhere")  # default namespace
+    items, _ = await api.list("Event", namespace="evns")
+    assert len(items) == 2
+    (res,) = await api.delete([("Namespace", "", "evns")])
+    assert res.error is None
+
+    async def namespace_gone() -> bool:
+        try:
+            await api.get("Namespace", "evns")
+        except StatusError as exc:
+            return exc.status.code == 404
+        return False
+
+    await assert_eventually(namespace_gone)
+    items, _ = await api.list("Event", namespace=None)
+    assert [i["metadata"]["namespace"] for i in items] == ["default"]
+    with pytest.raises(StatusError, match='namespaces "evns" not found'):
+        await api.record_event("ResourceClaim", "a", "Late", "after the namespace", namespace="evns")
+
+
+async def test_events_left_in_a_deleted_namespace_by_an_older_log_are_deleted_at_start(
+    api: ApiClient, apiserver: ApiServer, event_store: EventStore
+) -> None:
+    """Logs written before Events went with their namespace: the namespace was removed, its Events
+    stayed. The namespace controller deletes them when an apiserver starts."""
+    from events.objects import EVENT_KIND, EventSource, ObjectReference, make_kube_event
+
+    await api.apply([namespace("old")])
+    stale = make_kube_event(
+        ObjectReference(kind="Pod", namespace="old", name="p", uid="u1"),
+        type_="Normal",
+        reason="Scheduled",
+        message="on node-1",
+        source=EventSource(component="default-scheduler"),
+        now="2026-01-01T00:00:00Z",
+        uid="e1",
+    )
+    subject = event_store.subject(EVENT_KIND, "old", stale.metadata.name)
+    await event_store.append(subject, [KubeEventRecorded(event=stale)], expected_last_seq=None)
+    ns_subject = event_store.subject("Namespace", None, "old")
+    from events.objects import object_deleted
+
+    await event_store.append(
+        ns_subject, [object_deleted("Namespace")], expected_last_seq=None
+    )  # as the old drain did
+    second = ApiServer(await EventStore.open(event_store.settings, "apiserver-2"))
+    await second.start()
+    try:
+
+        async def swept() -> bool:
+            return not second.store.index.items(EVENT_KIND, "old")
+
+        await assert_eventually(swept)
+    finally:
+        await second.stop()
+        await second.events.close()
+
+
 async def test_restart_rebuilds_the_same_state_from_the_log(
     api: ApiClient, apiserver: ApiServer, event_store: EventStore
 ) -> None:

@@ -10,6 +10,7 @@ from infra.config import Settings
 from services.apiserver.server import ApiServer
 from services.claim_controller.runtime import Runtime
 from services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
+from services.garbage_collector.service import GarbageCollectorService
 from services.kubelet.service import KubeletService
 from services.workloads.service import WorkloadsService
 from tests.controllers.shells import eventually, manifests, run, start_runtime
@@ -65,6 +66,7 @@ async def test_deployment_and_job_pods_run_finish_and_are_cleaned_up(
     apiserver: ApiServer, settings: Settings
 ) -> None:
     workloads, _ = await run(settings, "workloads", WorkloadsService, resync_s=0.2)
+    collector, _ = await run(settings, "garbage-collector", GarbageCollectorService)
     kubelet, _ = await run(
         settings,
         "kubelet",
@@ -117,7 +119,7 @@ async def test_deployment_and_job_pods_run_finish_and_are_cleaned_up(
                 what=f"{replicas} replicas",
             )
 
-        # the Deployment goes: its pods are orphans, deleted (gracefully, through their kubelet)
+        # the Deployment goes: the garbage collector deletes its pods (gracefully, through their kubelet)
         (res,) = await probe.api.delete([("Deployment", "default", "web")])
         assert res.error is None
         await eventually(lambda: not _pods(probe, "web-"), what="deployment pods gone")
@@ -125,7 +127,7 @@ async def test_deployment_and_job_pods_run_finish_and_are_cleaned_up(
         binder.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await binder
-        for s in (workloads, kubelet):
+        for s in (workloads, collector, kubelet):
             await s.stop()
         await probe.stop()
         await probe_events.close()

@@ -37,6 +37,7 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("services.claim_controller", [], "claim-controller: following"),
     ("services.scheduler", [], None),
     ("services.workloads", [], "workloads: following"),
+    ("services.garbage_collector", [], "garbage-collector: following"),
     ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
     *(
         ("services.kubelet", ["--node", n, "--gpus", str(GPUS_PER_NODE)], f"kubelet {n}: registered")

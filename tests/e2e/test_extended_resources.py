@@ -49,6 +49,7 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("services.claim_controller", [], "claim-controller: following"),
     ("services.scheduler", [], None),
     ("services.workloads", [], "workloads: following"),
+    ("services.garbage_collector", [], "garbage-collector: following"),
     ("services.quota_reconciler", [], "quota-reconciler: following"),
     ("services.kubelet", ["--node", DRA_NODE, "--gpus", "8"], f"kubelet {DRA_NODE}: registered"),
     (
@@ -245,11 +246,13 @@ async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime
     await wait_for(_running(probe, 3), 90, "3 pods Running")
 
     def claims_follow_pods() -> bool | list[str]:
+        # the removed pods must be gone, not just terminating (they still hold their devices)
         pods = {p.metadata.uid for p in _demo_pods(probe)}
         claims = _special_claims(probe)
         owners = {c.metadata.owner_references[0].uid for c in claims.values()}
         return (
-            owners <= pods
+            len(pods) == 3
+            and owners <= pods
             and len(claims) == sum(1 for p in _demo_pods(probe) if p.spec.node_name == DRA_NODE)
         ) or sorted(claims)
 

@@ -19,6 +19,12 @@ from events.quantity import Quantity
 from services.apiserver.admission import names
 from services.apiserver.admission.errs import Errs
 from services.apiserver.admission.meta import validate_labels, validate_meta_update, validate_object_meta
+from services.apiserver.admission.updates import (
+    validate_deployment_update,
+    validate_job_update,
+    validate_node_update,
+    validate_pod_update,
+)
 
 RESTART_POLICIES = ("Always", "Never", "OnFailure")
 TAINT_EFFECTS = ("NoExecute", "NoSchedule", "PreferNoSchedule")
@@ -244,6 +250,8 @@ def validate_pod(errs: Errs, obj: c1.Pod, old: c1.Pod | None) -> None:
     if old is not None:
         validate_meta_update(errs, obj.metadata, old.metadata)
     validate_pod_spec(errs, obj.spec, "spec", obj.metadata.name)
+    if old is not None:
+        validate_pod_update(errs, obj, old)
     _pod_status(errs, obj)
 
 
@@ -251,6 +259,7 @@ def validate_node(errs: Errs, obj: c1.Node, old: c1.Node | None) -> None:
     validate_object_meta(errs, obj.metadata, namespaced=False, name_check=names.dns1123_subdomain)
     if old is not None:
         validate_meta_update(errs, obj.metadata, old.metadata)
+        validate_node_update(errs, obj, old)
     seen: set[tuple[str, str]] = set()
     for i, t in enumerate(obj.spec.taints):
         at = f"spec.taints[{i}]"
@@ -343,6 +352,8 @@ def validate_deployment(errs: Errs, obj: w1.Deployment, old: w1.Deployment | Non
     if obj.spec.replicas is not None and obj.spec.replicas < 0:
         errs.invalid("spec.replicas", obj.spec.replicas, "must be greater than or equal to 0")
     _workload(errs, obj.spec.selector, obj.spec.template, required=True)
+    if old is not None:
+        validate_deployment_update(errs, obj, old)
     policy = obj.spec.template.spec.restart_policy
     if policy and policy != "Always":
         errs.not_supported("spec.template.spec.restartPolicy", policy, ("Always",))
@@ -363,3 +374,5 @@ def validate_job(errs: Errs, obj: w1.Job, old: w1.Job | None) -> None:
     policy = obj.spec.template.spec.restart_policy
     if policy not in ("OnFailure", "Never"):
         errs.not_supported("spec.template.spec.restartPolicy", policy, ("Never", "OnFailure"))
+    if old is not None:
+        validate_job_update(errs, obj, old)

@@ -6,6 +6,7 @@ supported values: "All", "ExactCount"``, ``Too many: 40: must have at most 32 it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,6 +33,9 @@ def show(value: Any) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if value is None:
         return "null"
+    nested = isinstance(value, tuple | list) and any(isinstance(v, dict) for v in value)
+    if isinstance(value, dict) or nested:
+        return json.dumps(value, separators=(",", ":"), default=str)  # maps and objects as JSON
     if isinstance(value, tuple | list):
         return "[" + ", ".join(show(v) for v in value) + "]"
     return str(value)

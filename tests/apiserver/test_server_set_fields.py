@@ -1,0 +1,160 @@
+"""Every domain event that writes an object outside its status is declared in the update strategy.
+
+An apply keeps status, controllers' finalizers and ``strategy.SERVER_SET_FIELDS``; anything else a
+domain event writes would be overwritten by the next apply of an unchanged manifest (issue 13:
+PodBound's spec.nodeName was). This folds each registered domain reducer onto a full object and
+checks what it changed; a reducer added without an entry here fails until it is audited.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+from msgspec.structs import replace
+
+from events.api import core_v1 as c1
+from events.api import resource_v1 as r1
+from events.api.codec import decode_object
+from events.dra import (
+    DELETE_PROTECTION_FINALIZER,
+    ClaimAllocated,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodBound,
+    PodClaimStatusesRecorded,
+    PodExtendedResourceClaimStatusRecorded,
+    PodFailed,
+    PodStarted,
+    PodSucceeded,
+    PodUnschedulable,
+)
+from events.envelope import Event
+from events.node import PodContainerStatusesReported
+from projections.objects import _GENERIC, _REDUCERS, fold, load_extensions
+from services.apiserver.strategy import SERVER_SET_FIELDS, keep_server_set, merge_update
+
+_POD = decode_object(
+    {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u1", "labels": {"app": "a"}},
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"example.com/gpu": "1"}}}
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+        },
+    }
+)
+_CLAIM = decode_object(
+    {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "c", "namespace": "default", "uid": "u2"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+    }
+)
+assert isinstance(_POD, c1.Pod) and isinstance(_CLAIM, r1.ResourceClaim)
+POD: c1.Pod = _POD
+CLAIM: r1.ResourceClaim = _CLAIM
+ALLOCATION = r1.AllocationResult(
+    devices=r1.DeviceAllocationResult(
+        results=(r1.DeviceRequestAllocationResult(request="gpu", driver="d", pool="n1", device="gpu-0"),)
+    )
+)
+CONSUMER = r1.ResourceClaimConsumerReference(resource="pods", name="p", uid="u1")
+RESERVED = replace(
+    CLAIM,
+    metadata=replace(CLAIM.metadata, finalizers=(DELETE_PROTECTION_FINALIZER,)),
+    status=r1.ResourceClaimStatus(allocation=ALLOCATION, reserved_for=(CONSUMER,)),
+)
+EXT = c1.PodExtendedResourceClaimStatus(
+    request_mappings=(
+        c1.ContainerExtendedResourceRequest(
+            container_name="c", resource_name="example.com/gpu", request_name="r"
+        ),
+    ),
+    resource_claim_name="p-extended-resources-x",
+)
+
+# every domain reducer: (the object before, the event)
+AUDITED: dict[str, tuple[Any, Event]] = {
+    "ClaimAllocated": (CLAIM, ClaimAllocated(allocation=ALLOCATION, node_name="n1", pod_uid="u1")),
+    "ClaimReserved": (CLAIM, ClaimReserved(consumer=CONSUMER)),
+    "ClaimReservationsReleased": (RESERVED, ClaimReservationsReleased(uids=("u1",))),
+    "ClaimDeallocated": (RESERVED, ClaimDeallocated(reason="test")),
+    "PodBound": (POD, PodBound(node_name="n1", at="2025-01-01T00:00:00Z")),
+    "PodUnschedulable": (POD, PodUnschedulable(message="0/1 nodes are available")),
+    "PodClaimStatusesRecorded": (
+        POD,
+        PodClaimStatusesRecorded(
+            statuses=(c1.PodResourceClaimStatus(name="gpu", resource_claim_name="p-gpu"),)
+        ),
+    ),
+    "PodExtendedResourceClaimStatusRecorded": (POD, PodExtendedResourceClaimStatusRecorded(status=EXT)),
+    "PodStarted": (POD, PodStarted(at="2025-01-01T00:00:01Z", host_ip="10.0.0.1")),
+    "PodFailed": (POD, PodFailed(reason="Error", message="boom")),
+    "PodSucceeded": (POD, PodSucceeded()),
+    "PodContainerStatusesReported": (POD, PodContainerStatusesReported(container_statuses=({"name": "c"},))),
+}
+# reducers of objects nobody applies (core/v1 Events aggregate into themselves)
+NOT_APPLIED = frozenset({"KubeEventRecorded"})
+
+
+def _domain_reducers() -> set[str]:
+    load_extensions()
+    generic = set(_GENERIC.values())
+    return {
+        name
+        for name, fn in _REDUCERS.items()
+        if fn not in generic and not fn.__module__.startswith("tests.") and name not in NOT_APPLIED
+    }
+
+
+def _changed(before: Any, after: Any, path: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Attribute paths (down to the first non-struct) whose values differ."""
+    if before == after:
+        return set()
+    if isinstance(before, msgspec.Struct) and type(before) is type(after):
+        out: set[tuple[str, ...]] = set()
+        for f in before.__struct_fields__:
+            out |= _changed(getattr(before, f), getattr(after, f), (*path, f))
+        return out
+    return {path}
+
+
+def test_every_domain_reducer_is_audited() -> None:
+    assert _domain_reducers() == set(AUDITED), (
+        "a new reducer: list what it writes outside status in strategy.SERVER_SET_FIELDS, then audit it here"
+    )
+
+
+@pytest.mark.parametrize("event_type", sorted(AUDITED))
+def test_domain_events_write_only_status_finalizers_and_server_set_fields(event_type: str) -> None:
+    before, event = AUDITED[event_type]
+    after = fold(before, event_type, event, 7)
+    allowed = {("status",), ("metadata", "finalizers"), ("metadata", "resource_version")}
+    allowed |= set(SERVER_SET_FIELDS.get(before.KIND, ()))
+    changed = _changed(before, after)
+    assert changed, f"{event_type} changed nothing: the sample does not exercise it"
+    assert {p for p in changed if not any(p[: len(a)] == a for a in allowed)} == set()
+
+
+@pytest.mark.parametrize("event_type", sorted(AUDITED))
+def test_reapplying_the_manifest_keeps_what_the_event_wrote(event_type: str) -> None:
+    """The apiserver's update strategy onto the folded object, with the user's manifest."""
+    before, event = AUDITED[event_type]
+    after = fold(before, event_type, event, 7)
+    manifest = {"Pod": POD, "ResourceClaim": CLAIM}[before.KIND]
+    assert merge_update(after, manifest, raw=manifest) == after
+
+
+def test_server_set_fields_left_unset_keep_the_stored_value() -> None:
+    bound = replace(POD, spec=replace(POD.spec, node_name="n1"))
+    assert keep_server_set(bound, POD).spec.node_name == "n1"
+    assert keep_server_set(bound, bound).spec.node_name == "n1"
+    other = replace(POD, spec=replace(POD.spec, node_name="n2"))
+    assert keep_server_set(bound, other).spec.node_name == "n2"  # set: the manifest's (validation refuses it)
