@@ -59,11 +59,13 @@ class HonchoSystem:
         )
 
     def wait_until_it_answers(self, timeout_s: float = 90) -> None:
+        """Until the event log (nats-server, a stream) and the apiserver answer."""
         deadline = time.monotonic() + timeout_s
-        while (answer := self.draflow("log")).returncode != 0:
-            assert self.proc.poll() is None, f"honcho exited early:\n{self.output()[-4000:]}"
-            assert time.monotonic() < deadline, f"the system never answered: {answer.stderr}"
-            time.sleep(0.3)
+        for command in (("log",), ("get", "namespaces")):
+            while (answer := self.draflow(*command)).returncode != 0:
+                assert self.proc.poll() is None, f"honcho exited early:\n{self.output()[-4000:]}"
+                assert time.monotonic() < deadline, f"the system never answered: {answer.stderr}"
+                time.sleep(0.3)
 
     def ctrl_c(self, timeout_s: float = 20) -> str:
         """SIGINT to honcho and all its processes; returns everything they printed."""
