@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from functools import partial
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -27,11 +28,30 @@ from infra.config import Settings
 from infra.natsd import free_port
 from tests.debugging.cli import draflow
 from tests.debugging.test_trace import Receiver, _pod_trace_ready
-from tests.foundation.procs import Worker
+from tests.foundation.procs import Worker as ProcWorker
 from tests.foundation.test_tracing import Collector
 from tests.helpers import free_port_offset, wait_until
 
 TRACE_SERVICES = "tests.debugging.trace_services"
+_started: list[ProcWorker] = []
+
+
+class Worker(ProcWorker):
+    """A service process that is killed after its test, whatever the test's outcome."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _started.append(self)
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    yield
+    while _started:
+        worker = _started.pop()
+        if worker.proc.poll() is None:
+            worker.proc.kill()
+            worker.proc.wait(10)
 
 
 class OffsetReceiver(Receiver):

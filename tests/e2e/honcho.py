@@ -2,14 +2,15 @@
 
 The environment is the user's minus every ``DRAFLOW_*`` and ``OTEL_*`` variable (the test suite
 sets some), plus a data dir and the given extras: what is not set is derived, as on a fresh
-machine. honcho runs in a session of its own, so ``ctrl_c`` sends SIGINT to every process of it at
-once, as a terminal's Ctrl-C does.
+machine. honcho runs in a session of its own, so ``ctrl_c`` sends SIGINT to its process group as a
+terminal's Ctrl-C does (honcho then sends SIGTERM to each process it started).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,18 +69,43 @@ class HonchoSystem:
                 time.sleep(0.3)
 
     def ctrl_c(self, timeout_s: float = 20) -> str:
-        """SIGINT to honcho and all its processes; returns everything they printed."""
+        """Ctrl-C: SIGINT to honcho's process group; returns everything the system printed."""
         os.killpg(self.proc.pid, signal.SIGINT)
         try:
             self.proc.wait(timeout_s)
         finally:
-            self.final = self.output()
             self.kill()
         return self.final
 
+    def _unstopped(self) -> list[int]:
+        """Processes honcho started and did not see stop that still run one of ours (a pid is
+        only trusted while its command line is still this checkout's: pids get reused)."""
+        output = self.output()
+        stopped = set(re.findall(r"(\S+) stopped \(rc=", output))
+        pids = []
+        for name, pid in re.findall(r"(\S+) started \(pid=(\d+)\)", output):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if name not in stopped and (str(VENV_BIN) in cmdline or "services." in cmdline):
+                pids.append(int(pid))
+        return pids
+
     def kill(self) -> None:
-        """SIGKILL whatever of the session is left (nothing, after a clean stop)."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """Stop whatever is left: honcho (which stops its processes), then any process it started
+        that still runs. honcho starts each process in a session of its own, so a signal to
+        honcho's group reaches honcho only, as a terminal's Ctrl-C does."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+        for pid in self._unstopped():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            self.proc.kill()
         self.proc.wait()
-        self.log.close()
+        if not self.log.closed:
+            self.final = self.output()
+            self.log.close()
