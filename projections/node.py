@@ -1,14 +1,23 @@
-"""Reducers of the node-side pod facts (:mod:`events.node`) in the object fold."""
+"""Reducers of the node-side facts (:mod:`events.node`) in the object fold."""
 
 from __future__ import annotations
 
 from msgspec.structs import replace
 
-from events.api.core_v1 import Pod
-from events.node import PodContainerStatusesReported
+from events.api.coordination_v1 import Lease
+from events.api.core_v1 import Node, NodeCondition, Pod, PodCondition, Taint
+from events.node import (
+    LeaseRenewed,
+    NodeHeartbeatLost,
+    NodeTainted,
+    NodeUntainted,
+    PodContainerStatusesReported,
+    PodDisruptionTargeted,
+)
+from projections.dra import set_condition
 from projections.objects import reducer
 
-__all__: list[str] = []
+__all__ = ["set_node_condition"]
 
 
 @reducer(PodContainerStatusesReported)
@@ -21,3 +30,72 @@ def _container_statuses(pod: Pod | None, ev: PodContainerStatusesReported) -> Po
         init_container_statuses=tuple(ev.init_container_statuses),
     )
     return replace(pod, status=status)
+
+
+def _time(stamp: str) -> str | None:
+    """A metav1.Time (seconds) from a decision time that may carry microseconds."""
+    if not stamp:
+        return None
+    return stamp[:19] + "Z" if len(stamp) > 20 and stamp[19] == "." else stamp
+
+
+@reducer(PodDisruptionTargeted)
+def _disruption_target(pod: Pod | None, ev: PodDisruptionTargeted) -> Pod | None:
+    if pod is None:
+        return None
+    cond = PodCondition(
+        type="DisruptionTarget",
+        status="True",
+        reason=ev.reason,
+        message=ev.message,
+        last_transition_time=_time(ev.at),
+    )
+    return replace(pod, status=set_condition(pod.status, cond))
+
+
+@reducer(LeaseRenewed)
+def _lease_renewed(lease: Lease | None, ev: LeaseRenewed) -> Lease | None:
+    if lease is None:
+        return None
+    return replace(lease, spec=replace(lease.spec, renew_time=ev.renew_time))
+
+
+def set_node_condition(
+    conditions: tuple[NodeCondition, ...], cond: NodeCondition
+) -> tuple[NodeCondition, ...]:
+    """``conditions`` with ``cond`` replacing the one of its type (appended when new)."""
+    if any(c.type == cond.type for c in conditions):
+        return tuple(cond if c.type == cond.type else c for c in conditions)
+    return (*conditions, cond)
+
+
+@reducer(NodeHeartbeatLost)
+def _heartbeat_lost(node: Node | None, ev: NodeHeartbeatLost) -> Node | None:
+    if node is None:
+        return None
+    conditions = node.status.conditions
+    for cond in ev.conditions:
+        conditions = set_node_condition(conditions, cond)
+    return replace(node, status=replace(node.status, conditions=conditions))
+
+
+def _same(a: Taint, b: Taint) -> bool:
+    return a.key == b.key and a.effect == b.effect
+
+
+@reducer(NodeTainted)
+def _tainted(node: Node | None, ev: NodeTainted) -> Node | None:
+    if node is None:
+        return None
+    kept = tuple(t for t in node.spec.taints if not any(_same(t, new) for new in ev.taints))
+    return replace(node, spec=replace(node.spec, taints=kept + tuple(ev.taints)))
+
+
+@reducer(NodeUntainted)
+def _untainted(node: Node | None, ev: NodeUntainted) -> Node | None:
+    if node is None:
+        return None
+    kept = tuple(t for t in node.spec.taints if not any(_same(t, gone) for gone in ev.taints))
+    if len(kept) == len(node.spec.taints):
+        return node
+    return replace(node, spec=replace(node.spec, taints=kept))

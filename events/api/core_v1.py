@@ -41,6 +41,13 @@ class ResourceRequirements(ApiStruct, frozen=True):
         normalize_quantities(self, "limits", "requests")
 
 
+class Taint(ApiStruct, frozen=True):
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+    time_added: str | None = None
+
+
 class Toleration(ApiStruct, frozen=True):
     key: str = ""
     operator: str = ""
@@ -48,12 +55,16 @@ class Toleration(ApiStruct, frozen=True):
     effect: str = ""
     toleration_seconds: Int64 | None = None
 
-
-class Taint(ApiStruct, frozen=True):
-    key: str = ""
-    value: str = ""
-    effect: str = ""
-    time_added: str | None = None
+    def tolerates(self, taint: Taint) -> bool:
+        """core/v1 ``Toleration.ToleratesTaint``: an empty effect or key matches all; ``Exists``
+        ignores the value; an empty operator means ``Equal``."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
 
 
 # -- Pod -----------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ short names upstream; core ones do (po, no, ns, quota, deploy).
 from __future__ import annotations
 
 from events.api import conversion_resource as conv
+from events.api import coordination_v1 as co1
 from events.api import core_v1 as c1
 from events.api import resource_old as old
 from events.api import resource_v1 as r1
@@ -62,3 +63,4 @@ register(
 )
 register(ResourceType("apps", "Deployment", "deployments", "deployment", ("deploy",), True, w1.Deployment))
 register(ResourceType("batch", "Job", "jobs", "job", (), True, w1.Job))
+register(ResourceType("coordination.k8s.io", "Lease", "leases", "lease", (), True, co1.Lease))

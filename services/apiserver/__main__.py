@@ -5,29 +5,63 @@ Configuration comes from the environment (``infra.config.Settings``: ``DRAFLOW_N
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` says otherwise (``infra/tracing.py``).
 It runs under the shared service runner, so a SIGTERM while it still waits for nats-server (honcho
 starts everything at once) stops it cleanly, like every other service.
+
+Flags (kube-apiserver's): ``--default-not-ready-toleration-seconds`` and
+``--default-unreachable-toleration-seconds`` (300), the ``tolerationSeconds`` the
+DefaultTolerationSeconds admission plugin gives every pod for the not-ready / unreachable
+NoExecute taints.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
+from infra.config import add_nats_url_arg
+from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
+from services.apiserver.admission.tolerations import DEFAULT_TOLERATION_SECONDS, DefaultTolerationSeconds
 from services.apiserver.server import ApiServer
 
 
-async def serve(ctx: ServiceContext) -> None:
-    server = ApiServer(ctx.store)
-    try:
-        await server.start()
-        # Tests and the demo wait for this line: the API answers from here on.
-        print(f"apiserver: serving {ctx.settings.root}.api.* on {ctx.settings.nats_url}", flush=True)
-        await ctx.stop.wait()
-    finally:
-        await server.stop()
+def parse_args(argv: list[str] | None = None) -> DefaultTolerationSeconds:
+    p = argparse.ArgumentParser(prog="python -m services.apiserver", description=__doc__)
+    for which in ("not-ready", "unreachable"):
+        p.add_argument(
+            f"--default-{which}-toleration-seconds",
+            type=int,
+            default=DEFAULT_TOLERATION_SECONDS,
+            metavar="N",
+            help=f"tolerationSeconds of the {which}:NoExecute toleration added to every pod that has none",
+        )
+    add_metrics_arg(p)  # read by infra.service.run_service
+    add_nats_url_arg(p)  # read by infra.service.run_service
+    args = p.parse_args(argv)
+    return DefaultTolerationSeconds(
+        args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds
+    )
+
+
+def make_serve(
+    tolerations: DefaultTolerationSeconds,
+) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
+    async def serve(ctx: ServiceContext) -> None:
+        server = ApiServer(ctx.store, tolerations=tolerations)
+        try:
+            await server.start()
+            # Tests and the demo wait for this line: the API answers from here on.
+            print(f"apiserver: serving {ctx.settings.root}.api.* on {ctx.settings.nats_url}", flush=True)
+            await ctx.stop.wait()
+        finally:
+            await server.stop()
+
+    return serve
 
 
 def main() -> None:
-    sys.exit(run_service("apiserver", serve))
+    sys.exit(run_service("apiserver", make_serve(parse_args())))
 
 
 if __name__ == "__main__":

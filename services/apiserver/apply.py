@@ -27,6 +27,7 @@ from infra.eventstore import AppendError, ConcurrencyError
 from services.apiserver import errors
 from services.apiserver.admission import check_admin_access
 from services.apiserver.admission.served import admit_create, default_object, validate_object
+from services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from services.apiserver.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
 from services.apiserver.quota import QuotaAdmission
 from services.apiserver.store import ApiStore
@@ -100,9 +101,15 @@ def append_error(kind: str, name: str, exc: AppendError | nats.errors.MaxPayload
 
 
 class Applier:
-    def __init__(self, store: ApiStore, quota: QuotaAdmission | None = None) -> None:
+    def __init__(
+        self,
+        store: ApiStore,
+        quota: QuotaAdmission | None = None,
+        tolerations: DefaultTolerationSeconds | None = None,
+    ) -> None:
         self.store = store
         self.quota = quota or QuotaAdmission()
+        self.tolerations = tolerations or DefaultTolerationSeconds()  # mutating admission on Pods
 
     # -- deciding ------------------------------------------------------------------------------
 
@@ -181,7 +188,7 @@ class Applier:
         self, obj: ApiStruct, kind: str, namespace: str, name: str, overlay: dict[str, ApiStruct]
     ) -> Plan:
         try:
-            obj = admit_create(prepare_create(obj), namespace or "default")
+            obj = admit_create(self.tolerations.admit(prepare_create(obj)), namespace or "default")
         except ApiError as exc:
             raise errors.invalid(
                 kind, name or object_meta(obj).generate_name, exc.errors, namespace
@@ -198,8 +205,9 @@ class Applier:
         return Plan(kind, namespace, name, "created", [object_applied(obj)], expected, obj, charged)
 
     def _plan_update(self, obj: ApiStruct, existing: ApiStruct, kind: str, namespace: str, name: str) -> Plan:
-        defaulted = default_object(obj, namespace or "default")
-        merged = merge_update(existing, defaulted, raw=obj)
+        admitted = self.tolerations.admit(obj)
+        defaulted = default_object(admitted, namespace or "default")
+        merged = merge_update(existing, defaulted, raw=admitted)
         problems = validate_object(merged, existing)
         if problems:
             raise errors.invalid(kind, name, problems, namespace)

@@ -27,6 +27,7 @@ from infra.eventstore import ConcurrencyError, EventStore
 from projections.objects import Change
 from services.apiserver import errors
 from services.apiserver.admission import apply_defaults
+from services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from services.apiserver.apply import Applier
 from services.apiserver.lifecycle import Lifecycle, resolve_kind
 from services.apiserver.protocol import (
@@ -67,12 +68,12 @@ _TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "e
 
 
 class ApiServer:
-    def __init__(self, events: EventStore) -> None:
+    def __init__(self, events: EventStore, *, tolerations: DefaultTolerationSeconds | None = None) -> None:
         self.events = events
         self.store = ApiStore(events)
         self.quota = QuotaAdmission()
         self.store.listen(self.quota.on_change)
-        self.applier = Applier(self.store, self.quota)
+        self.applier = Applier(self.store, self.quota, tolerations)
         self.lifecycle = Lifecycle(self.store)
         self._write_lock = asyncio.Lock()
         self._sub: Subscription | None = None

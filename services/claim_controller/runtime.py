@@ -238,11 +238,21 @@ class Runtime:
         return True
 
     async def record_event(
-        self, kind: str, namespace: str, name: str, type_: str, reason: str, message: str, *, host: str = ""
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        type_: str,
+        reason: str,
+        message: str,
+        *,
+        host: str = "",
+        component: str = "",
     ) -> None:
+        """A Kubernetes Event from ``component`` (default: this service's actor)."""
         try:
             await self.api.record_event(
-                kind, name, reason, message, namespace=namespace, type_=type_, host=host
+                kind, name, reason, message, namespace=namespace, type_=type_, host=host, component=component
             )
         except StatusError as exc:
             log.warning("%s: event %s on %s %s/%s: %s", self.actor, reason, kind, namespace, name, exc)

@@ -257,6 +257,7 @@ _COLUMNS: dict[str, list[tuple[str, Getter, bool]]] = {
         ),
     ],
     "Namespace": [("STATUS", _field("status", "phase", default="Active"), False), AGE],
+    "Lease": [("HOLDER", _field("spec", "holderIdentity", default=""), False), AGE],
     "Deployment": [
         ("READY", _deploy_ready, False),
         ("UP-TO-DATE", _field("status", "updatedReplicas", default="0"), False),

@@ -19,6 +19,9 @@ Decisions checked:
   bound pod (a pod is bound once: nothing changes its ``spec.nodeName``) and every released
   reservation (a running pod keeps its claims), checked on the state the event was appended to.
   A violation is reported like a difference: the rule, what it requires and what was recorded.
+* **node lifecycle controller** — every ``NodeHeartbeatLost`` and every eviction
+  (``PodDisruptionTargeted``), re-decided at the recorded position and time
+  (``services.cli.verify_nodes``).
 
 The first difference is reported (the recorded event, what it recorded, what the current code
 decides) and the exit code is 1; a clean run prints how many decisions were verified and exits 0.
@@ -54,12 +57,14 @@ from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
 from services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from services.cli.main import UserError
+from services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
 
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 
 _SAGA_POSITION = re.compile(r"-(\d+)(?:-\d+)?$")
 _CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceQuota"})
 _QUOTA_KINDS = frozenset({"DeviceClass", "Pod", "ResourceClaim", "ResourceQuota"})
+_FOLDED_KINDS = _CLAIM_KINDS | FOLDED_KINDS
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 _QUOTA_STATUS = "ResourceQuotaStatusUpdated"
 DEFAULT_INSTANCE = "scheduler"  # DRAFLOW_SCHEDULER_ID's default
@@ -158,7 +163,7 @@ class Verifier:
         # flight); every core folds the whole log. Created in run() once the instances are known.
         self.snapshots: dict[str, Snapshot] = {}
         self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
-        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0}
+        self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0, "node": 0}
         self.invariants = 0  # events checked against services.cli.invariants
         self._violation: Divergence | None = None  # the first one found while folding
         from services.quota_reconciler import QuotaState
@@ -201,6 +206,9 @@ class Verifier:
                 position = d.snapshot_seq or rec.seq - 1
                 instance = d.instance or DEFAULT_INSTANCE
                 out.append(_Decision(position, rec.seq, "unschedulable", env, ns, name, instance=instance))
+            elif (node_position := node_decision_position(env, rec.seq)) is not None:
+                ns, name = self._ns_name(rec.subject)
+                out.append(_Decision(node_position, rec.seq, "node", env, ns, name))
             elif env.type == "ResourceClaimApplied":
                 claim = getattr(d, "object", None)
                 if isinstance(claim, ResourceClaim) and _generated(claim):
@@ -220,7 +228,7 @@ class Verifier:
         if env is None:
             return
         parts = rec.subject[len(self._prefix) :].split(".")
-        if len(parts) == 3 and parts[0] in _CLAIM_KINDS:
+        if len(parts) == 3 and parts[0] in _FOLDED_KINDS:
             kind, ns, name = (
                 parts[0],
                 "" if parts[1] == "_" else decode_token(parts[1]),
@@ -319,6 +327,7 @@ class Verifier:
             "schedule": self._check_schedule,
             "unschedulable": self._check_unschedulable,
             "claim": self._check_claim,
+            "node": self._check_node,
         }
         return checker[dec.kind](dec)
 
@@ -427,6 +436,13 @@ class Verifier:
             actual,
             dec.position,
         )
+
+    def _check_node(self, dec: _Decision) -> Divergence | None:
+        found = check_node_decision(self.objects, dec.env, dec.namespace, dec.name)
+        if found is None:
+            return None
+        what, expected, actual = found
+        return Divergence(dec.seq, what, dec.env.subject, expected, actual, dec.position)
 
     def _assume_recorded(self, dec: _Decision) -> None:
         """Put a recorded PodScheduling decision in the assume cache (what its saga's reserve does)."""
@@ -543,10 +559,11 @@ def run(args: argparse.Namespace) -> int:
     verifier, divergence = verify_records(records, root, args.from_seq)
     checked = verifier.checked
     total = sum(checked.values())
+    node_part = f", {checked['node']} node lifecycle" if checked["node"] else ""
     summary = (
         f"{total} decisions ({checked['schedule']} PodScheduling, {checked['unschedulable']} "
-        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses) "
-        f"and {verifier.invariants} invariant checks, sequences {args.from_seq}..{to_seq}"
+        f"PodUnschedulable, {checked['claim']} claims from templates, {checked['quota']} quota statuses"
+        f"{node_part}) and {verifier.invariants} invariant checks, sequences {args.from_seq}..{to_seq}"
     )
     if args.output == "json":
         out = {

@@ -10,11 +10,16 @@ extended resources in its capacity and allocatable (KEP-5004's mixed clusters).
 ``--nvidia-gpus N [--nvidia-mig-gpus K]`` adds the simulated NVIDIA driver
 (``services.drivers.nvidia_sim``): its node plugin, and the node's ``gpu.nvidia.com`` ResourceSlice,
 published by the kubelet itself as the NVIDIA kubelet plugin does.
+The kubelet heartbeats through its node Lease (``kube-node-lease/<node>``), renewed every quarter
+of ``--node-lease-duration-seconds`` (40): the node lifecycle controller marks a node whose Lease
+goes stale ``Unknown`` (``python -m services.node_lifecycle``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -29,6 +34,8 @@ from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
 from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
+from services.kubelet.heartbeat import NodeHeartbeat
+from services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from services.kubelet.node import DEFAULT_CAPACITY
 from services.kubelet.service import KubeletService
 
@@ -65,9 +72,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="K",
         help="of those, the last K are in MIG mode, each published as seven 1g.12gb MIG devices",
     )
+    p.add_argument(
+        "--node-lease-duration-seconds",
+        type=int,
+        default=DEFAULT_LEASE_DURATION_S,
+        metavar="N",
+        help="duration of the node's Lease in kube-node-lease, renewed every N/4 seconds (default 40)",
+    )
     add_metrics_arg(p)  # read by infra.service.run_service
     add_nats_url_arg(p)  # read by infra.service.run_service
     args = p.parse_args(argv)
+    if args.node_lease_duration_seconds <= 0:
+        p.error("--node-lease-duration-seconds: must be greater than 0")
     try:
         args.nvidia = NodeLayout(args.nvidia_gpus, args.nvidia_mig_gpus) if args.nvidia_gpus else None
     except LayoutError as exc:
@@ -160,20 +176,28 @@ def main_for(
     labels: dict[str, str] | None = None,
     device_plugin: dict[str, str] | None = None,
     nvidia: NodeLayout | None = None,
+    lease_duration_s: int = DEFAULT_LEASE_DURATION_S,
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
         await rt.wait_for_apiserver()
+        heartbeat: asyncio.Task[None] | None = None
         try:
             kubelet = build(rt, ctx, node, gpus, labels, device_plugin, nvidia)
             await kubelet.register()
+            # the node lease: its own task, renewed every lease_duration_s / 4 until we stop
+            heartbeat = asyncio.create_task(NodeHeartbeat(rt, node, lease_duration_s).run(ctx.stop))
             if nvidia is not None:
                 await publish_nvidia_slice(rt, node, kubelet.plugins["gpu.nvidia.com"])
             extra = f", {nvidia.gpus} gpu.nvidia.com GPUs ({nvidia.mig_gpus} in MIG mode)" if nvidia else ""
             print(f"kubelet {node}: registered, {gpus} GPUs{extra}", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
         finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
             await rt.stop()
 
     return main
@@ -181,5 +205,7 @@ def main_for(
 
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
-    main = main_for(args.node, args.gpus, args.labels, args.device_plugin, args.nvidia)
+    main = main_for(
+        args.node, args.gpus, args.labels, args.device_plugin, args.nvidia, args.node_lease_duration_seconds
+    )
     sys.exit(run_service(f"kubelet-{args.node}", main))

@@ -21,7 +21,16 @@ from events.api.core_v1 import (
 )
 from events.api.meta import ObjectMeta
 
-__all__ = ["DEFAULT_CAPACITY", "failed_status", "node_object", "rfc3339", "running_status"]
+__all__ = [
+    "DEFAULT_CAPACITY",
+    "HEALTHY_CONDITIONS",
+    "failed_status",
+    "is_ready",
+    "node_object",
+    "ready_status",
+    "rfc3339",
+    "running_status",
+]
 
 DEFAULT_CAPACITY = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "100Gi"}
 
@@ -54,19 +63,58 @@ def node_object(
         status=NodeStatus(
             capacity=cap,
             allocatable=dict(cap),
-            conditions=(
+            conditions=tuple(
                 NodeCondition(
-                    type="Ready",
-                    status="True",
+                    type=type_,
+                    status=status,
                     last_heartbeat_time=stamp,
                     last_transition_time=stamp,
-                    reason="KubeletReady",
-                    message="kubelet is posting ready status",
-                ),
+                    reason=reason,
+                    message=message,
+                )
+                for type_, status, reason, message in HEALTHY_CONDITIONS
             ),
             addresses=(NodeAddress(type="Hostname", address=name),),
         ),
     )
+
+
+# What a healthy kubelet posts (upstream's setters: Ready first here, then the pressure conditions).
+HEALTHY_CONDITIONS = (
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+)
+
+
+def is_ready(node: Node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
+
+
+def ready_status(node: Node, now: datetime) -> NodeStatus:
+    """``node``'s status with the kubelet's conditions healthy again (the kubelet is back, or was
+    marked Unknown while it was only slow): heartbeat ``now``, transition ``now`` where the status
+    changes, other conditions kept."""
+    stamp = rfc3339(now)
+    by_type = {c.type: c for c in node.status.conditions}
+    ours = []
+    for type_, status, reason, message in HEALTHY_CONDITIONS:
+        old = by_type.get(type_)
+        since = old.last_transition_time if old is not None and old.status == status else None
+        ours.append(
+            NodeCondition(
+                type=type_,
+                status=status,
+                last_heartbeat_time=stamp,
+                last_transition_time=since or stamp,
+                reason=reason,
+                message=message,
+            )
+        )
+    mine = {t for t, _, _, _ in HEALTHY_CONDITIONS}
+    rest = tuple(c for c in node.status.conditions if c.type not in mine)
+    return msgspec.structs.replace(node.status, conditions=(*ours, *rest))
 
 
 def _conditions(now: str, *types: str) -> tuple[PodCondition, ...]:

@@ -31,6 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from events.api.core_v1 import Pod
 from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from events.node import PodContainerStatusesReported
@@ -40,7 +42,7 @@ from services.drivers.api import DRAPlugin
 from services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
 from services.kubelet.checkpoint import read_checkpoint, write_checkpoint
 from services.kubelet.manager import DRAManager
-from services.kubelet.node import node_object, rfc3339, running_status
+from services.kubelet.node import is_ready, node_object, rfc3339, running_status
 from services.kubelet.prepare import prepare_pod, unprepare_pod
 from services.kubelet.sync import Step, next_step, vanished_pods
 
@@ -108,13 +110,29 @@ class KubeletService:
         self._failures: dict[str, tuple[int, float]] = {}  # pod uid -> (failed attempts, retry at)
 
     async def register(self) -> None:
-        """Create or refresh this node's Node object (its status is the kubelet's)."""
+        """Create or refresh this node's Node object (its status is the kubelet's). An existing
+        Node keeps its spec (taints, cordon: not the kubelet's to undo, as upstream); a Node that
+        was not Ready (its kubelet was gone) gets a ``NodeReady`` Event."""
         node = node_object(self.node_name, datetime.now(UTC), labels=self.node_labels, capacity=self.capacity)
+        existing = self.rt.get("Node", "", self.node_name)
+        if existing is not None:
+            node = msgspec.structs.replace(node, spec=existing.spec)
         if not await self.rt.apply(node):
             raise RuntimeError(f"cannot register Node {self.node_name}")
         current = self.rt.get("Node", "", self.node_name)
         if current is not None and current.status != node.status:
             await self.rt.update_status(current, node.status)
+            if not is_ready(current):
+                name = self.node_name
+                await self.rt.record_event(
+                    "Node",
+                    "",
+                    name,
+                    "Normal",
+                    "NodeReady",
+                    f"Node {name} status is now: NodeReady",
+                    host=name,
+                )
 
     def _checkpoint(self) -> None:
         write_checkpoint(self.state_dir, self.manager.entries())

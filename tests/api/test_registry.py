@@ -34,6 +34,7 @@ def test_served_versions() -> None:
         "ResourceQuota",
         "Deployment",
         "Job",
+        "Lease",
         # classic DRA (KEP-3063, cdi.k8s.io/v1alpha1) and its example driver's capacity object
         "ResourceClass",
         "ClassicResourceClaim",

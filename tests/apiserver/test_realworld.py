@@ -21,6 +21,7 @@ from events.api.errors import FieldError
 from events.api.loader import LoadResult, load_manifests, substitute_index
 from events.api.registry import lookup_resource
 from services.apiserver.admission import apply_defaults, check_admin_access, validate
+from services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from services.apiserver.client import ApiClient
 from services.apiserver.protocol import StatusError
 from services.apiserver.server import BOOTSTRAP_NAMESPACES
@@ -128,7 +129,8 @@ async def test_every_real_world_file_agrees_with_the_pure_pipeline(api: ApiClien
             assert result.outcome in ("created", "configured", "unchanged")
             kind, ns, name = result.kind, result.namespace, result.name
             got = await api.get(kind, name, namespace=ns)
-            want = encode_object(apply_defaults(load.obj, ns or "default"))
+            # defaulting, then the mutating admission (DefaultTolerationSeconds adds to Pods)
+            want = encode_object(DefaultTolerationSeconds().admit(apply_defaults(load.obj, ns or "default")))
             assert got.get("spec") == want.get("spec"), f"{where}: {kind} {ns}/{name} spec differs"
             assert got["metadata"]["uid"] and got["metadata"]["resourceVersion"]
             if kind == "Namespace":

@@ -17,6 +17,7 @@ from msgspec.structs import replace
 from events.api import core_v1 as c1
 from events.api import resource_v1 as r1
 from events.api.codec import decode_object
+from events.api.meta import OwnerReference
 from events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimAllocated,
@@ -33,6 +34,7 @@ from events.dra import (
 )
 from events.envelope import Event
 from events.node import PodContainerStatusesReported
+from events.objects import OwnerReferencesRemoved
 from projections.objects import _GENERIC, _REDUCERS, fold, load_extensions
 from services.apiserver.strategy import SERVER_SET_FIELDS, keep_server_set, merge_update
 
@@ -80,6 +82,14 @@ EXT = c1.PodExtendedResourceClaimStatus(
     resource_claim_name="p-extended-resources-x",
 )
 
+OWNED_CLAIM = replace(
+    CLAIM,
+    metadata=replace(
+        CLAIM.metadata,
+        owner_references=(OwnerReference(api_version="v1", kind="Pod", name="p", uid="u1"),),
+    ),
+)
+
 # every domain reducer: (the object before, the event)
 AUDITED: dict[str, tuple[Any, Event]] = {
     "ClaimAllocated": (CLAIM, ClaimAllocated(allocation=ALLOCATION, node_name="n1", pod_uid="u1")),
@@ -99,9 +109,10 @@ AUDITED: dict[str, tuple[Any, Event]] = {
     "PodFailed": (POD, PodFailed(reason="Error", message="boom")),
     "PodSucceeded": (POD, PodSucceeded()),
     "PodContainerStatusesReported": (POD, PodContainerStatusesReported(container_statuses=({"name": "c"},))),
+    "OwnerReferencesRemoved": (OWNED_CLAIM, OwnerReferencesRemoved(owner_uids=("u1",))),
 }
 # reducers of objects nobody applies (core/v1 Events aggregate into themselves)
-NOT_APPLIED = frozenset({"KubeEventRecorded"})
+NOT_APPLIED = frozenset({"KubeEventRecorded", "KubeEventDeleted"})
 
 
 def _domain_reducers() -> set[str]:
@@ -137,6 +148,9 @@ def test_domain_events_write_only_status_finalizers_and_server_set_fields(event_
     before, event = AUDITED[event_type]
     after = fold(before, event_type, event, 7)
     allowed = {("status",), ("metadata", "finalizers"), ("metadata", "resource_version")}
+    # the garbage collector orphans a dependent; an apply whose manifest names no ownerReferences
+    # keeps the stored ones (merge_update), so an orphaned object stays orphaned
+    allowed.add(("metadata", "owner_references"))
     allowed |= set(SERVER_SET_FIELDS.get(before.KIND, ()))
     changed = _changed(before, after)
     assert changed, f"{event_type} changed nothing: the sample does not exercise it"

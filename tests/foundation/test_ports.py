@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,18 @@ def test_every_command_that_reads_the_system_takes_nats_url() -> None:
 def test_services_take_nats_url() -> None:
     assert kubelet_args(["--node", "n", "--nats-url", "nats://h:1"]).nats_url == "nats://h:1"
     assert workloads_args(["--nats-url", "nats://h:1"]).nats_url == "nats://h:1"
+    # every service that parses its own arguments lets --nats-url through to run_service
+    parsing = [
+        ".".join(m.relative_to(ROOT).parent.parts)
+        for m in sorted((ROOT / "services").rglob("__main__.py"))
+        if "ArgumentParser" in m.read_text() and "run_service" in m.read_text()
+    ]
+    assert len(parsing) >= 4, parsing
+    for module in parsing:
+        helped = subprocess.run(
+            [sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert helped.returncode == 0 and "--nats-url" in helped.stdout, (module, helped.stderr)
 
 
 def test_a_service_connects_where_nats_url_says(settings: Settings) -> None:

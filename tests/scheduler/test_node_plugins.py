@@ -100,7 +100,7 @@ def test_taints_and_tolerations() -> None:
     tainted = make_node("n1", taints=[taint("gpu", "true"), taint("soft", effect="PreferNoSchedule")])
     result = _result(tainted, pod=make_pod("p"))
     assert isinstance(result, Unschedulable)
-    assert result.message == "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
+    assert result.message == "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}."
     ok = make_pod("q", tolerations=[toleration("gpu", "true", operator="Equal")])
     assert isinstance(_result(tainted, pod=ok), Reserved)
     exists_all = make_pod("r", tolerations=[toleration(operator="Exists")])

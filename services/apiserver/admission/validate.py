@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from events.api import coordination_v1 as co1
 from events.api import core_v1 as c1
 from events.api import resource_v1 as r1
 from events.api import workloads_v1 as w1
 from events.api.base import ApiStruct
 from events.api.codec import object_meta
 from events.api.errors import INVALID, ApiError, FieldError
-from services.apiserver.admission import core, resource, resource_slice
+from services.apiserver.admission import coordination, core, resource, resource_slice
 from services.apiserver.admission.defaults import apply_defaults, prepare_for_create, prepare_for_update
 from services.apiserver.admission.errs import Errs
 
@@ -31,6 +32,7 @@ _VALIDATORS: dict[type, Callable[[Errs, Any, Any], None]] = {
     c1.ResourceQuota: core.validate_resource_quota,
     w1.Deployment: core.validate_deployment,
     w1.Job: core.validate_job,
+    co1.Lease: coordination.validate_lease,
 }
 
 

@@ -1,4 +1,8 @@
-"""TaintToleration: a node's NoSchedule/NoExecute taints must be tolerated by the pod."""
+"""TaintToleration: a node's NoSchedule/NoExecute taints must be tolerated by the pod.
+
+A rejection names the first untolerated taint as kube-scheduler does
+(``node(s) had untolerated taint {node.kubernetes.io/unreachable: }``), so nodes with different
+taints are counted on separate diagnosis lines."""
 
 from __future__ import annotations
 
@@ -14,20 +18,24 @@ from services.scheduler.framework.status import QueueingHint, Status, unresolvab
 __all__ = ["NAME", "REASON", "TaintToleration", "tolerates", "untolerated"]
 
 NAME = "TaintToleration"
-REASON = "node(s) had untolerated taint(s)"
-_REJECT = unresolvable(REASON, plugin=NAME)
+REASON = "node(s) had untolerated taint {%s: %s}"  # upstream's wording, with the first such taint
 _BLOCKING = ("NoSchedule", "NoExecute")
+_REJECTS: dict[tuple[str, str], Status] = {}  # one Status per taint (Filter runs per node)
+
+
+def _reject(taint: Taint) -> Status:
+    key = (taint.key, taint.value)
+    status = _REJECTS.get(key)
+    if status is None:
+        if len(_REJECTS) > 4096:
+            _REJECTS.clear()
+        status = _REJECTS[key] = unresolvable(REASON % key, plugin=NAME)
+    return status
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """core/v1 ``Toleration.ToleratesTaint``: empty effect/key match all; Exists ignores the value."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator in ("", "Equal"):
-        return toleration.value == taint.value
-    return toleration.operator == "Exists"
+    """core/v1 ``Toleration.ToleratesTaint`` (``Toleration.tolerates``)."""
+    return toleration.tolerates(taint)
 
 
 def untolerated(taints: Iterable[Taint], tolerations: tuple[Toleration, ...]) -> Taint | None:
@@ -43,8 +51,10 @@ class TaintToleration:
 
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         taints = node.blocking_taints
-        if taints and untolerated(taints, pod.spec.tolerations) is not None:
-            return _REJECT
+        if taints:
+            taint = untolerated(taints, pod.spec.tolerations)
+            if taint is not None:
+                return _reject(taint)
         return None
 
     def filter_batch(
@@ -54,8 +64,9 @@ class TaintToleration:
         kept = []
         for node in nodes:
             taints = node.blocking_taints
-            if taints and untolerated(taints, tolerations) is not None:
-                rejected.append((node, _REJECT))
+            taint = untolerated(taints, tolerations) if taints else None
+            if taint is not None:
+                rejected.append((node, _reject(taint)))
             else:
                 kept.append(node)
         return kept
