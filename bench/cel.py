@@ -33,9 +33,11 @@ EXPRESSIONS: dict[str, str] = {
         f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu" && '
         f'device.capacity["{DRIVER}"].memory.isGreaterThan(quantity("16Gi"))'
     ),
+    # a regex on an attribute (RE2, with its cost charged per call); not part of the mix
+    "regex_matches": f'device.attributes["{DRIVER}"].model.matches("^[abh][0-9]+$")',
 }
-# the "typical mix": every kind once per device
-MIX = list(EXPRESSIONS)
+# the "typical mix": the six kinds above the regex, each once per device
+MIX = [name for name in EXPRESSIONS if name != "regex_matches"]
 
 
 def device_specs(n: int = 64) -> list[tuple[str, dict[str, object], dict[str, Quantity]]]:

@@ -9,6 +9,7 @@ __all__ = [
     "PermanentError",
     "PoisonEvent",
     "StoreUnavailable",
+    "StreamReset",
     "TransientError",
 ]
 
@@ -49,3 +50,27 @@ class AppendError(EventStoreError, PermanentError):
 
 class StoreUnavailable(EventStoreError, TransientError):
     """No answer from JetStream (timeout, reconnecting, no responders): worth retrying."""
+
+
+class StreamReset(EventStoreError):
+    """The stream is no longer the log this process has been following: it was deleted and
+    created again (another identity: its creation time), or it ends before the position this
+    process has applied. Every position and every state folded from the old log is meaningless
+    now: stop, or rebuild from sequence 1 of the new stream. Never retried."""
+
+    def __init__(
+        self, stream: str, position: int, last_seq: int, old_identity: str, new_identity: str
+    ) -> None:
+        if old_identity != new_identity:
+            why = f"it was created again ({old_identity} -> {new_identity})"
+        else:
+            why = "it ends before that position"
+        super().__init__(
+            f"stream {stream} was reset: this process has applied it up to sequence {position}, "
+            f"the stream now ends at sequence {last_seq}; {why}"
+        )
+        self.stream = stream
+        self.position = position
+        self.last_seq = last_seq
+        self.old_identity = old_identity
+        self.new_identity = new_identity

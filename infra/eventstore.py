@@ -32,7 +32,7 @@ from events.envelope import Envelope, Event
 from events.subjects import aggregate_subject, events_prefix, parse_subject
 from infra import tracing
 from infra.config import Settings
-from infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable
+from infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable, StreamReset
 from infra.nats_client import DraflowClient, RawInbox, connect
 from infra.publisher import (
     ERR_BATCH_DUPLICATE_MSG_ID,
@@ -43,7 +43,7 @@ from infra.publisher import (
     MAX_BATCH_EVENTS,
     Publisher,
 )
-from infra.reader import RawRecord, StreamReader
+from infra.reader import RawRecord, StreamReader, StreamStatus
 from infra.retry import transient_retry
 from infra.streams import dlq_stream_config, event_stream_config
 
@@ -59,6 +59,8 @@ __all__ = [
     "Loaded",
     "RawRecord",
     "StoreUnavailable",
+    "StreamReset",
+    "StreamStatus",
     "new_id",
 ]
 
@@ -118,6 +120,10 @@ class EventStore:
         self._inbox = RawInbox(nc)
         self._pub = Publisher(nc, self._inbox)
         self._reader = StreamReader(nc, self._inbox, self.stream)
+        # the identity (creation time) of the stream this process follows, learnt at start
+        self.identity: str | None = None
+        self.reset: StreamReset | None = None  # set once a reset was detected
+        self._reset_seen = asyncio.Event()
 
     @classmethod
     async def open(
@@ -143,6 +149,41 @@ class EventStore:
         await self._inbox.start()
         if ensure:
             await self.ensure_stream()
+            self.identity = (await self._reader.stream_status()).created
+
+    # ---- stream identity: detecting a reset -------------------------------------------------------
+
+    async def stream_status(self) -> StreamStatus:
+        return await self._reader.stream_status()
+
+    async def check_stream(self, position: int) -> StreamStatus:
+        """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
+        ``position``: another identity (deleted and created again), or it ends before
+        ``position``. The first check of a store opened without ``ensure`` learns the identity.
+        StoreUnavailable when the stream cannot be asked (or does not exist right now)."""
+        if self.reset is not None:
+            raise self.reset
+        status = await self._reader.stream_status()
+        if self.identity is None:
+            self.identity = status.created
+        if status.created != self.identity or status.last_seq < position:
+            self.reset = StreamReset(self.stream, position, status.last_seq, self.identity, status.created)
+            self._reset_seen.set()
+            raise self.reset
+        return status
+
+    async def wait_reset(self) -> StreamReset:
+        """Return once any reader of this store has detected a stream reset."""
+        await self._reset_seen.wait()
+        assert self.reset is not None
+        return self.reset
+
+    def accept_new_stream(self) -> None:
+        """After rebuilding from the new stream: follow it from now on (its identity is learnt at
+        the next check)."""
+        self.identity = self.reset.new_identity if self.reset is not None else None
+        self.reset = None
+        self._reset_seen = asyncio.Event()
 
     async def close(self) -> None:
         """Flush what is buffered (acks, publishes) and close the connection."""

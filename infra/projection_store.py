@@ -12,10 +12,11 @@ checkpoint (sequence 1 for a fresh file) without a durable consumer.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 import msgspec
@@ -23,11 +24,15 @@ import msgspec
 from events.codec import DecodeError, decode
 from events.envelope import Envelope, Event
 from infra.consumer import ConsumerOptions, DurableConsumer, Handler
-from infra.errors import PoisonEvent
+from infra.errors import PoisonEvent, StreamReset
 from infra.eventstore import EventStore
 from projections.base import Projection, subject_matches
 
 __all__ = ["ProjectionHandler", "ProjectionStore", "projection_consumer", "rebuild"]
+
+log = logging.getLogger(__name__)
+
+OnReset = Literal["stop", "rebuild"]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _encoder = msgspec.json.Encoder(order="deterministic")
@@ -109,6 +114,10 @@ class ProjectionStore:
         await db.execute(
             "CREATE TABLE IF NOT EXISTS checkpoints (consumer TEXT PRIMARY KEY, seq INTEGER NOT NULL)"
         )
+        # the identity (creation time) of the stream the checkpoints are positions in
+        await db.execute(
+            "CREATE TABLE IF NOT EXISTS stream_identity (stream TEXT PRIMARY KEY, created TEXT NOT NULL)"
+        )
         for t in store.tables:
             await db.execute(
                 f"CREATE TABLE IF NOT EXISTS {t.table} (key TEXT PRIMARY KEY, value BLOB NOT NULL)"
@@ -123,6 +132,44 @@ class ProjectionStore:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
+    async def verify_stream(self, events: EventStore, consumer: str) -> None:
+        """Raise StreamReset when ``consumer``'s checkpoint is a position in another stream than
+        the one ``events`` reads now (deleted and created again, or shorter than the checkpoint).
+        The first verification of a file records the stream's identity."""
+        status = await events.stream_status()
+        checkpoint = await self.checkpoint(consumer)
+        async with self.db.execute(
+            "SELECT created FROM stream_identity WHERE stream = ?", (events.stream,)
+        ) as cur:
+            row = await cur.fetchone()
+        known = str(row[0]) if row else None
+        if (known is not None and known != status.created) or status.last_seq < checkpoint:
+            old = known if known is not None else status.created
+            raise StreamReset(events.stream, checkpoint, status.last_seq, old, status.created)
+        if known is None:
+            await self._set_identity(events.stream, status.created)
+
+    async def _set_identity(self, stream: str, created: str) -> None:
+        await self.db.execute(
+            "INSERT INTO stream_identity (stream, created) VALUES (?, ?) "
+            "ON CONFLICT(stream) DO UPDATE SET created = excluded.created",
+            (stream, created),
+        )
+
+    async def clear(self, stream: str, created: str) -> None:
+        """Drop every row and checkpoint (one transaction) and record ``created`` as the identity
+        of ``stream``: the projections are then rebuilt from sequence 1 of that stream."""
+        await self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for t in self.tables:
+                await self.db.execute(f"DELETE FROM {t.table}")
+            await self.db.execute("DELETE FROM checkpoints")
+            await self._set_identity(stream, created)
+            await self.db.execute("COMMIT")
+        except BaseException:
+            await self.db.execute("ROLLBACK")
+            raise
+
     async def _load(self, t: _Table, key: str) -> Any:
         async with self.db.execute(f"SELECT value FROM {t.table} WHERE key = ?", (key,)) as cur:
             row = await cur.fetchone()
@@ -133,9 +180,7 @@ class ProjectionStore:
         """``BEGIN IMMEDIATE``; on normal exit the touched rows and the checkpoint are committed."""
         await self.db.execute("BEGIN IMMEDIATE")
         try:
-            async with self.db.execute(
-                "SELECT seq FROM checkpoints WHERE consumer = ?", (consumer,)
-            ) as cur:
+            async with self.db.execute("SELECT seq FROM checkpoints WHERE consumer = ?", (consumer,)) as cur:
                 row = await cur.fetchone()
             batch = Batch(self, consumer, int(row[0]) if row else 0)
             yield batch
@@ -225,33 +270,59 @@ class ProjectionHandler(Handler):
             raise
 
 
+async def _verified_checkpoint(
+    events: EventStore, db: ProjectionStore, consumer: str, on_reset: OnReset
+) -> int:
+    """The checkpoint to resume after, once the stream is known to be the checkpoint's stream.
+    A reset stream raises StreamReset (``stop``) or empties the projections (``rebuild``: 0)."""
+    try:
+        await db.verify_stream(events, consumer)
+    except StreamReset as exc:
+        if on_reset != "rebuild":
+            raise
+        log.error("projection %s: %s; dropping the projections, rebuilding from sequence 1", consumer, exc)
+        await db.clear(exc.stream, exc.new_identity)
+        return 0
+    return await db.checkpoint(consumer)
+
+
 def projection_consumer(
     events: EventStore,
     db: ProjectionStore,
     name: str,
     options: ConsumerOptions | None = None,
+    *,
+    on_reset: OnReset = "stop",
 ) -> DurableConsumer:
-    """An ordered durable consumer feeding ``db``, resuming right after its checkpoint."""
+    """An ordered durable consumer feeding ``db``, resuming right after its checkpoint.
+
+    Whenever the consumer is (re)created the stream is verified to be the one the checkpoint
+    belongs to; a stream deleted and created again raises StreamReset out of ``run`` (``stop``)
+    or drops the projections and folds the new stream from sequence 1 (``rebuild``).
+    """
     filters = sorted({f for t in db.tables for f in t.filters})
     if any(f.endswith(".ev.>") for f in filters):
         filters = [events.all_events]
     opts = msgspec.structs.replace(options or ConsumerOptions(), ordered=True)
 
     async def checkpoint() -> int:
-        return await db.checkpoint(name)
+        return await _verified_checkpoint(events, db, name, on_reset)
 
     return DurableConsumer(events, name, filters, ProjectionHandler(db, name), opts, start_after=checkpoint)
 
 
-async def rebuild(events: EventStore, db: ProjectionStore, consumer: str, *, batch: int = 2048) -> int:
+async def rebuild(
+    events: EventStore, db: ProjectionStore, consumer: str, *, batch: int = 2048, on_reset: OnReset = "stop"
+) -> int:
     """Replay the log into ``db`` from its checkpoint (1 for a fresh file); returns events applied.
 
     Events a live consumer would dead-letter (undecodable, or a reducer failure) are skipped the
-    same way, so a rebuild reproduces the live projection exactly.
+    same way, so a rebuild reproduces the live projection exactly. A checkpoint of another stream
+    (deleted and created again) raises StreamReset, or with ``on_reset="rebuild"`` starts over.
     """
     filters = sorted({f for t in db.tables for f in t.filters})
     filt = filters[0] if len(filters) == 1 else events.all_events
-    start = await db.checkpoint(consumer) + 1
+    start = await _verified_checkpoint(events, db, consumer, on_reset) + 1
     applied = 0
     async for records in events.read_raw(filt, start, batch=batch):
         async with db.transaction(consumer) as b:

@@ -29,7 +29,7 @@ import msgspec
 from infra.errors import StoreUnavailable
 from infra.nats_client import DraflowClient, RawInbox
 
-__all__ = ["CHAIN_LIMIT", "RawRecord", "StreamReader", "header_value", "status_of"]
+__all__ = ["CHAIN_LIMIT", "RawRecord", "StreamReader", "StreamStatus", "header_value", "status_of"]
 
 CHAIN_LIMIT = 64
 DIRECT_BATCH = 512
@@ -91,6 +91,27 @@ class RawRecord(msgspec.Struct, gc=False):
         return header_value(self.headers, name.encode())
 
 
+class _StreamState(msgspec.Struct):
+    first_seq: int = 0
+    last_seq: int = 0
+
+
+class StreamStatus(msgspec.Struct):
+    """What ``$JS.API.STREAM.INFO`` says about the stream: its identity (creation time, kept by
+    the server across restarts) and its sequence range."""
+
+    created: str = ""
+    state: _StreamState = msgspec.field(default_factory=_StreamState)
+    error: dict[str, Any] | None = None
+
+    @property
+    def last_seq(self) -> int:
+        return self.state.last_seq
+
+
+ERR_STREAM_NOT_FOUND = 10059
+
+
 class _ConsumerCreated(msgspec.Struct):
     name: str = ""
     num_pending: int = 0
@@ -99,6 +120,7 @@ class _ConsumerCreated(msgspec.Struct):
 
 _json = msgspec.json.Encoder()
 _created = msgspec.json.Decoder(_ConsumerCreated)
+_status = msgspec.json.Decoder(StreamStatus)
 
 
 class StreamReader:
@@ -118,6 +140,23 @@ class StreamReader:
             raise StoreUnavailable(f"{subject}: no answer within {wait_s}s") from None
         finally:
             self.inbox.cancel(token)
+
+    async def stream_status(self) -> StreamStatus:
+        """The stream's identity and sequence range; StoreUnavailable when there is no answer or
+        no such stream (a stream that is gone may be created again: the caller keeps waiting)."""
+        data, hdrs = await self.request(f"{self.api}.STREAM.INFO.{self.stream}", b"")
+        code = status_of(hdrs)
+        if code:
+            raise StoreUnavailable(f"stream {self.stream}: JetStream not answering ({code.decode()})")
+        try:
+            status = _status.decode(data)
+        except msgspec.DecodeError as exc:
+            raise StoreUnavailable(f"stream {self.stream}: unreadable stream info: {exc}") from None
+        if status.error is not None:
+            if status.error.get("err_code") == ERR_STREAM_NOT_FOUND:
+                raise StoreUnavailable(f"stream {self.stream} does not exist (deleted?)")
+            raise StoreUnavailable(f"stream {self.stream}: {status.error}")
+        return status
 
     async def direct_get(self, subject: str, payload: bytes) -> RawRecord | None:
         data, hdrs = await self.request(subject, payload)

@@ -21,17 +21,22 @@ import os
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from infra import tracing
 from infra.config import Settings, flag_from_argv
+from infra.errors import StreamReset
 from infra.eventstore import EventStore
 from infra.metrics import metrics_port_from_argv, metrics_port_from_env, serve_metrics
 from infra.signals import stop_on_signals
 
-__all__ = ["ServiceContext", "run_service"]
+__all__ = ["EXIT_STREAM_RESET", "OnStreamReset", "ServiceContext", "run_service"]
 
 log = logging.getLogger(__name__)
+
+# the exit code of a service that stopped because its stream was reset
+EXIT_STREAM_RESET: Final = 3
+OnStreamReset = Literal["exit", "rebuild"]
 
 
 class ServiceContext:
@@ -60,6 +65,7 @@ async def serve(
     settings: Settings | None = None,
     *,
     grace_s: float = 2.0,
+    on_stream_reset: OnStreamReset = "exit",
 ) -> int:
     settings = settings or Settings.from_env()
     stop = stop_on_signals()
@@ -86,21 +92,21 @@ async def serve(
             return 0
         store = opening.result()
         log.info("%s: connected to %s, stream %s", name, settings.nats_url, settings.stream)
-        work = asyncio.create_task(main(ServiceContext(name, settings, store, stop)))
-        await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not work.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(work), grace_s)
-            except TimeoutError:
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await work
-        if not work.cancelled() and work.exception() is not None:
-            if stop.is_set():  # e.g. nats-server went down together with us: not a failure
-                log.warning("%s: error while stopping: %r", name, work.exception())
-            else:
-                log.error("%s: stopped by an error", name, exc_info=work.exception())
-                code = 1
+        while True:
+            code, reset = await _run_main(name, main, ServiceContext(name, settings, store, stop), grace_s)
+            if reset is None:
+                break
+            if on_stream_reset == "exit":
+                log.error(
+                    "%s: %s; stopping (exit %d): restart the service to rebuild from the new stream",
+                    name,
+                    reset,
+                    EXIT_STREAM_RESET,
+                )
+                code = EXIT_STREAM_RESET
+                break
+            log.error("%s: %s; rebuilding from sequence 1 of the new stream", name, reset)
+            store.accept_new_stream()
     finally:
         stopping.cancel()
         tracing.shutdown_tracing()
@@ -108,6 +114,47 @@ async def serve(
             await store.close()
     log.info("%s: stopped", name)
     return code
+
+
+async def _run_main(
+    name: str,
+    main: Callable[[ServiceContext], Coroutine[Any, Any, None]],
+    ctx: ServiceContext,
+    grace_s: float,
+) -> tuple[int, StreamReset | None]:
+    """Run ``main`` until it returns, a stop signal (grace, then cancel) or a stream reset that
+    any reader of the store detected (cancelled at once: its state belongs to a log that is
+    gone). Returns the exit code and the reset, if that is why it ended."""
+    stop, store = ctx.stop, ctx.store
+    work = asyncio.create_task(main(ctx))
+    stopping = asyncio.create_task(stop.wait())
+    resetting = asyncio.create_task(store.wait_reset())
+    try:
+        await asyncio.wait({work, stopping, resetting}, return_when=asyncio.FIRST_COMPLETED)
+        if resetting.done() and not work.done():
+            await _cancel_until_done(work)
+        if not work.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(work), grace_s)
+            except TimeoutError:
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await work
+    finally:
+        stopping.cancel()
+        resetting.cancel()
+    error = None if work.cancelled() else work.exception()
+    if store.reset is not None and not stop.is_set():
+        return 0, store.reset
+    if isinstance(error, StreamReset) and not stop.is_set():
+        return 0, error
+    if error is not None:
+        if stop.is_set():  # e.g. nats-server went down together with us: not a failure
+            log.warning("%s: error while stopping: %r", name, error)
+        else:
+            log.error("%s: stopped by an error", name, exc_info=error)
+            return 1, None
+    return 0, None
 
 
 async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
@@ -125,9 +172,18 @@ async def _cancel_until_done(task: asyncio.Task[Any]) -> None:
 
 
 def run_service(
-    name: str, main: Callable[[ServiceContext], Coroutine[Any, Any, None]], settings: Settings | None = None
+    name: str,
+    main: Callable[[ServiceContext], Coroutine[Any, Any, None]],
+    settings: Settings | None = None,
+    *,
+    on_stream_reset: OnStreamReset = "exit",
 ) -> int:
     """Run a service to completion; returns the process exit code (0 on SIGTERM).
+
+    ``on_stream_reset``: what to do when the stream turns out to be deleted and created again
+    (see :class:`infra.errors.StreamReset`): ``"exit"`` stops the process with
+    ``EXIT_STREAM_RESET`` and one error line naming the stream and both positions;
+    ``"rebuild"`` cancels ``main`` and runs it again, which folds the new stream from sequence 1.
 
     ``--metrics-port PORT`` and ``--nats-url URL`` among the process arguments work like
     ``DRAFLOW_METRICS_PORT`` and ``DRAFLOW_NATS_URL`` (services that parse their own arguments add
@@ -146,4 +202,4 @@ def run_service(
     except ValueError as exc:  # PortError and the like: the user's setting, not a crash
         log.error("%s: %s", name, exc)
         return 2
-    return asyncio.run(serve(name, main, settings))
+    return asyncio.run(serve(name, main, settings, on_stream_reset=on_stream_reset))

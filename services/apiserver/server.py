@@ -27,6 +27,7 @@ from infra.eventstore import ConcurrencyError, EventStore
 from projections.objects import Change
 from services.apiserver import errors
 from services.apiserver.admission import apply_defaults
+from services.apiserver.admission.cel import cel_expressions, precheck
 from services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from services.apiserver.apply import Applier
 from services.apiserver.lifecycle import Lifecycle, resolve_kind
@@ -65,6 +66,8 @@ def _raw(obj: ApiStruct) -> msgspec.Raw:
 # writes get a SERVER span (a child of the caller's span when the request carries a traceparent);
 # reads (get, list) would only add noise to every controller's trace
 _TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "event"})
+# kinds whose validation checks CEL selectors
+_CEL_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 
 
 class ApiServer:
@@ -226,6 +229,8 @@ class ApiServer:
             return Reply(error=errors.internal(f"{type(exc).__name__}: {exc}").status)
 
     async def _apply(self, req: ApplyRequest, create_only: bool) -> Reply:
+        # user CEL is checked on the admission worker thread, not on this loop (see admission.cel)
+        await precheck(cel_expressions([item.manifest for item in req.items]))
         async with self._write_lock:
             return Reply(
                 results=await self.applier.apply(req, create_only), resource_version=self.store.position
@@ -236,9 +241,23 @@ class ApiServer:
             return Reply(results=await self.lifecycle.delete(req))
 
     async def _status(self, req: StatusRequest) -> Reply:
+        await self._precheck_stored(req.kind, req.namespace, req.name)
         async with self._write_lock:
             obj = await self.lifecycle.update_status(req)
         return Reply(object=_raw(obj) if obj is not None else None)
+
+    async def _precheck_stored(self, kind_name: str, namespace: str, name: str) -> None:
+        """A status write validates the stored object, selectors included: check them off-loop
+        (usually already remembered from the object's admission)."""
+        try:
+            kind, namespaced = resolve_kind(kind_name)
+        except StatusError:
+            return  # the handler reports it
+        if kind not in _CEL_KINDS:
+            return
+        obj = self.store.index.get(kind, (namespace or "default") if namespaced else "", name)
+        if obj is not None:
+            await precheck(cel_expressions(encode_object(obj)))
 
     async def _finalize(self, req: FinalizeRequest) -> Reply:
         async with self._write_lock:

@@ -18,7 +18,7 @@ from events.codec import DecodeError, decode
 from events.envelope import Event
 from events.objects import EVENT_KIND
 from events.subjects import parse_subject
-from infra.eventstore import AppendRequest, EventStore, RawRecord
+from infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
 from projections.objects import Change, ObjectIndex, load_extensions
 from services.apiserver.protocol import StatusError
 from services.apiserver.tail import Tail
@@ -75,6 +75,10 @@ class ApiStore:
                     self.position = records[-1].seq
                     self._advanced.set()
                     self._advanced = asyncio.Event()
+            except StreamReset:
+                # everything folded belongs to a log that is gone: stop following (the service
+                # runner sees the reset on the event store and stops or rebuilds the service)
+                raise
             except Exception:  # e.g. the connection closed under us: resume where we were
                 log.exception("following the log failed; resuming at %d", self._tail.next_seq)
                 await asyncio.sleep(0.5)

@@ -44,6 +44,8 @@ from events.objects import (
 )
 
 __all__ = [
+    "CONTROLLER_ITEMS",
+    "CONTROLLER_TAINT_KEYS",
     "PROPAGATION_POLICIES",
     "SERVER_SET_FIELDS",
     "deletion_events",
@@ -62,14 +64,32 @@ S = TypeVar("S", bound=ApiStruct)
 
 STATUS_KEPT_ON_CREATE = frozenset({"Node"})
 # Body fields (attribute paths) that the server or a controller writes, not the manifest's author:
-# the binding's spec.nodeName (PodBound), the node IPAM's podCIDR(s) and the cloud provider's
-# providerID. An apply that leaves one unset keeps the stored value. Every domain event that writes
-# outside status and finalizers must be listed here (tests/apiserver/test_update_strategy.py
-# checks each registered reducer against this table).
+# the binding's spec.nodeName (PodBound), the node IPAM's podCIDR(s), the cloud provider's
+# providerID and a Lease's renewTime (each renewal is a LeaseRenewed fact, not an apply). An apply
+# that leaves one unset keeps the stored value. Every domain event that writes outside status and
+# finalizers must be listed here or in CONTROLLER_ITEMS (tests/apiserver/test_server_set_fields.py
+# checks each registered reducer against these tables).
 SERVER_SET_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "Pod": (("spec", "node_name"),),
     "Node": (("spec", "pod_cidr"), ("spec", "pod_cidrs"), ("spec", "provider_id")),
+    "Lease": (("spec", "renew_time"),),
 }
+# Lists whose items a controller adds next to the author's: the node lifecycle controller's
+# condition taints (NodeTainted / NodeUntainted). An apply owns the other items of the list and
+# keeps the stored controller items it does not name (by key and effect), as kubectl's three-way
+# merge keeps taints its last-applied configuration never had.
+CONTROLLER_TAINT_KEYS = frozenset(
+    {
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+        "node.kubernetes.io/memory-pressure",
+        "node.kubernetes.io/disk-pressure",
+        "node.kubernetes.io/pid-pressure",
+        "node.kubernetes.io/network-unavailable",
+        "node.kubernetes.io/unschedulable",
+    }
+)
+CONTROLLER_ITEMS: dict[str, tuple[tuple[str, ...], ...]] = {"Node": (("spec", "taints"),)}
 # k8s.io/apimachinery/pkg/util/rand: consonants and digits, no vowels (no words) and no 0/1/3.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 MAX_GENERATED_NAME = 63
@@ -145,6 +165,13 @@ def keep_server_set(old: S, new: S) -> S:
     for path in SERVER_SET_FIELDS.get(old.KIND, ()):
         if _unset(new, path) and not _unset(old, path):
             new = _put(new, path, _get(old, path))
+    if isinstance(old, c1.Node) and isinstance(new, c1.Node):
+        named = {(t.key, t.effect) for t in new.spec.taints}
+        kept = tuple(
+            t for t in old.spec.taints if t.key in CONTROLLER_TAINT_KEYS and (t.key, t.effect) not in named
+        )
+        if kept:
+            new = replace(new, spec=replace(new.spec, taints=new.spec.taints + kept))
     return new
 
 

@@ -6,6 +6,11 @@ subscription on the same filter only wakes the reader up when something is publi
 stream may store a message a moment after subscribers see it, an empty read after a wake-up is
 retried a few times with short pauses, and an idle poll catches anything a wake-up missed (a
 reconnect, say). Used by the apiserver to stay current and by ``draflow get -w`` to watch.
+
+Every idle poll (and every unexplained empty wake-up) also asks the stream for its identity and
+end (:meth:`EventStore.check_stream`): a stream deleted and created again starts numbering at 1,
+so a reader that went on at its old position would silently see nothing ever again. It raises
+:class:`StreamReset` instead, and the event store remembers it for the whole process.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ __all__ = ["Tail"]
 log = logging.getLogger(__name__)
 
 _RETRY_PAUSES_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+CHECK_EVERY_S = 1.0  # while reading, the stream's identity is confirmed at least this often
 
 
 def _consumer_label(subject_filter: str, root: str) -> str:
@@ -52,7 +58,7 @@ class Tail:
         labels = {"service": store.actor, "consumer": _consumer_label(subject_filter, store.root)}
         self._consumed = metrics.EVENTS_CONSUMED.labels(**labels)
         self._lag = metrics.CONSUMER_LAG.labels(**labels)
-        self._lag_at = 0.0
+        self._checked_at = float("-inf")  # the stream's identity was last confirmed then
 
     async def start(self) -> None:
         if self._sub is None:
@@ -79,20 +85,23 @@ class Tail:
 
     async def _read(self) -> AsyncIterator[list[RawRecord]]:
         async for records in self.store.read_raw(self.subject_filter, self.next_seq):
+            if time.monotonic() - self._checked_at >= CHECK_EVERY_S:
+                # before taking anything: records of a re-created stream would pass for the next
+                # ones of the old stream (so no batch is taken without a check within a second)
+                await self.check()
             self.next_seq = records[-1].seq + 1
             self._consumed.inc(len(records))
-            await self._measure_lag()
             yield records
         self._lag.set(0)  # caught up
 
-    async def _measure_lag(self, every_s: float = 1.0) -> None:
-        """``draflow_consumer_lag``: stream events past this reader (one extra read a second at most)."""
-        now = time.monotonic()
-        if now - self._lag_at < every_s:
-            return
-        self._lag_at = now
-        with contextlib.suppress(Exception):  # a metric must never stop the reader
-            self._lag.set(max(0, await self.store.stream_last_seq() - self.next_seq + 1))
+    async def check(self) -> None:
+        """Raise StreamReset if the stream was deleted and created again, or ends before what
+        this reader has read: reading on at ``next_seq`` would wait forever for events that
+        will never come (the new stream numbers its events from 1 again). Also measures
+        ``draflow_consumer_lag`` (stream events past this reader)."""
+        status = await self.store.check_stream(self.next_seq - 1)
+        self._checked_at = time.monotonic()
+        self._lag.set(max(0, status.last_seq - self.next_seq + 1))
 
     async def batches(self) -> AsyncIterator[list[RawRecord]]:
         await self.start()
@@ -117,10 +126,15 @@ class Tail:
                             break
                     if got:
                         continue
+                    await self.check()  # something was published past us, but nothing to read?
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation
+                idle = True
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.idle_poll_s):
                         await self._wake.wait()
+                        idle = False
+                if idle:
+                    await self.check()
                 backoff = 0.05
             except StoreUnavailable as exc:
                 log.warning("tail %s: %s; retrying in %.2fs", self.subject_filter, exc, backoff)

@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 
+from infra.errors import StreamReset
 from infra.ports import PortError
 
 # command group module -> the sub-command names it registers (for lazy import)
@@ -62,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, PortError) as exc:  # PortError: DRAFLOW_PORT_OFFSET that cannot be used
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except StreamReset as exc:  # `draflow get -w` while the stream is deleted and created again
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `draflow get sagas | head`: the reader is gone, stop quietly

@@ -181,10 +181,13 @@ def main_for(
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
-        await rt.wait_for_apiserver()
         heartbeat: asyncio.Task[None] | None = None
         try:
             kubelet = build(rt, ctx, node, gpus, labels, device_plugin, nvidia)
+            # what the log no longer has is unprepared before anything else (after a restart, and
+            # after a stream reset, when the log folded is the new one): no stale CDI specs
+            await kubelet.release_vanished()
+            await rt.wait_for_apiserver()
             await kubelet.register()
             # the node lease: its own task, renewed every lease_duration_s / 4 until we stop
             heartbeat = asyncio.create_task(NodeHeartbeat(rt, node, lease_duration_s).run(ctx.stop))
@@ -208,4 +211,6 @@ if __name__ == "__main__":
     main = main_for(
         args.node, args.gpus, args.labels, args.device_plugin, args.nvidia, args.node_lease_duration_seconds
     )
-    sys.exit(run_service(f"kubelet-{args.node}", main))
+    # A stream reset (deleted and created again) is rebuilt in place: the kubelet's node-local
+    # effects (prepared devices, CDI specs) must follow the new log, not wait for a restart.
+    sys.exit(run_service(f"kubelet-{args.node}", main, on_stream_reset="rebuild"))

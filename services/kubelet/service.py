@@ -252,6 +252,10 @@ class KubeletService:
         meta = pod.metadata
         await self.rt.delete("Pod", meta.namespace, meta.name, uid=meta.uid, grace_period_seconds=0)
 
+    async def release_vanished(self) -> None:
+        """Unprepare the claims of every pod the checkpoint holds that the log no longer has."""
+        await self._unprepare_vanished(self.rt.items("Pod"))
+
     async def _unprepare_vanished(self, pods: list[Pod]) -> None:
         """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""
         if self.classic is not None:

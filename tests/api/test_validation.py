@@ -328,6 +328,37 @@ def test_cel_is_checked_with_the_project_compiler() -> None:
     assert check_cel('device.attributes["dra.net"].type == "rdma"') is None
 
 
+def test_regex_errors_are_worded_as_kubernetes() -> None:
+    def sel(expr: str) -> dict[str, Any]:
+        return req(selectors=[{"cel": {"expression": expr}}])
+
+    path = "ResourceClaim default/gpu: spec.devices.requests[0].exactly.selectors[0].cel.expression"
+    # cel-go's regex literal validator: an invalid value at the literal's position
+    assert _errors(claim(sel("device.driver.matches('x++')"))) == [
+        f"{path}: Invalid value: \"device.driver.matches('x++')\": compilation failed: "
+        "ERROR: <input>:1:23: invalid matches argument"
+    ]
+    # program planning compiles find's literal pattern: field.InternalError upstream
+    assert _errors(claim(sel("device.driver.find(')') == ''"))) == [
+        f"{path}: Internal error: program instantiation failed: error parsing regexp: unexpected ): `)`"
+    ]
+    # RE2 syntax: lookarounds and backreferences are refused, \\z is fine
+    assert _errors(claim(sel("device.driver.matches('a(?=b)')")))
+    assert _errors(claim(sel("device.driver.matches('(a)\\\\1')")))
+    assert _errors(claim(sel("device.driver.matches('gpu\\\\.example\\\\.com\\\\z')"))) == []
+
+
+def test_admission_checks_do_not_evaluate_user_cel() -> None:
+    import time
+
+    from services.apiserver.admission.cel import check_cel
+
+    start = time.perf_counter()
+    assert check_cel("'" + "a" * 28 + "!'.matches('^(a+)+$')") is None
+    assert check_cel(" && ".join(["lists.range(900000).size() > 0"] * 100)) is None
+    assert time.perf_counter() - start < 1.0
+
+
 def test_status_dropped_on_create_and_kept_on_update() -> None:
     raw = claim(req())
     raw["status"] = {"reservedFor": [{"resource": "pods", "name": "p", "uid": "u1"}]}

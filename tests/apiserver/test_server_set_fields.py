@@ -17,7 +17,8 @@ from msgspec.structs import replace
 from events.api import core_v1 as c1
 from events.api import resource_v1 as r1
 from events.api.codec import decode_object
-from events.api.meta import OwnerReference
+from events.api.coordination_v1 import Lease, LeaseSpec
+from events.api.meta import ObjectMeta, OwnerReference
 from events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimAllocated,
@@ -33,10 +34,17 @@ from events.dra import (
     PodUnschedulable,
 )
 from events.envelope import Event
-from events.node import PodContainerStatusesReported
+from events.node import (
+    LeaseRenewed,
+    NodeHeartbeatLost,
+    NodeTainted,
+    NodeUntainted,
+    PodContainerStatusesReported,
+    PodDisruptionTargeted,
+)
 from events.objects import OwnerReferencesRemoved
 from projections.objects import _GENERIC, _REDUCERS, fold, load_extensions
-from services.apiserver.strategy import SERVER_SET_FIELDS, keep_server_set, merge_update
+from services.apiserver.strategy import CONTROLLER_ITEMS, SERVER_SET_FIELDS, keep_server_set, merge_update
 
 _POD = decode_object(
     {
@@ -90,6 +98,16 @@ OWNED_CLAIM = replace(
     ),
 )
 
+NODE = c1.Node(metadata=ObjectMeta(name="n1", uid="u3"))
+UNREACHABLE = c1.Taint(
+    key="node.kubernetes.io/unreachable", effect="NoSchedule", time_added="2025-01-01T00:00:00Z"
+)
+TAINTED = replace(NODE, spec=replace(NODE.spec, taints=(UNREACHABLE,)))
+LEASE = Lease(
+    metadata=ObjectMeta(name="n1", namespace="kube-node-lease", uid="u4"),
+    spec=LeaseSpec(holder_identity="n1", lease_duration_seconds=40),
+)
+
 # every domain reducer: (the object before, the event)
 AUDITED: dict[str, tuple[Any, Event]] = {
     "ClaimAllocated": (CLAIM, ClaimAllocated(allocation=ALLOCATION, node_name="n1", pod_uid="u1")),
@@ -110,6 +128,16 @@ AUDITED: dict[str, tuple[Any, Event]] = {
     "PodSucceeded": (POD, PodSucceeded()),
     "PodContainerStatusesReported": (POD, PodContainerStatusesReported(container_statuses=({"name": "c"},))),
     "OwnerReferencesRemoved": (OWNED_CLAIM, OwnerReferencesRemoved(owner_uids=("u1",))),
+    "NodeTainted": (NODE, NodeTainted(taints=(UNREACHABLE,), reason="NodeStatusUnknown")),
+    "NodeUntainted": (TAINTED, NodeUntainted(taints=(UNREACHABLE,), reason="NodeReady")),
+    "NodeHeartbeatLost": (
+        NODE,
+        NodeHeartbeatLost(
+            conditions=(c1.NodeCondition(type="Ready", status="Unknown", reason="NodeStatusUnknown"),)
+        ),
+    ),
+    "PodDisruptionTargeted": (POD, PodDisruptionTargeted(reason="DeletionByTaintManager")),
+    "LeaseRenewed": (LEASE, LeaseRenewed(renew_time="2025-01-01T00:00:10.000000Z")),
 }
 # reducers of objects nobody applies (core/v1 Events aggregate into themselves)
 NOT_APPLIED = frozenset({"KubeEventRecorded", "KubeEventDeleted"})
@@ -151,7 +179,7 @@ def test_domain_events_write_only_status_finalizers_and_server_set_fields(event_
     # the garbage collector orphans a dependent; an apply whose manifest names no ownerReferences
     # keeps the stored ones (merge_update), so an orphaned object stays orphaned
     allowed.add(("metadata", "owner_references"))
-    allowed |= set(SERVER_SET_FIELDS.get(before.KIND, ()))
+    allowed |= set(SERVER_SET_FIELDS.get(before.KIND, ())) | set(CONTROLLER_ITEMS.get(before.KIND, ()))
     changed = _changed(before, after)
     assert changed, f"{event_type} changed nothing: the sample does not exercise it"
     assert {p for p in changed if not any(p[: len(a)] == a for a in allowed)} == set()
@@ -162,7 +190,7 @@ def test_reapplying_the_manifest_keeps_what_the_event_wrote(event_type: str) -> 
     """The apiserver's update strategy onto the folded object, with the user's manifest."""
     before, event = AUDITED[event_type]
     after = fold(before, event_type, event, 7)
-    manifest = {"Pod": POD, "ResourceClaim": CLAIM}[before.KIND]
+    manifest = {"Pod": POD, "ResourceClaim": CLAIM, "Node": NODE, "Lease": LEASE}[before.KIND]
     assert merge_update(after, manifest, raw=manifest) == after
 
 
@@ -172,3 +200,14 @@ def test_server_set_fields_left_unset_keep_the_stored_value() -> None:
     assert keep_server_set(bound, bound).spec.node_name == "n1"
     other = replace(POD, spec=replace(POD.spec, node_name="n2"))
     assert keep_server_set(bound, other).spec.node_name == "n2"  # set: the manifest's (validation refuses it)
+
+
+def test_controller_taints_survive_an_apply_and_the_authors_taints_are_the_manifests() -> None:
+    user = c1.Taint(key="gpu", effect="NoSchedule")
+    stored = replace(NODE, spec=replace(NODE.spec, taints=(user, UNREACHABLE)))
+    assert keep_server_set(stored, NODE).spec.taints == (UNREACHABLE,)  # the author's taint goes
+    other = c1.Taint(key="fpga", effect="NoSchedule")
+    with_other = replace(NODE, spec=replace(NODE.spec, taints=(other,)))
+    assert keep_server_set(stored, with_other).spec.taints == (other, UNREACHABLE)
+    named = replace(NODE, spec=replace(NODE.spec, taints=(replace(UNREACHABLE, value="x"),)))
+    assert keep_server_set(stored, named).spec.taints == named.spec.taints  # named: the manifest's

@@ -4,9 +4,11 @@ Random, well-typed expressions over ints, doubles, strings, bools and lists are 
 engines; the outcome (value, runtime error, compile error) must agree. Areas where the oracle's
 semantics differ from Kubernetes' on purpose are not generated: cross-type numeric ordering
 (Kubernetes enables it, the oracle does not), mixed-type literals (Kubernetes forbids them),
-string(double) formatting and string->number parsing (Go vs C++ libraries), regular expressions,
-and ``substring(start, end)`` with ``end == size()`` (the C++ extension wrongly rejects it; cel-go
-accepts it, covered in test_language.py).
+string(double) formatting and string->number parsing (Go vs C++ libraries), and
+``substring(start, end)`` with ``end == size()`` (the C++ extension wrongly rejects it; cel-go
+accepts it, covered in test_language.py). Regular expressions are generated too: both engines
+run RE2, so matches must agree exactly (invalid literal patterns: refused by both, here at
+compile time as Kubernetes does).
 """
 
 from __future__ import annotations
@@ -359,3 +361,64 @@ def test_device_selectors_agree_with_cpp_cel(expr: str) -> None:
     if expected[0] == "compile":
         return  # the oracle sees `device` as dyn and the literals typed; compile checks differ
     assert same(expected, _ours_device(expr)), f"{expr}: oracle {expected}, ours {_ours_device(expr)}"
+
+
+# -- regular expressions: RE2 on both sides (C++ CEL uses the C++ library; ours the google-re2 wheel)
+# Literal patterns the oracle refuses at run time are compile errors here (Kubernetes validates
+# regex literals), so "refused" is compared, not where.
+REGEX_AGREE = [
+    ("x\\n", "x$"),
+    ("x\\n", "(?m)x$"),
+    ("é", r"^\w$"),
+    ("٣", r"\d"),
+    ("日本", r"^\p{Han}+$"),
+    ("ABC", "(?i)^abc$"),
+    ("a\\nb", "a.b"),
+    ("a\\nb", "(?s)a.b"),
+    ("abc", "[[:alpha:]]{3}"),
+    ("a.b", r"^\Qa.b\E$"),
+    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "^(a+)+$"),
+    ("ab", "a(?=b)"),
+    ("aa", r"(a)\1"),
+    ("x", "["),
+    ("x", "a**"),
+    ("x", r"\Z"),
+]
+
+
+def _refused(outcome: tuple[str, Any]) -> bool:
+    return outcome[0] in ("compile", "error")
+
+
+@pytest.mark.parametrize(("text", "pattern"), REGEX_AGREE)
+def test_regexes_agree_with_cpp_cel(text: str, pattern: str) -> None:
+    expr = f"'{text}'.matches(r'{pattern}')"
+    expected, actual = oracle(expr), ours(expr)
+    assert same(expected, actual) or (_refused(expected) and _refused(actual)), (
+        f"{expr}: oracle {expected}, ours {actual}"
+    )
+
+
+_ATOMS = st.sampled_from(["a", "b", ".", r"\w", r"\d", r"\s", "[ab]", "[^a]", r"\b", "é", "(?i:A)"])
+_QUANT = st.sampled_from(["", "", "*", "+", "?", "{1,2}", "*?", "+?"])
+
+
+def _pattern(depth: int) -> st.SearchStrategy[str]:
+    piece = st.tuples(_ATOMS, _QUANT).map("".join)
+    if depth > 0:
+        group = _pattern(depth - 1).map(lambda p: f"({p})")
+        piece = st.one_of(piece, st.tuples(group, _QUANT).map("".join))
+    seq = st.lists(piece, min_size=1, max_size=4).map("".join)
+    alt = st.lists(seq, min_size=1, max_size=3).map("|".join)
+    return st.tuples(st.sampled_from(["", "^"]), alt, st.sampled_from(["", "$"])).map("".join)
+
+
+_TEXTS = st.lists(st.sampled_from(["a", "b", "1", " ", "_", "é", "A", "\\n"]), max_size=12).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXTS, _pattern(2))
+def test_random_regexes_agree_with_cpp_cel(text: str, pattern: str) -> None:
+    for expr in (f"'{text}'.matches(r'{pattern}')", f"dyn('{text}').matches(dyn(r'{pattern}'))"):
+        expected, actual = oracle(expr), ours(expr)
+        assert same(expected, actual), f"{expr}: oracle {expected}, ours {actual}"

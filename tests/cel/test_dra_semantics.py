@@ -200,7 +200,7 @@ def test_no_such_key_hint() -> None:
         ("device.noSuchField == 1", "undefined field 'noSuchField'"),
         ("device.driver == 1", "found no matching overload for '_==_' applied to '(string, int)'"),
         ("noSuchFunc(1)", "undeclared reference to 'noSuchFunc'"),
-        ("device.driver.matches('(')", "invalid regular expression"),
+        ("device.driver.matches('(')", "1:23: invalid matches argument"),
         ("[1, 'a'].size() > 0", "expected type 'int' but found 'string'"),
     ],
 )

@@ -3,7 +3,6 @@ ACME publisher and kubelets as processes, the scheduler service in-process, a re
 
 from __future__ import annotations
 
-import asyncio
 import json
 import urllib.request
 from collections.abc import AsyncIterator
@@ -266,8 +265,11 @@ async def test_deletion_waits_for_the_finalizer(cluster: ClassicCluster) -> None
         got = await cluster.claim("aes")
         return got if got and got["metadata"].get("deletionTimestamp") else None
 
-    got = await eventually(marked)
-    await asyncio.sleep(0.5)  # the driver-controller had time to act: it must not free the claim
+    await eventually(marked)
+    # The driver-controller allocating a claim created after the mark proves it has run a pass
+    # that saw the mark (its passes follow the log): it must not have freed the claim in use.
+    await cluster.apply(claim("later", "fpga", {"bitstream": "/images/aes.xclbin"}, mode="Immediate"))
+    await cluster.allocated("later")
     got = await cluster.claim("aes")
     assert got is not None
     assert got["metadata"]["finalizers"] == ["fpga.example.com/deletion-protection"]

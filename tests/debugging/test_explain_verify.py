@@ -19,6 +19,7 @@ from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import ResourceClaimTemplate, ResourceClaimTemplateSpec
 from events.dra import PodUnschedulable
+from events.saga import TERMINAL_SAGA_EVENTS
 from infra.config import Settings
 from infra.eventstore import EventStore
 from services.apiserver.client import ApiClient
@@ -252,11 +253,16 @@ async def test_verify_replay_keeps_one_assume_cache_per_scheduler_instance(
     """Two scheduler instances race for the same pods (the loser's saga compensates): each decided
     with its own decisions in flight, so verify-replay re-decides each with its own cache."""
     await cluster.nodes(3, devices=2)
-    a = await cluster.start("sched-a")
-    b = await cluster.start("sched-b")
-    await asyncio.sleep(0.2)  # both are following the log before the pods arrive
     for i in range(8):
         await cluster.pod(f"r{i}")
+    # Both load the same log before either decides: deciding alike, they collide on the first
+    # pods for certain, and every collision's loser compensates.
+    a = await cluster.make("sched-a")
+    b = await cluster.make("sched-b")
+    await a.start()
+    await b.start()
+    cluster.run(a)
+    cluster.run(b)
 
     async def all_bound() -> bool:
         pods = [await cluster.get_pod(f"r{i}") for i in range(8)]
@@ -264,8 +270,18 @@ async def test_verify_replay_keeps_one_assume_cache_per_scheduler_instance(
         return done == 6 and sum(bool(p.spec.node_name) for p in pods) == 6
 
     await assert_eventually(all_bound, timeout_s=30)
-    await asyncio.sleep(0.3)
+
+    async def sagas_ended() -> bool:  # every saga in the log has its last word (none in flight)
+        heads = [
+            r.header("Draflow-Type")
+            async for records in event_store.last_per_subject(f"{event_store.root}.ev.Saga._.*")
+            for r in records
+        ]
+        return bool(heads) and all(t in TERMINAL_SAGA_EVENTS for t in heads)
+
+    await assert_eventually(sagas_ended, timeout_s=30)
     await cluster.stop_all()
+    assert a.outcomes["compensated"] + b.outcomes["compensated"] >= 1, (a.outcomes, b.outcomes)
     verifier, divergence = verify_records(await _records(event_store), event_store.root)
     assert divergence is None, divergence
     assert set(verifier.snapshots) >= {"sched-a", "sched-b"}

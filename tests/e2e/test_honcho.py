@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import IO
 
-import pytest
-
 from infra.config import Settings
 from infra.ports import Ports
 from tests.controllers.shells import manifests, start_runtime
@@ -25,15 +23,29 @@ from tests.helpers import free_port_offset
 
 def _start(env: dict[str, str], log: IO[str]) -> subprocess.Popen[bytes]:
     honcho = str(Path(sys.executable).parent / "honcho")
-    return subprocess.Popen([honcho, "start"], cwd=ROOT, env=env, stdout=log, stderr=log)
+    # its own process group: if honcho does not stop in time, the group (honcho and every
+    # process of the Procfile) is killed, so a failed run leaves nothing behind
+    return subprocess.Popen(
+        [honcho, "start"], cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+    )
 
 
-@pytest.mark.slow
+async def _stop(honcho: subprocess.Popen[bytes]) -> int:
+    """SIGTERM, as Ctrl-C would; SIGKILL to the whole group when it hangs (then fail)."""
+    honcho.send_signal(signal.SIGTERM)
+    try:
+        return await asyncio.to_thread(honcho.wait, 30)
+    except subprocess.TimeoutExpired:
+        os.killpg(honcho.pid, signal.SIGKILL)
+        await asyncio.to_thread(honcho.wait, 10)
+        raise
+
+
 async def test_honcho_start_runs_the_demo(tmp_path: Path) -> None:
     ports = Ports(free_port_offset())  # every port of the system moves with the offset
     settings = Settings(nats_url=ports.nats_url, data_dir=tmp_path / "data")
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("DRAFLOW_")},
+        **{k: v for k, v in os.environ.items() if not k.startswith(("DRAFLOW_", "OTEL_"))},
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "DRAFLOW_PORT_OFFSET": str(ports.offset),
         "DRAFLOW_DATA_DIR": str(settings.data_dir),
@@ -83,9 +95,10 @@ async def test_honcho_start_runs_the_demo(tmp_path: Path) -> None:
             await probe.stop()
             await events.close()
     finally:
-        honcho.send_signal(signal.SIGTERM)
-        code = await asyncio.to_thread(honcho.wait, 30)
-        log.close()
+        try:
+            code = await _stop(honcho)
+        finally:
+            log.close()
     text = (tmp_path / "honcho.log").read_text()
     assert code in (0, 128 + signal.SIGTERM), text[-3000:]  # honcho reports the signal it got
     stopped = [line for line in text.splitlines() if "stopped (rc=" in line]

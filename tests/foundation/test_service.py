@@ -22,9 +22,13 @@ from tests.helpers import wait_until
 def test_service_waits_for_nats_then_stops_on_sigterm(tmp_path: Path) -> None:
     server = LocalNatsServer(tmp_path / "store", port=free_port())
     settings = settings_for(server, tmp_path / "data")
-    producer = Worker(settings, TRACE_SERVICES, ["producer"], {"DRAFLOW_LOG_LEVEL": "WARNING"})
+    env = {"DRAFLOW_LOG_LEVEL": "INFO"}
+    producer = Worker(settings, TRACE_SERVICES, ["producer"], env, merge_stderr=True)
     try:
-        time.sleep(1.0)  # honcho starts services and nats-server at the same time
+        # honcho starts services and nats-server at the same time: the service's third connection
+        # attempt failing proves it went on retrying after failures instead of giving up
+        for _ in range(3):
+            producer.expect("producer: disconnected from NATS", anywhere=True)
         assert producer.proc.poll() is None, "the service gave up instead of retrying"
         server.start()
         producer.expect("APPENDED")

@@ -1,19 +1,48 @@
-"""kube-scheduler's node sampling (numFeasibleNodesToFind) and the best-first shortcut."""
+"""kube-scheduler's node sampling (numFeasibleNodesToFind) and the best-first shortcut.
+
+Expected nodes are computed here from the definitions, not with the product's helpers: the walk
+starts at crc32(pod UID) mod #nodes over the nodes in name order (docs/scheduler.md,
+"Determinism"; upstream rotates a counter instead), and looks for upstream's
+``numFeasibleNodesToFind`` feasible nodes (pkg/scheduler/schedule_one.go: all nodes below 100;
+else the configured percentage, or 50% minus 1% per 125 nodes with a floor of 5%; never fewer
+than 100).
+"""
 
 from __future__ import annotations
 
+import zlib
+
+import msgspec
 import pytest
 
-from services.scheduler.framework import Reserved, SchedulerConfig, num_feasible_nodes_to_find, start_index
+from events.api.core_v1 import Pod
+from services.scheduler.framework import Reserved, SchedulerConfig, num_feasible_nodes_to_find
 from tests.scheduler.builders import (
+    allocation_on,
     cluster,
     exact,
     gpu_cluster,
+    make_claim,
     make_class,
     make_node,
     make_pod,
     pod_with_template_claim,
 )
+
+
+def walk_start(pod: Pod, num_nodes: int) -> int:
+    """Where the documented walk starts for ``pod``."""
+    return zlib.crc32(pod.metadata.uid.encode()) % num_nodes
+
+
+def upstream_sample_size(num_nodes: int, percentage: int | None = None) -> int:
+    """Upstream's numFeasibleNodesToFind with its constants (100 nodes, 5%)."""
+    if num_nodes < 100:
+        return num_nodes
+    if not percentage:
+        percentage = max(50 - num_nodes // 125, 5)
+    found = num_nodes * percentage // 100
+    return max(found, 100) if percentage < 100 else num_nodes
 
 
 @pytest.mark.parametrize(
@@ -32,7 +61,14 @@ from tests.scheduler.builders import (
 )
 def test_num_feasible_nodes_to_find(nodes: int, percentage: int | None, expected: int) -> None:
     config = SchedulerConfig(percentage_of_nodes_to_score=percentage)
-    assert num_feasible_nodes_to_find(config, nodes) == expected
+    assert num_feasible_nodes_to_find(config, nodes) == expected == upstream_sample_size(nodes, percentage)
+
+
+def test_num_feasible_nodes_to_find_matches_upstream_everywhere() -> None:
+    for nodes in [*range(0, 2001, 7), 6249, 6250, 6251, 100_000]:
+        for percentage in (None, 1, 10, 42, 99, 100):
+            config = SchedulerConfig(percentage_of_nodes_to_score=percentage)
+            assert num_feasible_nodes_to_find(config, nodes) == upstream_sample_size(nodes, percentage)
 
 
 def _two_signature_pod(name: str):
@@ -55,13 +91,51 @@ def test_two_signatures_are_sampled_like_kube_scheduler() -> None:
 
 def test_sample_starts_at_the_pod_uid_offset() -> None:
     core = gpu_cluster(300, 2)
+    nodes = [info.name for info in core.cluster.node_list()]
+    assert nodes == sorted(nodes)
+    chosen = set()
+    for name in ("p", "q", "r", "s"):
+        pod, claim = _two_signature_pod(name)
+        core.observe(claim)
+        result = core.schedule(pod)
+        assert isinstance(result, Reserved)
+        # All nodes score alike: the first node of the pod's walk wins.
+        assert result.node_name == nodes[walk_start(pod, 300)], name
+        chosen.add(result.node_name)
+        core.unreserve(pod)
+    assert len(chosen) == 4  # different pods start in different places
+
+
+@pytest.mark.parametrize("uid", ["uid-a", "uid-b", "uid-c", "uid-d", "uid-e", "uid-f"])
+def test_the_sample_is_the_window_after_the_start(uid: str) -> None:
+    """500 nodes with 6 GPUs, the pod needs 2 of two signatures: best fit prefers the fullest
+    node. Two nodes are partly used: one inside the pod's 230-node window (3 GPUs free), one
+    just outside it (2 free, a better fit). The sample must be exactly that window: the node
+    inside wins although the one outside would score better."""
     pod, claim = _two_signature_pod("p")
+    pod = msgspec.structs.replace(pod, metadata=msgspec.structs.replace(pod.metadata, uid=uid))
+    owner = msgspec.structs.replace(claim.metadata.owner_references[0], uid=uid)
+    claim = msgspec.structs.replace(
+        claim, metadata=msgspec.structs.replace(claim.metadata, owner_references=(owner,))
+    )
+    start = walk_start(pod, 500)
+    window = upstream_sample_size(500)
+    assert window == 230
+    inside = f"node-{(start + 100) % 500:03d}"
+    outside = f"node-{(start + window + 20) % 500:03d}"
+    core = gpu_cluster(500, 6)
+    for node, used in ((inside, 3), (outside, 4)):
+        taken = make_claim(
+            f"used-{node}",
+            exact(count=used),
+            allocation=allocation_on(node, *(f"dev-{i}" for i in range(used))),
+        )
+        core.observe(taken)
     core.observe(claim)
     result = core.schedule(pod)
     assert isinstance(result, Reserved)
-    # All nodes score alike: the first node of the pod's walk wins.
-    nodes = core.cluster.node_list()
-    assert result.node_name == nodes[start_index(pod, len(nodes))].name
+    assert result.evaluated_nodes == window
+    assert result.node_name == inside, (start, inside, outside)
 
 
 def test_best_first_looks_at_few_nodes() -> None:
@@ -79,7 +153,7 @@ def test_pods_without_claims_take_the_first_fit() -> None:
     result = core.schedule(pod)
     assert isinstance(result, Reserved)
     nodes = core.cluster.node_list()
-    start = start_index(pod, len(nodes))
+    start = walk_start(pod, 200)
     walk = [nodes[(start + i) % 200] for i in range(200)]
     expected = next(node for node in walk if node.allocatable["cpu"] >= 2000)
     assert result.node_name == expected.name

@@ -1,28 +1,122 @@
-"""CEL selector checks for admission: compile with the project's CEL engine, as the scheduler will.
+"""CEL selector checks for admission, run off the event loop.
+
+Admission only *checks* an expression (:func:`services.scheduler.cel.check_expression`: parse,
+types, regex literals, bool result) as the API server's validation does: nothing is evaluated,
+no constant folded. Still, a request may carry many selectors of up to 10 KiB each (tens of ms
+of checking each), so the API server checks them on one worker thread before it takes its write
+lock (:func:`precheck`, awaited) and remembers each result; the synchronous validation code then
+finds the answer in that memo (:func:`check_cel`). Meanwhile the event loop keeps serving every
+other request. A miss (an expression that was not prechecked) is checked inline.
 
 The expression length limit (10 KiB, ``CELSelectorExpressionMaxLength``) is checked by the caller
-before compiling, as upstream does.
+before checking, as upstream does.
 """
 
 from __future__ import annotations
 
-from services.scheduler.cel import compile_expression
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final, NamedTuple
 
-__all__ = ["CEL_MAX_LENGTH", "check_cel"]
+from services.scheduler.cel import CelCompileError, check_expression
 
-CEL_MAX_LENGTH = 10 * 1024
+__all__ = ["CEL_MAX_LENGTH", "CelProblem", "cel_expressions", "cel_problem", "check_cel", "precheck"]
+
+CEL_MAX_LENGTH: Final = 10 * 1024
+MEMO_SIZE: Final = 8192
+# how long one request may wait for its selectors to be checked (the worker is shared)
+PRECHECK_TIMEOUT_S: Final = 30.0
+
+
+class CelProblem(NamedTuple):
+    """Why an expression is refused; ``internal`` is Kubernetes' ``field.InternalError`` kind."""
+
+    message: str
+    internal: bool = False
+
+
+_memo: OrderedDict[str, CelProblem | None] = OrderedDict()
+_memo_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+
+
+def _check(expr: str) -> CelProblem | None:
+    if not expr.strip():
+        return CelProblem("compilation failed: expression must not be empty")
+    try:
+        check_expression(expr)
+    except CelCompileError as exc:
+        # One line: the compiler's caret diagram follows the first line, which has the position.
+        text = str(exc).split("\n", 1)[0]
+        if exc.internal:
+            return CelProblem(text, internal=True)
+        return CelProblem(text if text.startswith("compilation failed") else f"compilation failed: {text}")
+    except (ValueError, TypeError) as exc:
+        return CelProblem(f"compilation failed: {exc}")
+    except Exception as exc:  # an engine bug must not become a stack trace for the user
+        return CelProblem(f"compilation failed: internal error: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _remember(expr: str, problem: CelProblem | None) -> None:
+    with _memo_lock:
+        _memo[expr] = problem
+        _memo.move_to_end(expr)
+        while len(_memo) > MEMO_SIZE:
+            _memo.popitem(last=False)
+
+
+def _check_all(exprs: list[str]) -> None:
+    for expr in exprs:
+        _remember(expr, _check(expr))
+
+
+def cel_problem(expr: str) -> CelProblem | None:
+    """None when ``expr`` is a valid selector; otherwise the reason, worded like the API server's."""
+    with _memo_lock:
+        if expr in _memo:
+            return _memo[expr]
+    problem = _check(expr)
+    _remember(expr, problem)
+    return problem
 
 
 def check_cel(expr: str) -> str | None:
-    """None when ``expr`` compiles; otherwise the reason, worded like the API server's."""
-    if not expr.strip():
-        return "compilation failed: expression must not be empty"
-    try:
-        compile_expression(expr)
-    except (ValueError, TypeError) as exc:
-        # One line: the compiler's caret diagram follows the first line, which has the position.
-        text = str(exc).split("\n", 1)[0]
-        return text if text.startswith("compilation failed") else f"compilation failed: {text}"
-    except Exception as exc:  # an engine bug must not become a stack trace for the user
-        return f"compilation failed: internal error: {type(exc).__name__}: {exc}"
-    return None
+    """None when ``expr`` is a valid selector; otherwise the reason's text."""
+    problem = cel_problem(expr)
+    return None if problem is None else problem.message
+
+
+async def precheck(exprs: Iterable[str]) -> None:
+    """Check ``exprs`` on the CEL worker thread (the event loop stays free) and remember the
+    results for :func:`check_cel`. Expressions already known or too long to check are skipped."""
+    global _executor
+    with _memo_lock:
+        todo = [e for e in dict.fromkeys(exprs) if e not in _memo and len(e) <= CEL_MAX_LENGTH]
+    if not todo:
+        return
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="admission-cel")
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(PRECHECK_TIMEOUT_S):
+        await loop.run_in_executor(_executor, _check_all, todo)
+
+
+def cel_expressions(data: Any) -> list[str]:
+    """Every ``cel.expression`` string in a manifest (JSON-like data), wherever it sits:
+    DeviceClass, ResourceClaim and template selectors, prioritized-list subrequests."""
+    found: list[str] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            cel = item.get("cel")
+            if isinstance(cel, dict) and isinstance(cel.get("expression"), str):
+                found.append(cel["expression"])
+            stack.extend(v for v in item.values() if isinstance(v, dict | list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict | list))
+    return found

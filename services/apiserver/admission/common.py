@@ -14,7 +14,7 @@ import msgspec
 from events.api import resource_v1 as r1
 from events.api.meta import NodeSelector
 from services.apiserver.admission import names
-from services.apiserver.admission.cel import CEL_MAX_LENGTH, check_cel
+from services.apiserver.admission.cel import CEL_MAX_LENGTH, cel_problem
 from services.apiserver.admission.errs import Errs
 
 T = TypeVar("T")
@@ -134,12 +134,14 @@ def selectors(errs: Errs, items: Sequence[r1.DeviceSelector], path: str) -> None
         if len(expr) > CEL_MAX_LENGTH:
             errs.too_long(at, CEL_MAX_LENGTH)
             return
-        problem = check_cel(expr)
+        problem = cel_problem(expr)
         if problem is not None:
             if not expr.strip():
-                errs.required(at, problem)
+                errs.required(at, problem.message)
+            elif problem.internal:
+                errs.internal(at, problem.message)
             else:
-                errs.invalid(at, expr, problem)
+                errs.invalid(at, expr, problem.message)
 
     check_list(errs, items, MAX_SELECTORS, path, one)
 

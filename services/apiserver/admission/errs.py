@@ -22,6 +22,7 @@ from events.api.errors import (
 )
 
 NOT_FOUND = "Not found"
+INTERNAL = "Internal error"
 _OMIT = object()
 
 
@@ -72,6 +73,10 @@ class Errs:
 
     def forbidden(self, path: str, detail: str) -> None:
         self.add(path, FORBIDDEN, f"{FORBIDDEN}: {detail}")
+
+    def internal(self, path: str, detail: str) -> None:
+        """apimachinery's ``field.InternalError`` (no value echoed)."""
+        self.add(path, INTERNAL, f"{INTERNAL}: {detail}")
 
     def duplicate(self, path: str, value: Any) -> None:
         self.add(path, DUPLICATE, f"{DUPLICATE}: {show(value)}")

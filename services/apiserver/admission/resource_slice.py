@@ -84,29 +84,39 @@ def _request_policy(errs: Errs, capacity: r1.DeviceCapacity, path: str) -> None:
             errs.required(f"{path}.default", "required when validValues is defined")
             return
         default = Quantity.parse(policy.default)
-        values = [Quantity.parse(v) for v in policy.valid_values]
-        at = f"{path}.validValues"
-        for i in range(len(values) - 1):
-            if values[i] > values[i + 1]:
-                errs.invalid(f"{at}[{i + 1}]", str(values[i + 1]), "values must be sorted in ascending order")
-        if len(values) > MAX_VALID_VALUES:
-            errs.too_many(at, len(values), MAX_VALID_VALUES)
-        else:
-            for i, v in enumerate(values):
-                if v > maximum:
-                    errs.invalid(f"{at}[{i}]", str(v), f"option is larger than capacity value: {maximum}")
-            seen: set[Quantity] = set()
-            for i, v in enumerate(values):
-                if v in seen:
-                    errs.duplicate(f"{at}[{i}]", str(v))
-                seen.add(v)
-        if default not in values:
-            errs.invalid(at, str(default), "default value is not valid according to the requestPolicy")
+        _valid_values(errs, default, maximum, policy.valid_values, f"{path}.validValues")
     elif policy.valid_range is not None:
         if policy.default is None:
             errs.required(f"{path}.default", "required when validRange is defined")
             return
         _valid_range(errs, Quantity.parse(policy.default), maximum, policy.valid_range, f"{path}.validRange")
+
+
+def _valid_values(
+    errs: Errs, default: Quantity, maximum: Quantity, raw: tuple[str | int | float, ...], at: str
+) -> None:
+    """Upstream validateRequestPolicyValidValues: sorted, then the set (too many short-circuits the
+    items, so the default is then "not valid" too), duplicates keyed by the whole-unit value."""
+    values = [Quantity.parse(v) for v in raw]
+    for i in range(len(values) - 1):
+        if values[i] > values[i + 1]:
+            errs.invalid(f"{at}[{i + 1}]", str(values[i + 1]), "values must be sorted in ascending order")
+    found_default = False
+    if len(values) > MAX_VALID_VALUES:
+        errs.too_many(at, len(values), MAX_VALID_VALUES)
+    else:
+        for i, v in enumerate(values):
+            if v > maximum:
+                errs.invalid(f"{at}[{i}]", str(v), f"option is larger than capacity value: {maximum}")
+            found_default = found_default or v == default
+        seen: set[int] = set()
+        for i, v in enumerate(values):
+            key = v.value()  # upstream's quantityKey: the value rounded up to a whole unit
+            if key in seen:
+                errs.duplicate(f"{at}[{i}]", str(key))
+            seen.add(key)
+    if not found_default:
+        errs.invalid(at, str(default), "default value is not valid according to the requestPolicy")
 
 
 def _valid_range(
@@ -119,7 +129,7 @@ def _valid_range(
     if lo > maximum:
         errs.invalid(f"{path}.min", str(lo), f"min is larger than capacity value: {maximum}")
     if default < lo:
-        errs.invalid(f"{path}.default", str(default), f"default is less than min: {lo}")
+        errs.invalid(f"{path}.min", str(default), f"default is less than min: {lo}")
     if rng.max is not None:
         hi = Quantity.parse(rng.max)
         if lo > hi:
@@ -127,7 +137,7 @@ def _valid_range(
         if hi > maximum:
             errs.invalid(f"{path}.max", str(hi), f"max is larger than capacity value: {maximum}")
         if default > hi:
-            errs.invalid(f"{path}.default", str(default), f"default is more than max: {hi}")
+            errs.invalid(f"{path}.max", str(default), f"default is more than max: {hi}")
     if rng.step is None:
         return
     step = Quantity.parse(rng.step)
@@ -140,8 +150,9 @@ def _valid_range(
         )
     targets = [default] + ([Quantity.parse(rng.max)] if rng.max is not None else [])
     for value in targets:
-        # Exact arithmetic on nano-units: (value - min) must be a whole number of steps.
-        if (value.nanos - lo.nanos) % step.nanos != 0:
+        # As upstream: (value - min) a whole number of steps, each rounded up to whole units
+        # (Quantity.Value()), so fractional quantities compare as the allocator rounds them.
+        if (value.value() - lo.value()) % step.value() != 0:
             errs.invalid(
                 f"{path}.step", str(value), f"value is not a multiple of a given step ({step}) from ({lo})"
             )

@@ -32,22 +32,30 @@ Public API (pure, no I/O, not thread-safe)::
 A CelRuntimeError (missing key, overflow, no such overload, cost limit exceeded, ...) is an
 allocation *error* in Kubernetes, not "device does not match". "no such key" errors carry
 upstream's hint to use ``.?``/``orValue()`` or ``has()``. See docs/cel.md for the language.
+
+``with time_limit(deadline):`` (a ``time.monotonic()`` value) bounds the wall time of every
+evaluation inside: one that runs past it raises CelInterrupted ("operation interrupted"), which
+is about the clock, not the device. Regexes run on RE2 (linear time, Go's syntax and errors).
 """
 
+from .cost import time_limit
 from .device import DeviceInput, Version, prepare_device
-from .errors import CelCompileError, CelError, CelRuntimeError
-from .program import COST_LIMIT, Program, cache_clear, compile_any, compile_expression
+from .errors import CelCompileError, CelError, CelInterrupted, CelRuntimeError
+from .program import COST_LIMIT, Program, cache_clear, check_expression, compile_any, compile_expression
 
 __all__ = [
     "COST_LIMIT",
     "CelCompileError",
     "CelError",
+    "CelInterrupted",
     "CelRuntimeError",
     "DeviceInput",
     "Program",
     "Version",
     "cache_clear",
+    "check_expression",
     "compile_any",
     "compile_expression",
     "prepare_device",
+    "time_limit",
 ]

@@ -1,7 +1,8 @@
 """Compile-time type checker: resolves identifiers, functions and overloads, as cel-go's checker.
 
 It rejects what upstream rejects at compile time (undeclared references, unknown functions and
-fields, argument types no overload accepts, mixed-type list/map literals, invalid regex literals)
+fields, argument types no overload accepts, mixed-type list/map literals, invalid regex literals
+- :meth:`Checker.validate_regexes`, run after the whole expression type-checked)
 and records for every node its static type and for every call its candidate overloads, which the
 compiler uses to pick direct implementations instead of dynamic dispatch.
 """
@@ -14,6 +15,7 @@ from . import types as t
 from .ast import Bind, Call, Comprehension, Has, Ident, Index, ListExpr, Literal, MapExpr, Node, Select
 from .errors import CelCompileError
 from .library import Overload
+from .regex import RegexError, compile_regex
 from .types import BOOL, DYN, INT, STRING, Type
 
 __all__ = ["DEVICE_FIELDS", "Checker"]
@@ -38,6 +40,11 @@ TYPE_NAMES: Final = frozenset(
 )
 _KEY_KINDS: Final = frozenset(("int", "uint", "bool", "string", "dyn"))
 _PREDICATES: Final = frozenset(("all", "exists", "exists_one"))
+_REGEX_FUNCTIONS: Final = frozenset(("matches", "find", "findAll"))
+
+
+def _is_string_literal(node: Node) -> bool:
+    return isinstance(node, Literal) and node.kind == "string"
 
 
 class Checker:
@@ -48,6 +55,7 @@ class Checker:
         self.functions = functions
         self.types: dict[int, Type] = {}
         self.calls: dict[int, tuple[str, list[Overload]]] = {}
+        self.regex_calls: list[tuple[str, Call, bool]] = []  # (function, call, member) to validate
 
     def error(self, node: Node, message: str) -> CelCompileError:
         return CelCompileError(self.text, message, node.offset)
@@ -186,8 +194,8 @@ class Checker:
                 results.append(t.substitute(o.result, subst))
         if not matches:
             raise self._no_overload(node, name, arg_types, member)
-        if name in ("matches", "find", "findAll") and len(node.args) >= 1:
-            self.check_regex_literal(node.args[-1] if name == "matches" and not member else node.args[0])
+        if name in _REGEX_FUNCTIONS and node.args:
+            self.regex_calls.append((name, node, member))
         self.calls[id(node)] = (name, matches)
         result = results[0]
         for r in results[1:]:
@@ -198,15 +206,32 @@ class Checker:
         root = qualified.split(".")[0]
         return root in scope or root == "device"
 
-    def check_regex_literal(self, node: Node) -> None:
-        if isinstance(node, Literal) and node.kind == "string":
-            from .errors import EvalError
-            from .library.core import compile_regex
+    def validate_regexes(self) -> None:
+        """Regex literals, checked after type checking as Kubernetes' cel-go does.
 
-            try:
-                compile_regex(str(node.value))
-            except EvalError as exc:
-                raise self.error(node, exc.message) from None
+        First cel-go's ``ValidateRegexLiterals``: the first argument of every ``matches`` call
+        (the pattern of ``s.matches(p)``, but the *text* of ``matches(s, p)`` - upstream's
+        quirk) must compile when it is a literal: "invalid matches argument" at the literal. Then
+        program planning compiles every literal pattern of ``matches``, ``find`` and ``findAll``
+        (cel-go's regex optimizations); a failure there is "program instantiation failed: ..."
+        (an internal error in Kubernetes' field error terms).
+        """
+        calls = sorted(self.regex_calls, key=lambda c: c[1].offset)
+        for name, node, _member in calls:
+            if name == "matches" and _is_string_literal(node.args[0]):
+                try:
+                    compile_regex(str(node.args[0].value))  # type: ignore[attr-defined]
+                except RegexError:
+                    raise self.error(node.args[0], "invalid matches argument") from None
+        for _name, node, member in calls:
+            pattern = node.args[0] if member else node.args[-1]
+            if _is_string_literal(pattern):
+                try:
+                    compile_regex(str(pattern.value))  # type: ignore[attr-defined]
+                except RegexError as exc:
+                    raise CelCompileError(
+                        self.text, f"program instantiation failed: {exc}", positional=False, internal=True
+                    ) from None
 
     def expect_bool(self, node: Node, actual: Type, function: str) -> None:
         if actual.kind not in ("bool", "dyn") and not actual.is_param:

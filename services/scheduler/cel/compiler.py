@@ -9,13 +9,14 @@ specialised closures: ``device.attributes["d"].id`` is one dict lookup in the de
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from . import access, calls, operators
 from .ast import Bind, Call, Comprehension, Has, Ident, Index, ListExpr, Literal, MapExpr, Node, Select
 from .checker import Checker
-from .cost import BUDGET, COST_LIMIT, COSTLY_OVERLOADS
+from .cost import BUDGET, COST_EXCEEDED, COST_LIMIT, COSTLY_OVERLOADS, EvalInterrupted, reset, time_limit
 from .errors import EvalError
 from .library.core import TYPE_IDENTS
 from .types import Type
@@ -24,6 +25,9 @@ from .values import Optional, Uint, map_lookup, no_such_overload, valid_key
 __all__ = ["Compiler", "Fn"]
 
 Fn = Callable[[Any], Any]
+
+# wall time all constant folds of one compile may take (then the rest is left for run time)
+FOLD_SECONDS: Final = 0.25
 
 
 class Compiler:
@@ -37,6 +41,8 @@ class Compiler:
         self.flats: dict[int, tuple[Fn, str, str, str]] = {}
         self.device_fields: dict[int, tuple[Fn, str]] = {}
         self.costly = False
+        self.fold_left = COST_LIMIT  # cost all constant folds of this compile may still spend
+        self.fold_deadline: float | None = None  # set at the first fold
 
     # -- constants -----------------------------------------------------------------------------
     def const(self, value: Any) -> Fn:
@@ -53,20 +59,36 @@ class Compiler:
         return self.consts[id(fn)][1]
 
     def fold(self, fn: Fn, parts: list[Fn]) -> Fn:
-        """If every input is constant, evaluate now; keep a CEL error for run time."""
-        if not all(self.is_const(p) for p in parts):
+        """If every input is constant, evaluate now; keep a CEL error for run time.
+
+        All folds of one compile share one cost budget (``COST_LIMIT``) and ``FOLD_SECONDS`` of
+        wall time, so a compile stays bounded however many constant sub-expressions it has
+        (the API server compiles what users send). What does not fit is left for run time,
+        where the evaluation's own budget charges it; the result is the same either way.
+        """
+        if not all(self.is_const(p) for p in parts) or self.fold_left <= 0:
             return fn
-        BUDGET[0] = 0
-        BUDGET[1] = COST_LIMIT
+        if self.fold_deadline is None:
+            self.fold_deadline = time.monotonic() + FOLD_SECONDS
+        reset(self.fold_left)
         try:
-            return self.const(fn(None))
+            with time_limit(self.fold_deadline):
+                value = fn(None)
+        except EvalInterrupted:
+            self.fold_left = 0
+            return fn
         except EvalError as exc:
+            self.fold_left -= BUDGET[0]
+            if exc.message == COST_EXCEEDED:
+                return fn
             message = exc.message
 
             def raise_(d: Any) -> Any:
                 raise EvalError(message)
 
             return raise_
+        self.fold_left -= BUDGET[0]
+        return self.const(value)
 
     def flat_lookup(self, table: str, key: str, ident: str) -> Fn:
         """A closure reading one attribute/capacity from the device's flat map; remembered so

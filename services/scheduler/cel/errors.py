@@ -8,7 +8,7 @@ are fatal (an allocation *error*), never "device does not match".
 
 from __future__ import annotations
 
-__all__ = ["CelCompileError", "CelError", "CelRuntimeError", "EvalError"]
+__all__ = ["CelCompileError", "CelError", "CelInterrupted", "CelRuntimeError", "EvalError"]
 
 # Kubernetes' DRA package appends this hint to every "no such key" runtime error.
 NO_SUCH_KEY_HINT = (
@@ -29,9 +29,13 @@ class CelError(ValueError):
 class CelCompileError(CelError):
     """The expression cannot be compiled (syntax, unknown identifier/function, wrong types)."""
 
-    def __init__(self, expression: str, message: str, offset: int = 0, positional: bool = True) -> None:
+    def __init__(
+        self, expression: str, message: str, offset: int = 0, positional: bool = True, internal: bool = False
+    ) -> None:
         self.offset = offset
         self.positional = positional
+        # Kubernetes reports this one as an internal error (``program instantiation failed``)
+        self.internal = internal
         self.line, self.column = line_column(expression, offset)
         super().__init__(expression, message)
         self.args = (self.__str__(),)
@@ -67,6 +71,16 @@ class CelRuntimeError(CelError):
         if self.offset < 0:
             return self.message
         return format_issue(self.expression, self.offset, self.message)
+
+
+class CelInterrupted(CelRuntimeError):
+    """The evaluation ran past its wall-time deadline (``cost.time_limit``) and was stopped.
+
+    Not a property of the expression or the device: callers must not remember it as a verdict.
+    """
+
+    def __init__(self, expression: str) -> None:
+        super().__init__(expression, "operation interrupted")
 
 
 class EvalError(Exception):

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .ast import Bind, Comprehension, Literal, Node
 from .cost import BUDGET as budget
+from .cost import over_budget
 from .errors import EvalError
 from .library.lists import _cmp as list_cmp
 from .library.lists import order_key_check
@@ -99,7 +100,7 @@ def _comprehension(c: Compiler, node: Comprehension) -> Fn:
     def charge() -> None:
         budget[0] += per_iter
         if budget[0] > budget[1]:
-            raise EvalError("operation cancelled: actual cost limit exceeded")
+            over_budget()
 
     def bind_vars(x: Any) -> None:
         if two:

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from .ast import Node
 from .checker import Checker
 from .compiler import Compiler, Fn
-from .cost import BUDGET, COST_LIMIT
+from .cost import BUDGET, CHECK_EVERY, COST_LIMIT, EvalInterrupted, reset
 from .device import DeviceInput
-from .errors import CelCompileError, CelRuntimeError, EvalError
+from .errors import CelCompileError, CelInterrupted, CelRuntimeError, EvalError
 from .library import load
 from .parser import parse
 from .types import BOOL, DYN, Type
 from .values import type_name
 
-__all__ = ["COST_LIMIT", "Program", "cache_clear", "compile_expression"]
+__all__ = ["COST_LIMIT", "Program", "cache_clear", "check_expression", "compile_expression"]
 
 CACHE_SIZE: Final = 1024
 _COMPILE_STACK: Final = 4000
@@ -47,13 +49,14 @@ class Program:
         """The raw CEL result (for tests and tools); raises CelRuntimeError like ``evaluate``."""
         if device.error is not None:
             raise CelRuntimeError(self.expression, device.error)
-        BUDGET[0] = 0
-        BUDGET[1] = self._limit
+        reset(self._limit)
         try:
             return self._fn(device)
         except EvalError as exc:
-            offset = locate_error(self.expression, device, exc)
+            offset = locate_error(self.expression, device, exc, self._limit)
             raise CelRuntimeError(self.expression, exc.message, offset) from None
+        except EvalInterrupted:
+            raise CelInterrupted(self.expression) from None
 
     def __repr__(self) -> str:
         return f"Program({self.expression!r})"
@@ -63,12 +66,16 @@ def _make_evaluate(
     expression: str, fn: Fn, limit: int, costly: bool, result_type: Type
 ) -> Callable[[DeviceInput], bool]:
     def fail(device: DeviceInput, exc: BaseException | None, result: Any = None) -> bool:
+        """Raise the CelRuntimeError for a failed evaluation (never returns)."""
         if device.error is not None:
             raise CelRuntimeError(expression, device.error)
         if isinstance(exc, EvalError):
-            raise CelRuntimeError(expression, exc.message, locate_error(expression, device, exc)) from None
+            offset = locate_error(expression, device, exc, limit)
+            raise CelRuntimeError(expression, exc.message, offset) from None
         if isinstance(exc, RecursionError):
             raise CelRuntimeError(expression, "expression too deeply nested to evaluate") from None
+        if isinstance(exc, EvalInterrupted):
+            raise CelInterrupted(expression) from None
         raise CelRuntimeError(
             expression, f"CEL result of type {type_name(result)} could not be converted to bool"
         )
@@ -86,16 +93,19 @@ def _make_evaluate(
 
         return evaluate_bool
 
+    first_checkpoint = min(limit, CHECK_EVERY)
+
     def evaluate(device: DeviceInput) -> bool:
         """True/False for this device; raises CelRuntimeError (a fatal allocation error)."""
         if device.error is not None:
             return fail(device, None)
         if costly:
             BUDGET[0] = 0
-            BUDGET[1] = limit
+            BUDGET[1] = first_checkpoint
+            BUDGET[2] = limit
         try:
             result = fn(device)
-        except (EvalError, RecursionError) as exc:
+        except (EvalError, RecursionError, EvalInterrupted) as exc:
             return fail(device, exc)
         if result is True or result is False:
             return result
@@ -104,56 +114,82 @@ def _make_evaluate(
     return evaluate
 
 
-def locate_error(expression: str, device: DeviceInput, exc: EvalError) -> int:
+def locate_error(expression: str, device: DeviceInput, exc: EvalError, limit: int = COST_LIMIT) -> int:
     """Offset of the sub-expression that raised ``exc``: the evaluation is replayed with a
     program compiled in locating mode (evaluation is deterministic), so the fast path pays
     nothing for positions. Cost-limit errors are not replayed (no single node is at fault)."""
     if "cost limit" in exc.message:
         return -1
-    limit = sys.getrecursionlimit()
-    if limit < _COMPILE_STACK:
-        sys.setrecursionlimit(_COMPILE_STACK)
     try:
-        root = parse(expression)
-        checker = Checker(expression, _FUNCTIONS)
-        checker.check(root, {})
-        fn = Compiler(checker, locate=True).compile(root)
-        BUDGET[0] = 0
-        fn(device)
+        with deep_stack():
+            root = parse(expression)
+            checker = Checker(expression, _FUNCTIONS)
+            checker.check(root, {})
+            fn = Compiler(checker, locate=True).compile(root)
+            reset(limit)
+            fn(device)
     except EvalError as replayed:
         return replayed.offset if replayed.message == exc.message else -1
-    except (CelCompileError, RecursionError):
+    except (CelCompileError, RecursionError, EvalInterrupted):
         return -1
-    finally:
-        if limit < _COMPILE_STACK:
-            sys.setrecursionlimit(limit)
     return -1
 
 
-def _compile(expression: str, cost_limit: int, require_bool: bool) -> Program:
-    # The checker and compiler recurse ~3 frames per AST level; the parser caps nesting at 250
-    # levels, which needs more than Python's default 1000 frames. Raise it for the compile only.
-    limit = sys.getrecursionlimit()
-    if limit < _COMPILE_STACK:
-        sys.setrecursionlimit(_COMPILE_STACK)
+_stack_lock = threading.Lock()
+_stack_users = [0, 0]  # [compiles running, the recursion limit before the first of them]
+
+
+@contextlib.contextmanager
+def deep_stack() -> Iterator[None]:
+    """Raise the recursion limit for a compile: the checker and compiler recurse ~3 frames per
+    AST level and the parser allows 250 levels, more than Python's default 1000 frames. The limit
+    is process-wide, so it is restored only when the last compile running (in any thread, e.g.
+    the apiserver's admission worker) is done."""
+    with _stack_lock:
+        if _stack_users[0] == 0:
+            _stack_users[1] = sys.getrecursionlimit()
+            if _stack_users[1] < _COMPILE_STACK:
+                sys.setrecursionlimit(_COMPILE_STACK)
+        _stack_users[0] += 1
     try:
-        return _compile_checked(expression, cost_limit, require_bool)
+        yield
     finally:
-        if limit < _COMPILE_STACK:
-            sys.setrecursionlimit(limit)
+        with _stack_lock:
+            _stack_users[0] -= 1
+            if _stack_users[0] == 0 and _stack_users[1] < _COMPILE_STACK:
+                sys.setrecursionlimit(_stack_users[1])
 
 
-def _compile_checked(expression: str, cost_limit: int, require_bool: bool) -> Program:
+def _compile(expression: str, cost_limit: int, require_bool: bool) -> Program:
+    with deep_stack():
+        return _compile_checked(expression, cost_limit, require_bool)
+
+
+def _checked(expression: str, require_bool: bool) -> tuple[Node, Checker, Type]:
     root: Node = parse(expression)
     checker = Checker(expression, _FUNCTIONS)
     try:
         result_type = checker.check(root, {})
     except RecursionError:
         raise CelCompileError(expression, "expression too deeply nested") from None
+    checker.validate_regexes()
     if require_bool and result_type not in (BOOL, DYN):
         raise CelCompileError(
             expression, f"must evaluate to bool or the unknown type, not {result_type}", positional=False
         )
+    return root, checker, result_type
+
+
+def check_expression(expression: str) -> None:
+    """Every compile-time check of :func:`compile_expression` (parse, types, regex literals,
+    bool result) and nothing else: no program is built, no constant is folded, so no part of the
+    expression is evaluated. Thread-safe; for validation (the API server's admission)."""
+    with deep_stack():
+        _checked(expression, True)
+
+
+def _compile_checked(expression: str, cost_limit: int, require_bool: bool) -> Program:
+    root, checker, result_type = _checked(expression, require_bool)
     compiler = Compiler(checker)
     fn = compiler.compile(root)
     return Program(expression, fn, cost_limit, compiler.costly, result_type)

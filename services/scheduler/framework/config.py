@@ -15,8 +15,11 @@ class SchedulerConfig:
     125 nodes, at least 5%), otherwise a fixed percentage (100 = look at every node). At least
     ``min_feasible_nodes_to_find`` feasible nodes are looked for either way (upstream: 100).
 
-    ``allocator_max_steps`` bounds one allocator call (deterministic, unlike upstream's wall-clock
-    filter timeout); a node that runs out is "timed out trying to allocate devices".
+    ``allocator_max_steps`` bounds one allocator call (deterministic); a node that runs out is
+    "timed out trying to allocate devices". ``allocator_timeout_s`` is upstream's wall-clock
+    filter timeout (DRASchedulerFilterTimeout, 10 s), with the same outcome: a safety net that
+    also stops CEL selectors which stay under the cost limit but are slow on many devices (the
+    static cost estimate upstream checks at admission is not computed here).
     """
 
     scheduler_name: str = "default-scheduler"
@@ -24,6 +27,7 @@ class SchedulerConfig:
     min_feasible_nodes_to_find: int = 100
     min_feasible_nodes_percentage: int = 5
     allocator_max_steps: int | None = 200_000
+    allocator_timeout_s: float | None = 10.0
     features: Features = field(default_factory=Features)
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0

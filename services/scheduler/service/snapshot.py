@@ -22,7 +22,7 @@ from collections.abc import Callable
 from events.api.base import ApiStruct
 from events.codec import DecodeError, decode
 from events.subjects import aggregate_subject, decode_token
-from infra.eventstore import EventStore, RawRecord
+from infra.eventstore import EventStore, RawRecord, StreamReset
 from projections.objects import ObjectIndex, fold, load_extensions
 from services.apiserver.tail import Tail
 from services.scheduler.framework import Scheduler
@@ -105,8 +105,8 @@ class Snapshot:
             try:
                 async for records in self._tail.batches():
                     self.apply_records(records)
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, StreamReset):
+                raise  # a reset stops the follower; the service runner stops the service
             except Exception:  # e.g. the connection dropped: resume where we were
                 log.exception("following the log failed; resuming at %d", self._tail.next_seq)
                 await asyncio.sleep(0.5)

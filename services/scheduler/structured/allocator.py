@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from events.api.resource_v1 import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
+from services.scheduler import cel
 from services.scheduler.structured.capacity import CapacityLedger
 from services.scheduler.structured.counters import CounterLedger
 from services.scheduler.structured.model import (
@@ -75,7 +76,8 @@ class Allocator:
     ) -> list[AllocationResult] | None:
         """Allocate all claims together on ``node``; see the module docstring for the outcomes.
 
-        ``timeout`` (seconds) or ``deadline`` (a ``time.monotonic()`` value) bound the wall time;
+        ``timeout`` (seconds) or ``deadline`` (a ``time.monotonic()`` value) bound the wall time,
+        CEL selector evaluations included (one that runs past it is AllocationTimeout);
         ``max_steps`` bounds the number of search steps (deterministic, for replays);
         ``cancelled`` is polled with the clock (every 64 steps) and aborts the search when true.
         """
@@ -86,9 +88,10 @@ class Allocator:
         node_name = node.metadata.name
         pools = self.snapshot.pools_for(node_name, node.metadata.labels, features)
         capacity = CapacityLedger(self.state)
-        claim_data = validate_claims(
-            list(claims), self._class, features, self._all_devices_fn(pools, capacity)
-        )
+        with cel.time_limit(deadline):
+            claim_data = validate_claims(
+                list(claims), self._class, features, self._all_devices_fn(pools, capacity)
+            )
         search = Search(
             claim_data,
             pools,
@@ -107,7 +110,9 @@ class Allocator:
         if depth + 200 > old_limit:
             sys.setrecursionlimit(depth + 200 + len(claim_data) * 4)
         try:
-            found = search.run()
+            # CEL selectors run inside the search: a single slow evaluation stops at the deadline too
+            with cel.time_limit(deadline):
+                found = search.run()
         finally:
             self.last_steps = search.steps
             if sys.getrecursionlimit() != old_limit:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from events.api.resource_v1 import DeviceAttribute, DeviceToleration
 from services.scheduler import cel
 from services.scheduler.structured.capacity import CapacityLedger
-from services.scheduler.structured.model import Features, InvalidInputError
+from services.scheduler.structured.model import AllocationTimeout, Features, InvalidInputError
 from services.scheduler.structured.pools import NodePools
 from services.scheduler.structured.prepared import PreparedDevice
 from services.scheduler.structured.requests import RequestData
@@ -91,6 +91,9 @@ def _evaluate(expression: str, dev: PreparedDevice, where: str) -> bool | str:
     else:
         try:
             verdict = bool(program.evaluate(inp))
+        except cel.CelInterrupted:
+            # the allocation's deadline passed: about the clock, not the device (not remembered)
+            raise AllocationTimeout(f"{where}: CEL evaluation interrupted at the deadline") from None
         except cel.CelRuntimeError as exc:
             verdict = str(exc)
     dev.remember(expression, verdict)

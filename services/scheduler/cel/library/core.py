@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 import re
 from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
 from ..cost import COSTLY_OVERLOADS, charge, charge_text
 from ..errors import EvalError
+from ..regex import REGEX_CACHE, eval_regex, regex_cost
 from ..types import BOOL, BYTES, DOUBLE, DYN, INT, NULL, STRING, TYPE, UINT, Type, list_of, map_of, param
 from ..values import (
     INT64_MAX,
@@ -242,24 +242,16 @@ register("startsWith", "starts_with_string", True, (STRING, STRING), BOOL)(lambd
 register("endsWith", "ends_with_string", True, (STRING, STRING), BOOL)(lambda s, p: s.endswith(p))
 
 
-@lru_cache(maxsize=256)
-def compile_regex(pattern: str) -> re.Pattern[str]:
-    """Compile an RE2 pattern with Python's engine (the common subset behaves the same)."""
-    try:
-        return re.compile(_translate_re2(pattern))
-    except re.error as exc:
-        raise EvalError(f"invalid regular expression: {pattern}: {exc}") from exc
-
-
-def _translate_re2(pattern: str) -> str:
-    # RE2 spells end-of-text \z; Python spells it \Z. Lookarounds/backreferences are not RE2.
-    if re.search(r"\(\?<?[=!]|\\[1-9]", pattern):
-        raise re.error("construct not supported by RE2")
-    return pattern.replace("\\z", "\\Z")
-
-
 def _matches(s: str, pattern: str) -> bool:
-    return compile_regex(pattern).search(s) is not None
+    # charged before running (cel-go charges after, but its outcome is the same: a call over the
+    # limit cancels the evaluation either way); RE2 keeps the run itself linear in ``s``
+    rx = REGEX_CACHE.get(pattern)
+    if rx is None:
+        charge(regex_cost(s, pattern))
+        rx = eval_regex(pattern)
+    else:
+        charge(rx.cost(s))
+    return rx.search(s)
 
 
 register("matches", "matches_string", True, (STRING, STRING), BOOL)(_matches)
@@ -267,21 +259,28 @@ register("matches", "matches", False, (STRING, STRING), BOOL)(_matches)
 
 
 def _find(s: str, pattern: str) -> str:
-    m = compile_regex(pattern).search(s)
-    return m.group(0) if m else ""
+    charge(regex_cost(s, pattern))
+    return eval_regex(pattern, "Illegal regex: ").find(s)
 
 
 def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    if limit == 0:
-        return []
-    out = [m.group(0) for m in compile_regex(pattern).finditer(s)]
-    return out if limit < 0 else out[:limit]
+    charge(regex_cost(s, pattern))
+    return eval_regex(pattern, "Illegal regex: ").find_all(s, limit)
 
 
 # Kubernetes' regex library
 register("find", "string_find_string", True, (STRING, STRING), STRING)(_find)
 register("findAll", "string_find_all_string", True, (STRING, STRING), list_of(STRING))(_find_all)
 register("findAll", "string_find_all_string_int", True, (STRING, STRING, INT), list_of(STRING))(_find_all)
+COSTLY_OVERLOADS.update(
+    (
+        "matches_string",
+        "matches",
+        "string_find_string",
+        "string_find_all_string",
+        "string_find_all_string_int",
+    )
+)
 
 TYPE_IDENTS: dict[str, CelType] = {
     name: CelType(name)

@@ -143,7 +143,20 @@ def _distinct(items: list[Any]) -> list[Any]:
 
 
 def _sets_contains(a: list[Any], b: list[Any]) -> bool:
+    # every element of b is looked for in a: charged as the product of the sizes (cel-go's sets
+    # cost tracker), else two lists built cheaply would make an uncharged quadratic walk
+    charge(1 + len(a) * len(b))
     return all(in_list(x, a) for x in b)
+
+
+def _sets_equivalent(a: list[Any], b: list[Any]) -> bool:
+    charge(1 + 2 * len(a) * len(b))
+    return all(in_list(x, a) for x in b) and all(in_list(x, b) for x in a)
+
+
+def _sets_intersects(a: list[Any], b: list[Any]) -> bool:
+    charge(1 + len(a) * len(b))
+    return any(in_list(x, a) for x in b)
 
 
 register("isSorted", "list_is_sorted", True, (list_of(A),), BOOL)(_is_sorted)
@@ -162,9 +175,10 @@ register("reverse", "list_reverse", True, (list_of(A),), list_of(A))(lambda item
 register("sort", "list_sort", True, (list_of(A),), list_of(A))(sort_values)
 register("sets.contains", "list_sets_contains_list", False, (list_of(A), list_of(A)), BOOL)(_sets_contains)
 register("sets.equivalent", "list_sets_equivalent_list", False, (list_of(A), list_of(A)), BOOL)(
-    lambda a, b: _sets_contains(a, b) and _sets_contains(b, a)
+    _sets_equivalent
 )
 register("sets.intersects", "list_sets_intersects_list", False, (list_of(A), list_of(A)), BOOL)(
-    lambda a, b: any(in_list(x, a) for x in b)
+    _sets_intersects
 )
 COSTLY_OVERLOADS.update(("lists_range", "list_flatten", "list_flatten_int", "list_distinct", "list_sort"))
+COSTLY_OVERLOADS.update(("list_sets_contains_list", "list_sets_equivalent_list", "list_sets_intersects_list"))

@@ -316,7 +316,12 @@ class DynamicResources:
                 features=state.config.features,
             )
         try:
-            results = allocator.allocate(node.node, claims, max_steps=state.config.allocator_max_steps)
+            results = allocator.allocate(
+                node.node,
+                claims,
+                max_steps=state.config.allocator_max_steps,
+                timeout=state.config.allocator_timeout_s,
+            )
         except AllocationTimeout:
             return _TIMED_OUT
         except NodeAllocationError as exc:
