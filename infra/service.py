@@ -1,13 +1,15 @@
 """The shared runner for draflow services: ``run_service(name, main)`` from a service's ``__main__``.
 
-It does what every service needs and nothing else: logging; tracing (OTLP/HTTP only when
-``OTEL_EXPORTER_OTLP_ENDPOINT`` is set); settings from ``DRAFLOW_NATS_URL`` / ``DRAFLOW_DATA_DIR``
-(and ``DRAFLOW_STREAM`` / ``DRAFLOW_SUBJECT_ROOT``); Prometheus ``/metrics`` when
-``DRAFLOW_METRICS_PORT`` is set; connecting with tenacity retries while
-nats-server starts (honcho starts everything at once); creating or updating the stream; then
+It does what every service needs and nothing else: logging; tracing (OTLP to the system's trace
+receiver unless the OpenTelemetry variables say otherwise, ``infra/tracing.py``); settings from
+``DRAFLOW_NATS_URL`` (or ``--nats-url``) / ``DRAFLOW_DATA_DIR`` (and ``DRAFLOW_STREAM`` /
+``DRAFLOW_SUBJECT_ROOT``), every default port shifted by ``DRAFLOW_PORT_OFFSET``; Prometheus
+``/metrics`` when the service has a port (``infra/metrics.py``); connecting with tenacity retries
+while nats-server starts (honcho starts everything at once); creating or updating the stream; then
 running ``main(ctx)`` until it returns or SIGTERM/SIGINT arrives. On a signal ``ctx.stop`` is set,
 ``main`` gets a grace period to return, then is cancelled; spans are flushed and the process exits
-0 well inside honcho's 5 s before it kills.
+0 well inside honcho's 5 s before it kills. A setting that cannot be used is one error line and
+exit code 2, not a traceback.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from infra import tracing
-from infra.config import Settings
+from infra.config import Settings, flag_from_argv
 from infra.errors import StreamReset
 from infra.eventstore import EventStore
 from infra.metrics import metrics_port_from_argv, metrics_port_from_env, serve_metrics
@@ -75,8 +77,11 @@ async def serve(
     if metrics_port is not None:
         try:
             bound = serve_metrics(metrics_port)
-        except OSError as exc:  # e.g. a second system on this machine with the same Procfile
-            log.warning("%s: cannot serve metrics on port %d: %s (running without)", name, metrics_port, exc)
+        except OSError as exc:  # a second system on this machine without a DRAFLOW_PORT_OFFSET of its own
+            log.warning(
+                "%s: cannot serve metrics on port %d: %s (running without; another system on this machine? "
+                "give each system its own DRAFLOW_PORT_OFFSET)", name, metrics_port, exc.strerror or exc,
+            )
         else:
             log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
     try:
@@ -184,11 +189,21 @@ def run_service(
     ``actor``: who the process's appends name in their envelopes (default ``name``), for services
     that run as several instances (``DRAFLOW_SCHEDULER_ID``): each instance is told apart in the log.
 
-    ``--metrics-port PORT`` among the process arguments serves metrics like ``DRAFLOW_METRICS_PORT``
-    (services that parse their own arguments add it with ``infra.metrics.add_metrics_arg``)."""
-    port = metrics_port_from_argv(sys.argv[1:])
-    if port is not None:
-        os.environ["DRAFLOW_METRICS_PORT"] = str(port)
+    ``--metrics-port PORT`` and ``--nats-url URL`` among the process arguments work like
+    ``DRAFLOW_METRICS_PORT`` and ``DRAFLOW_NATS_URL`` (services that parse their own arguments add
+    them with ``infra.metrics.add_metrics_arg`` and ``infra.config.add_nats_url_arg``)."""
     configure_logging()
-    tracing.setup_tracing(name)
+    argv = sys.argv[1:]
+    try:
+        port = metrics_port_from_argv(argv)
+        if port is not None:
+            os.environ["DRAFLOW_METRICS_PORT"] = str(port)
+        if url := flag_from_argv(argv, "--nats-url"):
+            os.environ["DRAFLOW_NATS_URL"] = url
+        settings = settings or Settings.from_env()
+        metrics_port_from_env()  # a bad port setting fails here, before connecting
+        tracing.setup_tracing(name)
+    except ValueError as exc:  # PortError and the like: the user's setting, not a crash
+        log.error("%s: %s", name, exc)
+        return 2
     return asyncio.run(serve(name, main, settings, on_stream_reset=on_stream_reset, actor=actor))

@@ -2,8 +2,9 @@
 
 honcho starts every process at once and may stop them just as quickly: a SIGTERM that arrives while
 a service is still importing its modules would kill it with the default action (exit -15) before
-its event loop could install a handler. ``install_early`` (run by ``services/__init__.py`` when a
-service is started with ``python -m``) records such a signal instead, and ``stop_on_signals`` turns
+its event loop could install a handler, and a Ctrl-C would print a ``KeyboardInterrupt``
+traceback. ``install_early`` (run by ``services/__init__.py`` when a service is started with
+``python -m``) records such a signal instead, and ``stop_on_signals`` turns
 a recorded one into an immediate, clean stop once the loop runs.
 """
 
@@ -25,9 +26,12 @@ def _record(signum: int, frame: FrameType | None) -> None:
 
 
 def install_early() -> None:
-    """Record SIGTERM until the event loop takes over (SIGINT keeps raising KeyboardInterrupt)."""
+    """Record SIGTERM and SIGINT until the event loop takes over: Ctrl-C in the terminal running
+    ``honcho start`` reaches every process at once, some of them still importing, and must stop
+    them as quietly as honcho's SIGTERM (no ``KeyboardInterrupt`` traceback)."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _record)
+        for sig in _SIGNALS:
+            signal.signal(sig, _record)
 
 
 def stop_on_signals(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Event:

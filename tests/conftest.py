@@ -21,6 +21,11 @@ from infra.natsd import LocalNatsServer
 from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 
+# Services export spans by default (to 127.0.0.1:4318, where a developer's own `honcho start` may
+# listen). The processes tests start trace only when a test asks for it with
+# OTEL_TRACES_EXPORTER=otlp and an endpoint of its own (see tests/foundation/test_tracing.py).
+os.environ["OTEL_TRACES_EXPORTER"] = "none"
+
 
 @pytest.fixture(scope="session")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalNatsServer]:

@@ -64,3 +64,25 @@ def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 10.0, interv
         if time.monotonic() >= deadline:
             raise AssertionError(f"condition not met within {timeout_s}s")
         time.sleep(interval_s)
+
+
+def free_port_offset(metrics_slots: int = 20) -> int:
+    """A ``DRAFLOW_PORT_OFFSET`` whose every port (NATS, OTLP gRPC/HTTP, the first metrics slots) is
+    free right now: a system started with it shares no port with anything else on this machine."""
+    import random
+    import socket
+
+    from infra.ports import Ports
+
+    for _ in range(200):
+        ports = Ports(random.randrange(10_000, 50_000))
+        metrics = [ports.metrics(slot) for slot in range(1, metrics_slots)]
+        wanted = [ports.nats, ports.otlp_grpc, ports.otlp_http, *metrics]
+        try:
+            for port in wanted:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return ports.offset
+    raise RuntimeError("no free port offset found")

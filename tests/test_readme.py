@@ -3,25 +3,20 @@
 The two fenced commands are extracted from README.md. The second (the test command) must be what
 CI runs, verbatim. The first ends in ``honcho start``: that part is really run here, from the
 repository's Procfile in the current venv (re-creating the venv is what CI's clean checkout does
-anyway), with the data dir and NATS port of its own; the test waits until the system answers
-``draflow log``, then stops it with SIGTERM and checks every process exited cleanly.
+anyway), with a data dir and a port offset of its own and nothing else set; the test waits until
+the system answers ``draflow log``, applies a pod and traces it, then stops it as Ctrl-C does and
+checks every process exited cleanly.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-from infra.natsd import free_port
+from tests.e2e.honcho import HonchoSystem
+from tests.helpers import free_port_offset
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
 
 
 def quickstart_commands() -> list[str]:
@@ -51,50 +46,48 @@ def test_procfile_process_names() -> None:
     assert names[0] == "nats" and "infra.natsd" in lines[0]
 
 
-def _draflow_log(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(VENV_BIN / "draflow"), "log"], env=env, capture_output=True, text=True, timeout=30
-    )
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: hello, namespace: default}
+spec:
+  containers: [{name: c, image: busybox}]
+"""
+# what a clean Ctrl-C never prints: tracebacks, and the collisions of a system that shares a port
+NEVER = ("Traceback", "CancelledError", "KeyboardInterrupt", "cannot serve metrics", "is in use",
+         "cannot export spans")
 
 
-def test_quickstart_system_starts_answers_and_stops_cleanly() -> None:
+def test_quickstart_system_starts_answers_traces_and_stops_cleanly(tmp_path: Path) -> None:
+    """``honcho start`` with nothing set but a port offset of its own (on this shared machine the
+    usual ports may be taken): the CLI finds the system, a pod applied is traced right away with
+    no variable set (``draflow trace`` waits for the batched spans), and Ctrl-C stops every
+    process cleanly."""
     start, _ = quickstart_commands()
     command = start.rsplit("&&", 1)[1].strip()
     assert command == "honcho start"
-    with tempfile.TemporaryDirectory() as data_dir:
-        env = {
-            **os.environ,
-            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # `. .venv/bin/activate`
-            "VIRTUAL_ENV": str(VENV_BIN.parent),
-            "DRAFLOW_DATA_DIR": data_dir,
-            "DRAFLOW_NATS_URL": f"nats://127.0.0.1:{free_port()}",
-            "PYTHONUNBUFFERED": "1",
-        }
-        for var in ("DRAFLOW_STREAM", "DRAFLOW_SUBJECT_ROOT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
-            env.pop(var, None)
-        honcho = subprocess.Popen(
-            command.split(), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        try:
-            deadline = time.monotonic() + 90
-            while True:
-                answer = _draflow_log(env)
-                if answer.returncode == 0:
-                    break
-                assert honcho.poll() is None, f"honcho exited early: {honcho.communicate()[0]}"
-                assert time.monotonic() < deadline, f"the system never answered: {answer.stderr}"
-                time.sleep(0.3)
-            # the services created the event log and wrote to it
-            assert answer.stdout.splitlines()[0].split()[:2] == ["SEQ", "TIME"]
-            assert (Path(data_dir) / "nats" / "jetstream").is_dir()
-            honcho.send_signal(signal.SIGTERM)
-            output, _ = honcho.communicate(timeout=15)
-        finally:
-            if honcho.poll() is None:
-                honcho.kill()
-                honcho.communicate()
+    offset = free_port_offset()
+    system = HonchoSystem(tmp_path / "data", DRAFLOW_PORT_OFFSET=str(offset))
+    try:
+        system.wait_until_it_answers()
+        answer = system.draflow("log")
+        # the services created the event log and wrote to it
+        assert answer.stdout.splitlines()[0].split()[:2] == ["SEQ", "TIME"]
+        assert (tmp_path / "data" / "nats" / "jetstream").is_dir()
+        (tmp_path / "pod.yaml").write_text(POD)
+        applied = system.draflow("apply", "-f", str(tmp_path / "pod.yaml"))
+        assert applied.stdout == "pod/hello created\n", applied.stderr
+        traced = system.draflow("trace", "pod", "hello")
+        assert traced.returncode == 0, traced.stderr
+        head, *spans = traced.stdout.splitlines()
+        assert head.startswith("trace ") and "apiserver" in head, traced.stdout
+        assert any(line.endswith("append Pod [producer]") for line in spans), traced.stdout
+        output = system.ctrl_c()
+    finally:
+        system.kill()
     names = [ln.split(":", 1)[0] for ln in (ROOT / "Procfile").read_text().splitlines() if ln.strip()]
-    assert honcho.returncode == 143, output  # honcho's code for "stopped by SIGTERM"
     assert "SIGKILL" not in output, output
     for name in names:
         assert re.search(rf"\| {name}\.1 stopped \(rc=0\)", output), f"{name} did not exit cleanly:\n{output}"
+    for bad in NEVER:
+        assert bad not in output, output
+    assert f"spans to http://127.0.0.1:{4318 + offset}/v1/traces" in output  # each service found the receiver

@@ -1,7 +1,8 @@
 """``python -m services.apiserver``: run the API server until SIGTERM / SIGINT.
 
 Configuration comes from the environment (``infra.config.Settings``: ``DRAFLOW_NATS_URL``,
-``DRAFLOW_STREAM``, ``DRAFLOW_SUBJECT_ROOT``...); ``OTEL_EXPORTER_OTLP_ENDPOINT`` turns tracing on.
+``DRAFLOW_STREAM``, ``DRAFLOW_SUBJECT_ROOT``...); spans go to the system's ``otlp`` receiver unless
+``OTEL_EXPORTER_OTLP_ENDPOINT`` says otherwise (``infra/tracing.py``).
 It runs under the shared service runner, so a SIGTERM while it still waits for nats-server (honcho
 starts everything at once) stops it cleanly, like every other service.
 
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.apiserver.admission.tolerations import DEFAULT_TOLERATION_SECONDS, DefaultTolerationSeconds
@@ -35,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> DefaultTolerationSeconds:
             help=f"tolerationSeconds of the {which}:NoExecute toleration added to every pod that has none",
         )
     add_metrics_arg(p)  # read by infra.service.run_service
+    add_nats_url_arg(p)  # read by infra.service.run_service
     args = p.parse_args(argv)
     return DefaultTolerationSeconds(
         args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds

@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import nats.errors
 
 from events.api.registry import lookup_resource, resource_types
@@ -23,6 +22,7 @@ from events.objects import EVENT_KIND
 from infra.config import Settings
 from services.apiserver.client import ApiClient
 from services.apiserver.protocol import Status, StatusError
+from services.cli.connection import add_nats_url_arg, settings_for
 from services.cli.main import UserError
 
 __all__ = [
@@ -85,12 +85,7 @@ def info_for_kind(kind: str) -> ResourceInfo | None:
 
 
 def add_connection_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--server",
-        "-s",
-        metavar="URL",
-        help="NATS URL of the draflow system (default: $DRAFLOW_NATS_URL or nats://127.0.0.1:4222)",
-    )
+    add_nats_url_arg(p)
     p.add_argument(
         "--request-timeout",
         type=float,
@@ -107,10 +102,7 @@ def add_namespace_args(p: argparse.ArgumentParser, all_namespaces: bool = True) 
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    settings = Settings.from_env()
-    if getattr(args, "server", None):
-        settings = msgspec.structs.replace(settings, nats_url=args.server)
-    return settings
+    return settings_for(getattr(args, "nats_url", None))
 
 
 def eprint(*parts: Any) -> None:
@@ -139,7 +131,7 @@ def run_client(args: argparse.Namespace, body: Callable[[ApiClient], Awaitable[i
         except (OSError, TimeoutError, nats.errors.Error) as exc:
             raise UserError(
                 f"cannot connect to {settings.nats_url}: {exc or type(exc).__name__} "
-                "(is draflow running? set --server or DRAFLOW_NATS_URL)"
+                "(is draflow running? set --nats-url or DRAFLOW_NATS_URL)"
             ) from None
         try:
             return await body(client)

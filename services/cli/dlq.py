@@ -31,6 +31,7 @@ from nats.js.errors import NotFoundError
 from events.codec import DecodeError, decode_raw
 from infra.config import Settings
 from infra.eventstore import EventStore
+from services.cli.connection import add_nats_url_arg
 from services.cli.export import connect_store, settings_with_url
 from services.cli.main import UserError
 
@@ -225,7 +226,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         if name == "retry":
             a.add_argument("--again", action="store_true", help="re-publish even if retried before")
     for a in (ls, *[actions.choices[n] for n in ("show", "retry", "discard")]):
-        a.add_argument("--nats-url", default=None, help="NATS URL (default: $DRAFLOW_NATS_URL)")
+        add_nats_url_arg(a)
         a.set_defaults(func=run)
 
 

@@ -35,6 +35,7 @@ from infra.config import Settings
 from infra.errors import StoreUnavailable
 from infra.eventstore import ERR_WRONG_LAST_SEQUENCE, HDR_EXPECTED_LAST_SUBJECT_SEQ, HDR_MSG_ID, EventStore
 from infra.reader import RawRecord
+from services.cli.connection import add_nats_url_arg, settings_for
 from services.cli.main import UserError
 
 __all__ = ["ExportHeader", "ExportedMessage", "connect_store", "parse_headers", "read_export", "register"]
@@ -91,8 +92,7 @@ def parse_headers(block: bytes | None) -> dict[str, str]:
 
 
 def settings_with_url(url: str | None) -> Settings:
-    settings = Settings.from_env()
-    return msgspec.structs.replace(settings, nats_url=url) if url else settings
+    return settings_for(url)
 
 
 async def connect_store(settings: Settings, *, ensure: bool = False) -> EventStore:
@@ -247,11 +247,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-seq", type=int, default=1, metavar="N", help="first stream sequence")
     p.add_argument("--to-seq", type=int, default=None, metavar="N", help="last stream sequence")
     p.add_argument("-o", "--output", default="-", metavar="FILE", help="file to write (default: stdout)")
-    p.add_argument("--nats-url", default=None, help="NATS URL (default: $DRAFLOW_NATS_URL)")
+    add_nats_url_arg(p)
     p.set_defaults(func=run_export)
     q = sub.add_parser("import", help="append an exported log to an empty system (resumable)")
     q.add_argument("file", type=Path, help="a file written by draflow export")
-    q.add_argument("--nats-url", default=None, help="NATS URL (default: $DRAFLOW_NATS_URL)")
+    add_nats_url_arg(q)
     q.set_defaults(func=run_import)
 
 

@@ -20,10 +20,10 @@ import nats.errors
 from nats.js.errors import NotFoundError
 
 from events.codec import DecodeError, decode_raw
-from infra.config import Settings
 from infra.errors import StoreUnavailable
 from infra.eventstore import EventStore
 from infra.reader import RawRecord
+from services.cli.connection import add_nats_url_arg, settings_for
 from services.cli.main import UserError
 
 __all__ = ["format_line", "register", "run"]
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     p.add_argument("--no-headers", action="store_true", help="omit the column header")
-    p.add_argument("--nats-url", default=None, help="NATS URL (default: $DRAFLOW_NATS_URL)")
+    add_nats_url_arg(p)
     p.set_defaults(func=run)
 
 
@@ -79,9 +79,7 @@ def format_json(rec: RawRecord) -> bytes:
 
 
 async def _print_log(args: argparse.Namespace, out: TextIO) -> int:
-    settings = Settings.from_env()
-    if args.nats_url:
-        settings = msgspec.structs.replace(settings, nats_url=args.nats_url)
+    settings = settings_for(args.nats_url)
     try:
         store = await EventStore.open(settings, "draflow-cli", ensure=False, connect_timeout_s=3.0)
     except (OSError, TimeoutError, nats.errors.Error) as exc:

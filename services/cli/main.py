@@ -13,6 +13,7 @@ import os
 import sys
 
 from infra.errors import StreamReset
+from infra.ports import PortError
 
 # command group module -> the sub-command names it registers (for lazy import)
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except UserError as exc:
+    except (UserError, PortError) as exc:  # PortError: DRAFLOW_PORT_OFFSET that cannot be used
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except StreamReset as exc:  # `draflow get -w` while the stream is deleted and created again

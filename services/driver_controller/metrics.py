@@ -7,7 +7,7 @@
 * ``workqueue_depth{name="resource_claim"}`` (defined in :mod:`infra.metrics`): claims with work
   left after a pass of the driver-controller (an action to take or a saga running).
 
-``infra.service`` serves them on ``/metrics`` when ``DRAFLOW_METRICS_PORT`` is set.
+``infra.service`` serves them on ``/metrics`` at the service's metrics port (``infra/metrics.py``).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
@@ -25,5 +26,6 @@ async def main(ctx: ServiceContext) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m services.garbage_collector", description=__doc__)
     add_metrics_arg(parser)  # read by infra.service.run_service
+    add_nats_url_arg(parser)  # read by infra.service.run_service
     parser.parse_args()
     sys.exit(run_service(ACTOR, main))

@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from events.api.resource_v1 import ResourceClaim
+from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
@@ -79,6 +80,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="duration of the node's Lease in kube-node-lease, renewed every N/4 seconds (default 40)",
     )
     add_metrics_arg(p)  # read by infra.service.run_service
+    add_nats_url_arg(p)  # read by infra.service.run_service
     args = p.parse_args(argv)
     if args.node_lease_duration_seconds <= 0:
         p.error("--node-lease-duration-seconds: must be greater than 0")

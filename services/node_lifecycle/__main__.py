@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
@@ -49,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> LifecycleConfig:
         "--pod-gc-orphan-quarantine", type=_duration, default=d.orphan_quarantine_s, metavar="DURATION"
     )
     add_metrics_arg(p)  # read by infra.service.run_service
+    add_nats_url_arg(p)  # read by infra.service.run_service
     a = p.parse_args(argv)
     if a.node_monitor_period <= 0:
         p.error("--node-monitor-period: must be greater than 0")

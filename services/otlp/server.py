@@ -50,19 +50,72 @@ class OtlpServer:
         self.store = store
         self.server: asyncio.Server | None = None
         self.received = 0
+        self._activity = asyncio.Event()  # set by every export request and closed connection
+        self._last_ingest = 0.0  # loop time of the last export request (HTTP or gRPC)
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the port (useful with port 0)."""
         self.server = await asyncio.start_server(self._serve, host, port)
         return int(self.server.sockets[0].getsockname()[1])
 
+    def ingested(self, count: int) -> None:
+        """Called for every export request, HTTP or gRPC."""
+        self.received += count
+        self._last_ingest = asyncio.get_running_loop().time()
+        self._activity.set()
+
+    async def drain(self, idle_s: float, max_s: float) -> None:
+        """On a stop, keep receiving (at most ``max_s``) until every exporter's connection is gone
+        and no export came for ``idle_s``: the other services flush their last spans on the same
+        signal, some only after their own work stopped, then exit (closing their keep-alive
+        connection). Wakes on each export and each closed connection, no polling."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max_s
+        self._last_ingest = max(self._last_ingest, loop.time())
+        while (now := loop.time()) < end:
+            idle_for = now - self._last_ingest
+            if not self._connections and idle_for >= idle_s:
+                return
+            self._activity.clear()
+            wait = end - now if self._connections else min(end - now, idle_s - idle_for)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._activity.wait(), wait)
+
     async def close(self) -> None:
+        """Stop listening and end every open (keep-alive) connection: each handler returns on its
+        own, so none is left to be cancelled by ``asyncio.run`` (which Python 3.11's streams
+        would log as a ``CancelledError`` traceback per connection)."""
         if self.server is not None:
             self.server.close()
+        for writer in self._connections.values():
+            writer.close()
+        if self._connections:
+            _, pending = await asyncio.wait(set(self._connections), timeout=1.0)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending, timeout=1.0)
+        if self.server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.server.wait_closed(), 1.0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = writer
+        try:
+            await self._requests(reader, writer)
+        except asyncio.CancelledError:  # only from close(): the connection ends here, quietly
+            pass
+        finally:
+            del self._connections[task]
+            self._activity.set()
+            writer.close()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await writer.wait_closed()
+
+    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
                 line = await reader.readline()
@@ -91,10 +144,6 @@ class OtlpServer:
                     return
         except (ConnectionError, asyncio.IncompleteReadError, ValueError):
             return
-        finally:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
 
     @staticmethod
     async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
@@ -154,7 +203,7 @@ class OtlpServer:
             spans = spans_of(decode_request(body, ctype))
         except BadRequest as exc:
             raise HttpError(400, str(exc)) from None
-        self.received += self.store.add(spans)
+        self.ingested(self.store.add(spans))
         if ctype.startswith("application/json"):
             return 200, b"{}", "application/json"
         return 200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf"

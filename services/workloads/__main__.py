@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
@@ -29,6 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"simulated run time of a Job's pod before it succeeds (default {default:g})",
     )
     add_metrics_arg(parser)  # read by infra.service.run_service
+    add_nats_url_arg(parser)  # read by infra.service.run_service
     args = parser.parse_args(argv)
     if args.job_run_seconds < 0:
         parser.error("--job-run-seconds: must be >= 0")

@@ -43,11 +43,19 @@ def _read_all(sock: socket.socket) -> bytes:
 
 
 class Receiver:
-    def __init__(self, settings: Settings) -> None:
-        self.port = free_port()
+    """The ``otlp`` service as a process on free ports (OTLP/HTTP + query API, and OTLP/gRPC)."""
+
+    def __init__(self, settings: Settings, port: int = 0, grpc_port: int = 0) -> None:
+        self.port, self.grpc_port = port or free_port(), grpc_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.worker = Worker(settings, "services.otlp", [], {"DRAFLOW_OTLP_ADDR": f"127.0.0.1:{self.port}"})
+        self.worker = Worker(settings, "services.otlp", [], self.env())
         self.worker.expect("LISTENING", timeout_s=20)
+
+    def env(self) -> dict[str, str]:
+        return {
+            "DRAFLOW_OTLP_ADDR": f"127.0.0.1:{self.port}",
+            "DRAFLOW_OTLP_GRPC_ADDR": f"127.0.0.1:{self.grpc_port}",
+        }
 
     def get(self, path: str) -> dict:
         with urllib.request.urlopen(self.url + path, timeout=5) as resp:
@@ -82,8 +90,8 @@ def _pod_trace_ready(receiver: Receiver) -> bool:
 
 
 def test_pod_flow_across_two_processes(settings: Settings, receiver: Receiver) -> None:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50",
-           "DRAFLOW_LOG_LEVEL": "WARNING"}
+    env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+           "OTEL_BSP_SCHEDULE_DELAY": "50", "DRAFLOW_LOG_LEVEL": "WARNING"}
     starter = Worker(settings, TRACE_SERVICES, ["starter"], env)
     binder = Worker(settings, TRACE_SERVICES, ["binder"], env)
     binder.expect("BOUND")
@@ -136,8 +144,9 @@ def test_pod_flow_across_two_processes(settings: Settings, receiver: Receiver) -
 
     r = draflow(settings, "trace", "id", trace["traceID"], "--query-url", receiver.url)
     assert r.returncode == 0 and r.stdout.splitlines() == lines, r.stderr
-    r = draflow(settings, "trace", "id", "0" * 32, "--query-url", receiver.url)
-    assert r.returncode == 1 and r.stderr.strip() == f"error: trace {'0' * 32}: not found in {receiver.url}"
+    r = draflow(settings, "trace", "id", "0" * 32, "--query-url", receiver.url, "--wait", "0")
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"error: trace {'0' * 32}: not found in {receiver.url} (--query-url)")
 
     # the log alone leads to the trace too (traceparents of the pod's events and of its saga)
     assert trace_ids_from_log(settings, "default", "web") == {trace["traceID"]}
@@ -192,9 +201,9 @@ def test_otlp_json_bad_bodies_and_restart(settings: Settings, receiver: Receiver
             {"key": "event", "type": "string", "value": "retry"}]}]
         assert again.get("/api/traces?tag=draflow.saga.id:nope")["data"] == []
         # a second receiver on a busy port steps aside and still stops cleanly
-        busy = Worker(settings, "services.otlp", [], {"DRAFLOW_OTLP_ADDR": f"127.0.0.1:{again.port}"},
-                      merge_stderr=True)
-        busy.expect("is in use", anywhere=True, timeout_s=20)
+        busy = Worker(settings, "services.otlp", [], again.env(), merge_stderr=True)
+        busy.expect(f"127.0.0.1:{again.port} is in use", anywhere=True, timeout_s=20)
+        busy.expect(f"127.0.0.1:{again.grpc_port} is in use", anywhere=True, timeout_s=20)
         busy.proc.send_signal(signal.SIGTERM)
         assert busy.finish(timeout_s=10) == 0
     finally:

@@ -47,7 +47,11 @@ def _cli(settings: Settings, *args: str) -> str:
 @pytest.fixture
 def system(settings: Settings) -> Iterator[tuple[Settings, Receiver]]:
     receiver = Receiver(settings)
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+    env = {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+    }
     procs: list[Proc] = []
     try:
         procs.append(Proc(settings, "services.apiserver", [], **env))

@@ -1,5 +1,6 @@
-"""``honcho start`` runs the Procfile as documented: its own nats-server on ``DRAFLOW_NATS_URL``, data
-under ``DRAFLOW_DATA_DIR``; the examples run as intended and are cleaned up; SIGTERM stops it all."""
+"""``honcho start`` runs the Procfile as documented: its own nats-server on the port of
+``DRAFLOW_PORT_OFFSET``, data under ``DRAFLOW_DATA_DIR``; the examples run as intended and are
+cleaned up; SIGTERM stops it all."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 from typing import IO
 
 from infra.config import Settings
-from infra.natsd import free_port
+from infra.ports import Ports
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.demo import EXAMPLES, EXAMPLES_DIR, NODES, check_intended
 from tests.e2e.procs import ROOT
 from tests.e2e.test_demo import wait_for
+from tests.helpers import free_port_offset
 
 
 def _start(env: dict[str, str], log: IO[str]) -> subprocess.Popen[bytes]:
@@ -40,12 +42,12 @@ async def _stop(honcho: subprocess.Popen[bytes]) -> int:
 
 
 async def test_honcho_start_runs_the_demo(tmp_path: Path) -> None:
-    port = free_port()
-    settings = Settings(nats_url=f"nats://127.0.0.1:{port}", data_dir=tmp_path / "data")
+    ports = Ports(free_port_offset())  # every port of the system moves with the offset
+    settings = Settings(nats_url=ports.nats_url, data_dir=tmp_path / "data")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DRAFLOW_", "OTEL_"))},
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "DRAFLOW_NATS_URL": settings.nats_url,
+        "DRAFLOW_PORT_OFFSET": str(ports.offset),
         "DRAFLOW_DATA_DIR": str(settings.data_dir),
     }
     log = (tmp_path / "honcho.log").open("w")

@@ -33,7 +33,11 @@ def collector() -> Iterator[Collector]:
 async def test_kubelet_starts_the_pod_in_the_schedulers_trace(
     apiserver: ApiServer, settings: Settings, collector: Collector
 ) -> None:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
     ctl, _ = await run(settings, "claim-controller", ClaimControllerService)
     driver, _ = await run(settings, "driver", SlicePublisher)
     probe, events = await start_runtime(settings, "probe")

@@ -24,7 +24,7 @@ from tests.helpers import wait_until
 class Collector:
     """A minimal OTLP/HTTP trace receiver: remembers every span with its service name."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.spans: list[dict[str, object]] = []
         self.lock = threading.Lock()
         collector = self
@@ -62,7 +62,7 @@ class Collector:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -90,6 +90,7 @@ SPAN_KIND_INTERNAL, SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 1, 4, 5
 
 def _service_env(settings: Settings, collector: Collector, delay_ms: int) -> dict[str, str]:
     return {
+        "OTEL_TRACES_EXPORTER": "otlp",
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
         "OTEL_BSP_SCHEDULE_DELAY": str(delay_ms),
         "DRAFLOW_LOG_LEVEL": "WARNING",
