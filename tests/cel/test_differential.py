@@ -4,7 +4,10 @@ Random, well-typed expressions over ints, doubles, strings, bools and lists are 
 engines; the outcome (value, runtime error, compile error) must agree. Areas where the oracle's
 semantics differ from Kubernetes' on purpose are not generated: cross-type numeric ordering
 (Kubernetes enables it, the oracle does not), mixed-type literals (Kubernetes forbids them),
-string(double) formatting and string->number parsing (Go vs C++ libraries), and
+string(double) formatting and string->number parsing (Go vs C++ libraries), ordering a NaN
+(cel-go, which Kubernetes runs, raises "NaN values cannot be ordered"; the C++ engine answers
+false: NaN arises from generated ``0.0 / 0.0``, so such outcomes are accepted below and pinned in
+test_language.py), and
 ``substring(start, end)`` with ``end == size()`` (the C++ extension wrongly rejects it; cel-go
 accepts it, covered in test_language.py). Regular expressions are generated too: both engines
 run RE2, so matches must agree exactly (invalid literal patterns: refused by both, here at
@@ -64,13 +67,15 @@ def ours(expr: str) -> tuple[str, Any]:
         return ("compile", None)
     try:
         return ("value", _plain(program.evaluate_value(DEVICE)))
-    except CelRuntimeError:
-        return ("error", None)
+    except CelRuntimeError as exc:
+        return ("error", str(exc))
 
 
 def same(a: tuple[str, Any], b: tuple[str, Any]) -> bool:
     if a[0] != b[0]:
         return False
+    if a[0] == "error":
+        return True  # the oracle gives no comparable message
     x, y = a[1], b[1]
     if isinstance(x, float) and isinstance(y, float) and x != x:
         return y != y
@@ -188,6 +193,8 @@ EXPRESSIONS = st.one_of(_bool(3), _int(3), _str(3), _list(2), _double(2))
 def test_random_expressions_agree_with_cpp_cel(expr: str) -> None:
     expected = oracle(expr)
     actual = ours(expr)
+    if actual[0] == "error" and "NaN values cannot be ordered" in actual[1] and expected[0] == "value":
+        return  # cel-go's answer (Kubernetes'), not the C++ engine's: see the module docstring
     assert same(expected, actual), f"{expr}: oracle {expected}, ours {actual}"
 
 

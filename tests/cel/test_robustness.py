@@ -196,7 +196,7 @@ def _typed() -> tuple[st.SearchStrategy[str], st.SearchStrategy[str]]:
         )
 
     base_bools = st.one_of(
-        st.sampled_from(["true", "false", f"{ATTRS}.b", f'has({ATTRS}.s)', f'has({ATTRS}.missing)']),
+        st.sampled_from(["true", "false", f"{ATTRS}.b", f"has({ATTRS}.s)", f"has({ATTRS}.missing)"]),
         *(_binary(op, ints, ints) for op in ("<", "<=", "==", "!=", ">")),
         _binary("==", strings, strings),
         _binary("<", strings, strings),
