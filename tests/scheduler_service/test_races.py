@@ -140,7 +140,6 @@ async def test_scheduler_killed_mid_saga_resumes_without_double_allocation(
 
         bound = await assert_eventually(all_bound, timeout_s=60, interval_s=0.2)
         assert len(bound) == pods
-
         # every saga finishes (SagaCompleted follows PodBound a moment later), nothing owed; the
         # sagas the kill interrupted complete forward: resuming them must not fail and compensate
         async def all_sagas_finished() -> dict[str, list[str]]:
