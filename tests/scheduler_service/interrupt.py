@@ -7,7 +7,7 @@ Both wrap the *real* saga steps and the real event store; nothing is simulated b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from events.envelope import Event
@@ -81,3 +81,22 @@ async def stop_dead(task: asyncio.Task[Any], svc: SchedulerService) -> None:
         raise AssertionError("the saga finished instead of being stopped")
     await svc.snapshot.stop()
     await svc.store.close()
+
+
+class BeforeAppend:
+    """Runs ``inject`` once, right before the first append of ``store`` matching ``match`` is sent:
+    a write by someone else between a step's read and its optimistic append."""
+
+    def __init__(self, store: Any, match: Match, inject: Callable[[], Awaitable[None]]) -> None:
+        self.done = False
+        real = store.append
+
+        async def append(subject: str, events: Event | Sequence[Event], **kw: Any) -> tuple[int, ...]:
+            batch = [events] if isinstance(events, Event) else list(events)
+            if not self.done and match(subject, batch):
+                self.done = True
+                await inject()
+            seqs: tuple[int, ...] = await real(subject, events, **kw)
+            return seqs
+
+        store.append = append
