@@ -25,6 +25,7 @@ from events.envelope import Envelope, Event
 from events.objects import decode_stored
 from infra.config import Settings
 from infra.eventstore import EventStore
+from projections.objects import fold
 from services.apiserver.apply import MAX_ATTEMPTS
 from services.apiserver.client import ApiClient
 from services.apiserver.protocol import ApplyItem, ApplyRequest
@@ -250,3 +251,30 @@ async def test_an_object_that_keeps_changing_gets_kubectls_conflict(
     ]
     claim = await _read(api, history[-1].seq)
     assert isinstance(claim, ResourceClaim) and claim.metadata.labels == {}
+
+
+async def test_create_racing_another_create_gets_already_exists(
+    apiserver: ApiServer, event_store: EventStore, settings: Settings, tmp_path: Path
+) -> None:
+    """``draflow create`` decided to create the claim; before its append someone else created it:
+    decided again, the create is refused as kubectl's is (``AlreadyExists``), nothing appended."""
+    subject = event_store.subject("ResourceClaim", "default", "c")
+
+    async def someone_creates() -> None:
+        other = ApplyRequest(items=[ApplyItem(manifest=_claim({"team": "theirs"}))])
+        reply = await apiserver.applier.apply(other, create_only=True)
+        assert reply[0].outcome == "created", reply
+
+    Interposed(apiserver, subject, someone_creates, every=False)
+    path = tmp_path / "claim.yaml"
+    path.write_text(yaml.safe_dump(_claim({"team": "mine"})))
+    r = await asyncio.to_thread(draflow, settings, "create", "-f", str(path))
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (
+        f'Error from server (AlreadyExists): error when creating "{path}": '
+        'resourceclaims.resource.k8s.io "c" already exists\n'
+    )
+    history = await _history(event_store)
+    assert len(history) == 1 and history[0].type == "ResourceClaimApplied"
+    stored = fold(None, history[0].type, history[0].data, history[0].seq)
+    assert isinstance(stored, ResourceClaim) and stored.metadata.labels == {"team": "theirs"}
