@@ -253,11 +253,13 @@ async def test_an_object_that_keeps_changing_gets_kubectls_conflict(
     assert isinstance(claim, ResourceClaim) and claim.metadata.labels == {}
 
 
-async def test_create_racing_another_create_gets_already_exists(
-    apiserver: ApiServer, event_store: EventStore, settings: Settings, tmp_path: Path
+@pytest.mark.parametrize("verb", ["create", "apply"])
+async def test_a_create_racing_another_create(
+    apiserver: ApiServer, event_store: EventStore, settings: Settings, tmp_path: Path, verb: str
 ) -> None:
-    """``draflow create`` decided to create the claim; before its append someone else created it:
-    decided again, the create is refused as kubectl's is (``AlreadyExists``), nothing appended."""
+    """My create was decided; before its append someone else created the claim. Decided again:
+    ``draflow create`` is refused as kubectl's create is (``AlreadyExists``, nothing appended);
+    ``draflow apply`` updates the object the other one created."""
     subject = event_store.subject("ResourceClaim", "default", "c")
 
     async def someone_creates() -> None:
@@ -268,13 +270,20 @@ async def test_create_racing_another_create_gets_already_exists(
     Interposed(apiserver, subject, someone_creates, every=False)
     path = tmp_path / "claim.yaml"
     path.write_text(yaml.safe_dump(_claim({"team": "mine"})))
-    r = await asyncio.to_thread(draflow, settings, "create", "-f", str(path))
-    assert (r.returncode, r.stdout) == (1, "")
-    assert r.stderr == (
-        f'Error from server (AlreadyExists): error when creating "{path}": '
-        'resourceclaims.resource.k8s.io "c" already exists\n'
-    )
+    r = await asyncio.to_thread(draflow, settings, verb, "-f", str(path))
     history = await _history(event_store)
-    assert len(history) == 1 and history[0].type == "ResourceClaimApplied"
-    stored = fold(None, history[0].type, history[0].data, history[0].seq)
-    assert isinstance(stored, ResourceClaim) and stored.metadata.labels == {"team": "theirs"}
+    stored = None
+    for e in history:
+        stored = fold(stored, e.type, e.data, e.seq)
+    assert isinstance(stored, ResourceClaim)
+    if verb == "create":
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr == (
+            f'Error from server (AlreadyExists): error when creating "{path}": '
+            'resourceclaims.resource.k8s.io "c" already exists\n'
+        )
+        assert len(history) == 1 and stored.metadata.labels == {"team": "theirs"}
+    else:
+        assert (r.returncode, r.stdout, r.stderr) == (0, "resourceclaim.resource.k8s.io/c configured\n", "")
+        assert [e.type for e in history] == ["ResourceClaimApplied"] * 2
+        assert stored.metadata.labels == {"team": "mine"}
