@@ -70,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
     path = _socket(args)
     if not path.exists():
         raise UserError(f"no pod-resources socket at {path} (is the kubelet of node {args.node} running?)")
-    with grpc.insecure_channel(f"unix:{path}") as channel:
+    # a kubelet whose default socket path is too long links it to a short one: connect to that
+    with grpc.insecure_channel(f"unix:{path.resolve()}") as channel:
         stub = api_pb2_grpc.PodResourcesListerStub(channel)
         try:
             response: Any

@@ -261,7 +261,13 @@ def main_for(
             await kubelet.release_vanished()
             # PodResources answers from the checkpointed state at once, before any new event
             socket = options.socket or default_socket_path(ctx.settings.data_dir, node)
-            server = PodResourcesServer(KubeletSource(kubelet), socket, qps=options.qps, burst=options.burst)
+            server = PodResourcesServer(
+                KubeletSource(kubelet),
+                socket,
+                qps=options.qps,
+                burst=options.burst,
+                link_if_too_long=options.socket is None,  # a deep data dir: a short socket, linked
+            )
             await server.start()
             print(f"kubelet {node}: pod-resources API on {server.address}", flush=True)
             await rt.wait_for_apiserver()

@@ -17,7 +17,12 @@ import pytest
 
 from services.kubelet.podresources import metrics
 from services.kubelet.podresources.ratelimit import TokenBucket
-from services.kubelet.podresources.server import MAX_SOCKET_PATH, PodResourcesServer, SocketPathError
+from services.kubelet.podresources.server import (
+    MAX_SOCKET_PATH,
+    PodResourcesServer,
+    SocketPathError,
+    short_path,
+)
 from services.kubelet.podresources.v1 import api_pb2 as pb
 from tests.podresources.cluster import allocatable, get_pod, list_pods, rpc_error
 
@@ -109,6 +114,22 @@ async def test_refuses_a_path_that_is_not_a_socket_or_too_long(short_dir: Path) 
         SocketPathError, match=r"a unix socket path may have at most 107: .*--pod-resources-socket"
     ):
         await PodResourcesServer(Fixed(), long).start()
+
+
+async def test_too_long_default_path_links_to_a_short_socket(short_dir: Path) -> None:
+    deep = short_dir / ("d" * 90) / "kubelet" / "node-1" / "pod-resources" / "kubelet.sock"
+    server = PodResourcesServer(Fixed(), deep, link_if_too_long=True)
+    assert server.bound_path == short_path(deep) and len(os.fsencode(server.bound_path)) <= MAX_SOCKET_PATH
+    deep.parent.mkdir(parents=True)
+    deep.symlink_to(server.bound_path)  # left by a killed kubelet: replaced
+    await server.start()
+    try:
+        assert deep.is_symlink() and deep.resolve() == server.bound_path
+        assert stat.S_IMODE(server.bound_path.stat().st_mode) == 0o600
+        assert await list_pods(deep.resolve()) == LISTED
+    finally:
+        await server.stop()
+    assert not deep.is_symlink() and not server.bound_path.exists()
 
 
 def test_token_bucket_refills_at_qps_up_to_burst() -> None:

@@ -3,7 +3,10 @@
 * **Socket**: by default ``$DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock`` (the
   kubelet's ``/var/lib/kubelet/pod-resources/kubelet.sock``), mode 0600; a stale socket file left by
   a killed kubelet is replaced at start, the socket is removed on a clean stop. Unix socket paths
-  are limited to 107 bytes: a longer one is refused with a message saying so.
+  are limited to 107 bytes: a longer ``--pod-resources-socket`` is refused with a message saying so;
+  when the *default* path is too long (a deep ``DRAFLOW_DATA_DIR``), the socket is created in the
+  system's temp dir (``draflow-pr-<hash of the path>.sock``) and the default path is a symlink to
+  it (clients connect to the link's target; ``draflow podresources`` follows it).
 * **Methods** ``List``, ``Get`` and ``GetAllocatableResources`` answer with bytes the
   :class:`~services.kubelet.podresources.provider.Source` serialized (the server never builds
   messages itself); ``Get`` of an unknown pod is ``NOT_FOUND`` with the kubelet's message
@@ -16,9 +19,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +52,24 @@ def default_socket_path(data_dir: Path, node: str) -> Path:
     return data_dir / "kubelet" / node / "pod-resources" / "kubelet.sock"
 
 
-def _check_path(path: Path) -> None:
-    size = len(os.fsencode(path))
-    if size > MAX_SOCKET_PATH:
-        raise SocketPathError(
-            f"pod-resources socket path {path} is {size} bytes; a unix socket path may have at most "
-            f"{MAX_SOCKET_PATH}: choose a shorter one with --pod-resources-socket"
-        )
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            raise SocketPathError(f"pod-resources socket path {path} exists and is not a socket")
-        path.unlink()  # a stale socket of a kubelet that did not stop cleanly
+def too_long(path: Path) -> bool:
+    return len(os.fsencode(path)) > MAX_SOCKET_PATH
+
+
+def short_path(path: Path) -> Path:
+    """Where the socket of a too long default ``path`` is created (the same path every start)."""
+    digest = hashlib.sha256(os.fsencode(path.absolute())).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"draflow-pr-{digest}.sock"
+
+
+def _clear(path: Path, *, link_ok: bool = False) -> None:
+    """Remove what a kubelet that did not stop cleanly left at ``path`` (a socket, or our link)."""
+    if not (path.exists() or path.is_symlink()):
+        return
+    mode = path.lstat().st_mode
+    if not (stat.S_ISSOCK(mode) or (link_ok and stat.S_ISLNK(mode))):
+        raise SocketPathError(f"pod-resources socket path {path} exists and is not a socket")
+    path.unlink()
 
 
 class PodResourcesServer:
@@ -68,20 +80,32 @@ class PodResourcesServer:
         *,
         qps: float = DEFAULT_QPS,
         burst: int = DEFAULT_BURST,
+        link_if_too_long: bool = False,
     ) -> None:
         self.source = source
         self.socket_path = socket_path
+        # the socket file itself: socket_path, or (too long, allowed to link) a short path it links to
+        self.bound_path = socket_path
+        if too_long(socket_path) and link_if_too_long:
+            self.bound_path = short_path(socket_path)
         self.limiter = TokenBucket(qps, burst)
         self._server: aio.Server | None = None
 
     @property
     def address(self) -> str:
-        return f"unix:{self.socket_path}"
+        return f"unix:{self.bound_path}"
 
     async def start(self) -> None:
-        path = self.socket_path
+        path, bound = self.socket_path, self.bound_path
+        if too_long(bound):
+            raise SocketPathError(
+                f"pod-resources socket path {bound} is {len(os.fsencode(bound))} bytes; a unix socket path "
+                f"may have at most {MAX_SOCKET_PATH}: choose a shorter one with --pod-resources-socket"
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
-        _check_path(path)
+        _clear(path, link_ok=bound != path)
+        if bound != path:
+            _clear(bound)
         server = aio.server()
         handlers = {
             "List": grpc.unary_unary_rpc_method_handler(
@@ -100,7 +124,10 @@ class PodResourcesServer:
         except RuntimeError as exc:
             raise SocketPathError(f"cannot listen on {self.address}: {exc}") from None
         await server.start()
-        os.chmod(path, 0o600)
+        os.chmod(bound, 0o600)
+        if bound != path:
+            path.symlink_to(bound)
+            log.info("pod-resources: %s is too long for a unix socket; it links to %s", path, bound)
         self._server = server
 
     async def stop(self, grace_s: float = 1.0) -> None:
@@ -108,28 +135,30 @@ class PodResourcesServer:
             return
         await self._server.stop(grace_s)
         self._server = None
-        try:
-            if stat.S_ISSOCK(self.socket_path.lstat().st_mode):
-                self.socket_path.unlink()
-        except FileNotFoundError:
-            pass
+        for path in {self.socket_path, self.bound_path}:
+            try:
+                if stat.S_ISSOCK(path.lstat().st_mode) or path.is_symlink():
+                    path.unlink()
+            except FileNotFoundError:
+                pass
 
     # -- methods ---------------------------------------------------------------------------------
     # Handlers return serialized bytes (no response serializer is registered): the source caches them.
 
-    async def _admit(self, context: aio.ServicerContext[Any, Any]) -> None:
-        if not self.limiter.allow():
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, REJECTED)
+    async def _refuse(self, context: aio.ServicerContext[Any, Any]) -> None:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, REJECTED)
 
     async def _list(
         self, request: pb.ListPodResourcesRequest, context: aio.ServicerContext[Any, Any]
     ) -> bytes:
-        await self._admit(context)
+        if not self.limiter.allow():
+            await self._refuse(context)
         metrics.count("list", VERSION)
         return self.source.list_bytes()
 
     async def _get(self, request: pb.GetPodResourcesRequest, context: aio.ServicerContext[Any, Any]) -> bytes:
-        await self._admit(context)
+        if not self.limiter.allow():
+            await self._refuse(context)
         metrics.count("get", VERSION)
         if not request.pod_name:
             metrics.count("get", VERSION, error=True)
@@ -147,6 +176,7 @@ class PodResourcesServer:
     async def _allocatable(
         self, request: pb.AllocatableResourcesRequest, context: aio.ServicerContext[Any, Any]
     ) -> bytes:
-        await self._admit(context)
+        if not self.limiter.allow():
+            await self._refuse(context)
         metrics.count("get_allocatable", VERSION)
         return self.source.allocatable_bytes()
