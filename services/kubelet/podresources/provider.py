@@ -7,9 +7,10 @@ kubelet restarted with pods running answers from its checkpoints exactly as befo
 consumes a new event.
 
 Answers are serialized once and cached until something they depend on changes (the KEP's "passive
-caching" against heavy callers): a change of a Pod in the cache or a change of the kubelet's local
-state (``KubeletService`` calls ``on_state_change`` after every checkpoint and every sync pass)
-drops the cached ``List`` and ``GetAllocatableResources`` bytes; the next call builds them again.
+caching" against heavy callers): a change of a Pod bound to this node (or listed in the cached
+answer) or of the kubelet's local state (``KubeletService`` calls ``on_state_change`` after every
+checkpoint and every sync pass) drops the cached ``List`` and ``GetAllocatableResources`` bytes;
+the next call builds them again. Pods of other nodes changing do not.
 """
 
 from __future__ import annotations
@@ -41,12 +42,19 @@ class KubeletSource:
         self.kubelet = kubelet
         self.generation = 0
         self._list: tuple[int, bytes] | None = None
+        self._listed: set[tuple[str, str]] = set()  # (namespace, name) in the cached List answer
         self._allocatable: tuple[int, bytes] | None = None
         kubelet.rt.cache.listen(self._on_change)
         kubelet.on_state_change = self.invalidate
 
     def _on_change(self, kind: str, namespace: str, name: str, change: Any) -> None:
-        if kind == "Pod":
+        if kind != "Pod":
+            return
+        if (namespace, name) in self._listed:
+            self.invalidate()
+            return
+        pod = self.kubelet.rt.get("Pod", namespace, name)
+        if pod is not None and pod.spec.node_name == self.kubelet.node_name:
             self.invalidate()
 
     def invalidate(self) -> None:
@@ -72,6 +80,7 @@ class KubeletSource:
         k = self.kubelet
         pods = active_pods(k.rt.items("Pod"), k.node_name, self._holds)
         blob = encode.list_response(self._view(p) for p in pods).SerializeToString()
+        self._listed = {(p.metadata.namespace, p.metadata.name) for p in pods}
         self._list = (generation, blob)
         return blob
 
