@@ -9,7 +9,7 @@ import os
 import socket as sockets
 import stat
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -45,7 +45,7 @@ class Fixed:
 
 
 @pytest.fixture
-def short_dir() -> AsyncIterator[Path]:
+def short_dir() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="prs-", dir="/tmp") as d:
         yield Path(d)
 
