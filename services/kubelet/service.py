@@ -112,7 +112,8 @@ class KubeletService:
         self._failures: dict[str, tuple[int, float]] = {}  # pod uid -> (failed attempts, retry at)
         # device-plugin devices (--device-plugin), assigned at admission, checkpointed
         self.devices = devices
-        # told after every change of local state (the PodResources API drops its cached answers)
+        # told after every checkpoint, i.e. every change of local state (the PodResources API drops
+        # its cached answers; changes of pods it learns from the cache)
         self.on_state_change: Callable[[], None] | None = None
 
     async def register(self) -> None:
@@ -154,12 +155,6 @@ class KubeletService:
         return self.devices is not None and self.devices.holds(pod_uid)
 
     async def sync(self) -> None:
-        try:
-            await self._sync()
-        finally:
-            self._state_changed()
-
-    async def _sync(self) -> None:
         pods = self.rt.items("Pod")
         await self._unprepare_vanished(pods)
         for pod in pods:

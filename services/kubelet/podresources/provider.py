@@ -8,9 +8,11 @@ consumes a new event.
 
 Answers are serialized once and cached until something they depend on changes (the KEP's "passive
 caching" against heavy callers): a change of a Pod bound to this node (or listed in the cached
-answer) or of the kubelet's local state (``KubeletService`` calls ``on_state_change`` after every
-checkpoint and every sync pass) drops the cached ``List`` and ``GetAllocatableResources`` bytes;
-the next call builds them again. Pods of other nodes changing do not.
+answer) or of the kubelet's local state (every change of its DRA manager, device manager or
+classic prepare results is followed by a checkpoint, and ``KubeletService`` calls
+``on_state_change`` after every checkpoint) drops the cached ``List`` and
+``GetAllocatableResources`` bytes; the next call builds them again. Pods of other nodes changing
+do not.
 """
 
 from __future__ import annotations
