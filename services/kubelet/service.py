@@ -3,7 +3,9 @@
 What a pass does (every pod, after every change of a Pod / ResourceClaim, and on a timer):
 
 * **START** (bound here, Pending): ``admit``; a refusal records a Warning Event
-  (``FailedPrepareDynamicResources``) and appends ``PodFailed``. Otherwise the claims are prepared
+  (``FailedPrepareDynamicResources``) and appends ``PodFailed``. On a ``--device-plugin`` node the
+  plugin's devices are assigned (``services.kubelet.devices``; too few: ``UnexpectedAdmissionError``)
+  and given to the containers as CDI devices before the DRA ones. Otherwise the claims are prepared
   through the node's driver plugins (``prepare_pod``: batched per driver, idempotent, bounded
   retries inside the call), the DRA manager is checkpointed, and ``PodResourcesPrepared`` (the CDI
   ids per container) + ``PodStarted`` + ``PodContainerStatusesReported`` are appended to the pod in
@@ -11,7 +13,8 @@ What a pass does (every pod, after every change of a Pod / ResourceClaim, and on
   prepare records a Warning Event and is retried on later passes with exponential backoff; after
   ``max_prepare_attempts`` the pod fails (``PodFailed``), which turns it into RELEASE: whatever was
   prepared is unprepared again (the compensation), so nothing stays held.
-* **RELEASE** (deleted, terminal or moved while claims are held): unprepare, checkpoint, then drop
+* **RELEASE** (deleted, terminal or moved while claims or devices are held): unprepare, free the
+  device-plugin devices, checkpoint, then drop
   the pod from the claims' ``reservedFor`` (and deallocate a claim whose last consumer it was) —
   one atomic batch per claim.
 * **FINISH_DELETION** (deleted, nothing held): make sure no claim still lists the pod, then confirm

@@ -9,6 +9,7 @@ classic driver, and a device plugin advertising two ``example.com/gpu``). The da
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable
@@ -87,6 +88,8 @@ async def cluster(settings: Settings, *kubelet_args: str) -> AsyncIterator[tuple
             yield probe, procs
         finally:
             await probe.stop()
+            with contextlib.suppress(Exception):  # the shared test server keeps no stream of ours
+                await events.js.delete_stream(settings.stream)
             await events.close()
     finally:
         await stop_cleanly(procs)
