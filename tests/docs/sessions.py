@@ -231,9 +231,7 @@ def matches(expected: list[str], actual: list[str], vary: set[str] = frozenset()
                     return False
                 rest.remove(hit)
             return True
-    pattern = "".join(
-        r"(?:[^\n]*\n)*?" if line == ELLIPSIS else _line_pattern(line) + r"\n" for line in want
-    )
+    pattern = "".join(r"(?:[^\n]*\n)*?" if line == ELLIPSIS else _line_pattern(line) + r"\n" for line in want)
     return re.fullmatch(pattern, "".join(g + "\n" for g in got), flags=re.S) is not None
 
 
@@ -281,14 +279,16 @@ class Shell:
         """The doc's ``/tmp/`` is this session's directory."""
         return re.sub(r"(?<![\w./])/tmp/", f"{self.tmp}/", command)
 
-    def run(self, command: str, timeout_s: float = 300) -> tuple[int, list[str]]:
+    def run(self, command: str, timeout_s: float = 300, job_log: Path | None = None) -> tuple[int, list[str]]:
+        """Run one command; its exit code and output lines. With ``job_log``, ``command`` is
+        started as a background job writing there."""
         self.count += 1
         out = self.tmp / f".out-{self.count}"
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(
-            f"{{ {self.local(command)}\n}} > {out} 2>&1 < /dev/null\n"
-            f"echo {self.MARK} $?\n"
-        )
+        command = self.local(command)
+        if job_log is not None:
+            command = f"{command} > {job_log} 2>&1 &"
+        self.proc.stdin.write(f"{{ {command}\n}} > {out} 2>&1 < /dev/null\necho {self.MARK} $?\n")
         self.proc.stdin.flush()
         deadline = time.monotonic() + timeout_s
         code = -1
@@ -345,8 +345,7 @@ def run_block(shell: Shell, block: Block) -> Iterator[Mismatch]:
                 yield Mismatch(block, command, actual, code)
             continue
         if command.background:
-            job = _BACKGROUND.sub("", command.text)
-            shell.run(f"{job} > {shell.tmp}/.job-{command.line}.log 2>&1 &")
+            shell.run(_BACKGROUND.sub("", command.text), job_log=shell.tmp / f".job-{command.line}.log")
             continue
         code, actual = shell.run(command.text)
         if matches(command.expected, actual, block.vary):
