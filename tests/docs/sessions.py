@@ -14,8 +14,10 @@ An HTML comment right before a block steers how it runs (keys separated by space
   ``system=none``: no system (commands that need none).
 * ``slow``: (with ``system=``) the group is marked ``slow``.
 * ``skip (reason)``: not run; the reason is required and the number of skips stays small.
-* ``vary=numbers|nodes|order``: output parts that legitimately vary in this block: every
-  number, the demo's node names, the order of the lines.
+* ``vary=numbers|nodes|devices|instances|order``: output parts that legitimately vary in this
+  block: every number, the demo's node names, its GPUs (``gpu-3``), which scheduler instance (``scheduler``,
+  ``scheduler-b``), the order of the lines (then every line shown must be printed, and with a
+  ``…`` line others may be too).
 * ``wait=SECONDS``: how long a read-only command is retried until its output matches (default
   30: the system needs a moment, as a reader does).
 
@@ -196,11 +198,15 @@ _NORMALISERS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(Resource Version:\s+|resourceVersion: )\"?\d+\"?", r"\1<rv>"),
         (r"^(\s*)\d+(\s+<time>)", r"\1<seq>\2"),  # `draflow log` and explain's history rows
         (r"\bseq \d+", "seq <n>"),
+        (r"(?<=\s)#+(?=\s)", "#"),  # a trace's waterfall bars
+        (r"\[[#-]+\]", "[<progress>]"),
     )
 )
 _VARY: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
     "numbers": ((re.compile(r"\d+(?:[.,]\d+)*"), "<n>"),),
     "nodes": ((re.compile(r"\bnode-[1-4]\b"), "node-<n>"),),
+    "devices": ((re.compile(r"\bgpu-\d+\b"), "gpu-<n>"),),
+    "instances": ((re.compile(r"\bscheduler-b\b"), "scheduler"),),
 }
 
 
@@ -301,6 +307,7 @@ class Shell:
                 break
         text = out.read_text(errors="replace") if out.exists() else ""
         text = text.replace(f"{self.tmp}/", "/tmp/")
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))  # a terminal's redraws
         return code, text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
     def close(self) -> None:
