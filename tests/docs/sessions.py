@@ -2,7 +2,8 @@
 
 A session is a fenced ```console block: ``$ command`` lines (a command goes on while its quotes
 are open or a line ends in ``\\``; a here-document to its terminator), each followed by the
-output the doc shows. ```sh blocks are commands a reader runs; each must exit 0.
+output the doc shows. A background job's (``cmd &``) output is what it has printed once it is up
+(the harness waits for it, as a reader waits to see it start; more may follow). ```sh blocks are commands a reader runs; each must exit 0.
 
 An HTML comment right before a block steers how it runs (keys separated by spaces or commas):
 
@@ -263,7 +264,7 @@ class Shell:
     """One ``bash`` for a whole walkthrough: cwd, variables and jobs carry over between commands.
 
     Each command's stdout and stderr go to one file (as a terminal shows them, interleaved); a
-    background job (``cmd &``) writes to a log of its own, never compared."""
+    background job (``cmd &``) writes to a log of its own."""
 
     MARK = "__draflow_session_done__"
 
@@ -305,10 +306,14 @@ class Shell:
             if line.startswith(self.MARK):
                 code = int(line.split()[1])
                 break
-        text = out.read_text(errors="replace") if out.exists() else ""
+        return code, self.printed(out)
+
+    def printed(self, path: Path) -> list[str]:
+        """The lines of an output file as a terminal shows them (the doc's ``/tmp/`` again)."""
+        text = path.read_text(errors="replace") if path.exists() else ""
         text = text.replace(f"{self.tmp}/", "/tmp/")
         text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))  # a terminal's redraws
-        return code, text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
     def close(self) -> None:
         """Stop the shell and every job it started (its own session: one process group)."""
@@ -351,8 +356,18 @@ def run_block(shell: Shell, block: Block) -> Iterator[Mismatch]:
             if code != 0:
                 yield Mismatch(block, command, actual, code)
             continue
-        if command.background:
-            shell.run(_BACKGROUND.sub("", command.text), job_log=shell.tmp / f".job-{command.line}.log")
+        if command.background:  # what the doc shows is what the job has printed once it is up
+            log = shell.tmp / f".job-{command.line}.log"
+            code, _ = shell.run(_BACKGROUND.sub("", command.text), job_log=log)
+            deadline = time.monotonic() + wait_s
+            while command.expected:
+                printed = shell.printed(log)
+                if matches([*command.expected, ELLIPSIS], printed, block.vary):
+                    break
+                if time.monotonic() > deadline:
+                    yield Mismatch(block, command, printed, code)
+                    break
+                time.sleep(0.2)
             continue
         code, actual = shell.run(command.text)
         if matches(command.expected, actual, block.vary):
