@@ -3,7 +3,8 @@
 A session is a fenced ```console block: ``$ command`` lines (a command goes on while its quotes
 are open or a line ends in ``\\``; a here-document to its terminator), each followed by the
 output the doc shows. A background job's (``cmd &``) output is what it has printed once it is up
-(the harness waits for it, as a reader waits to see it start; more may follow). ```sh blocks are commands a reader runs; each must exit 0.
+(the harness waits for it, as a reader waits to see it start; more may follow). ```sh blocks
+are commands a reader runs; each must exit 0.
 
 An HTML comment right before a block steers how it runs (keys separated by spaces or commas):
 
@@ -40,6 +41,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,7 +213,7 @@ _VARY: dict[str, tuple[tuple[re.Pattern[str], str], ...]] = {
 }
 
 
-def normalise(line: str, vary: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+def normalise(line: str, vary: AbstractSet[str] = frozenset()) -> str:
     for pattern, replacement in _NORMALISERS:
         line = pattern.sub(replacement, line)
     for key in sorted(vary):
@@ -220,7 +222,7 @@ def normalise(line: str, vary: set[str] = frozenset()) -> str:  # type: ignore[a
     return re.sub(r"\s+", " ", line).strip()
 
 
-def matches(expected: list[str], actual: list[str], vary: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+def matches(expected: list[str], actual: list[str], vary: AbstractSet[str] = frozenset()) -> bool:
     """Whether ``actual`` output lines are what the doc shows (``…`` lines and parts as above)."""
     want = [normalise(line, vary) for line in expected]
     got = [normalise(line, vary) for line in actual]

@@ -95,7 +95,7 @@ def run_group(group: Group, report: Callable[[Mismatch], None] = lambda m: None)
         data_dir = variables.pop("DRAFLOW_DATA_DIR", "/tmp/var")
         variables.pop("DRAFLOW_PORT_OFFSET", None)  # a free one: this machine is shared
         data = Path(re.sub(r"^/tmp/", f"{tmp}/", data_dir))
-        system = HonchoSystem(data, DRAFLOW_PORT_OFFSET=str(free_port_offset()), **variables)
+        system = HonchoSystem(data, (), DRAFLOW_PORT_OFFSET=str(free_port_offset()), **variables)
         env = system.env
     shell = Shell(env, tmp)
     problems = []

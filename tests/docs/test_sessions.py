@@ -8,6 +8,8 @@ and one shell that runs the blocks in order as a reader would.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,13 +31,33 @@ def test_every_console_session_is_run_or_says_why_not() -> None:
         assert b.commands, f"{b.where}: a console block without a `$ ` command"
 
 
+@pytest.fixture(scope="module")
+def doc_runs(request: pytest.FixtureRequest) -> Iterator[dict[str, Future[list[str]]]]:
+    """Every selected group, two at a time (most of a walkthrough's time is waiting: for a
+    system to start, a heartbeat to expire, a pod to run), in doc order."""
+    selected = [
+        group
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.originalname == "test_doc_sessions"
+        and isinstance(group := item.callspec.params["group"], Group)
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = {group.id: pool.submit(run_group, group) for group in selected}
+        try:
+            yield runs
+        finally:
+            for run in runs.values():
+                run.cancel()
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(
     "group",
     [pytest.param(g, id=g.id, marks=[pytest.mark.slow] if g.slow else []) for g in groups()],
 )
-def test_doc_sessions(group: Group) -> None:
-    problems = run_group(group)
+def test_doc_sessions(group: Group, doc_runs: dict[str, Future[list[str]]]) -> None:
+    problems = doc_runs[group.id].result()
     assert not problems, "\n\n".join(problems)
 
 
