@@ -11,12 +11,14 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.ports import Ports
 from tests.docs.sessions import DOCS, ROOT, Block, Mismatch, Shell, new_tmp, parse_doc, run_block
 from tests.e2e.honcho import VENV_BIN, HonchoSystem
 from tests.helpers import free_port_offset
@@ -54,15 +56,35 @@ def groups() -> list[Group]:
     return out
 
 
-def _start_command(block: Block) -> dict[str, str] | None:
-    """A ```sh block whose last command is ``[VAR=value ...] honcho start``: its variables."""
+@dataclass
+class Start:
+    """``[VAR=value ...] honcho start [PROCESS ...]``: the system a doc starts."""
+
+    variables: dict[str, str]
+    processes: tuple[str, ...]
+
+
+def _start_command(block: Block) -> Start | None:
+    """A ```sh block whose last command is ``honcho start``, with its variables and processes."""
     if block.lang != "sh" or not block.commands:
         return None
-    last = block.commands[-1].text.split("&&")[-1]
-    words = shlex.split(last, comments=True)
-    if words[-2:] != ["honcho", "start"]:
-        return None
-    return dict(w.split("=", 1) for w in words[:-2])
+    words = shlex.split(block.commands[-1].text.split("&&")[-1], comments=True)
+    for i in range(len(words) - 1):
+        if words[i : i + 2] == ["honcho", "start"] and all("=" in w for w in words[:i]):
+            return Start(dict(w.split("=", 1) for w in words[:i]), tuple(words[i + 2 :]))
+    return None
+
+
+def _wait_for_nats(offset: int, timeout_s: float = 60) -> None:
+    """A system of ``honcho start nats``: until the server takes connections."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", Ports(offset).nats), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, "nats-server never listened"
+            time.sleep(0.2)
 
 
 def _wait_until_ready(system: HonchoSystem, timeout_s: float = 90) -> None:
@@ -91,16 +113,19 @@ def run_group(group: Group, report: Callable[[Mismatch], None] = lambda m: None)
             "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         }
     else:
-        variables = _start_command(first) or {}
-        data_dir = variables.pop("DRAFLOW_DATA_DIR", "/tmp/var")
-        variables.pop("DRAFLOW_PORT_OFFSET", None)  # a free one: this machine is shared
+        start = _start_command(first) or Start({}, ())
+        data_dir = start.variables.pop("DRAFLOW_DATA_DIR", "/tmp/var")
+        start.variables.pop("DRAFLOW_PORT_OFFSET", None)  # a free one: this machine is shared
         data = Path(re.sub(r"^/tmp/", f"{tmp}/", data_dir))
-        system = HonchoSystem(data, (), DRAFLOW_PORT_OFFSET=str(free_port_offset()), **variables)
+        offset = free_port_offset()
+        system = HonchoSystem(data, start.processes, DRAFLOW_PORT_OFFSET=str(offset), **start.variables)
         env = system.env
     shell = Shell(env, tmp)
     problems = []
     try:
-        if system is not None:
+        if system is not None and start.processes == ("nats",):
+            _wait_for_nats(offset)
+        elif system is not None:
             system.wait_until_it_answers()
             _wait_until_ready(system)
         for block in group.blocks:
