@@ -2,32 +2,35 @@
 
 A session is a fenced ```console block: ``$ command`` lines (a command goes on while its quotes
 are open or a line ends in ``\\``; a here-document to its terminator), each followed by the
-output the doc shows. A background job's (``cmd &``) output is what it has printed once it is up
-(the harness waits for it, as a reader waits to see it start; more may follow). ```sh blocks
-are commands a reader runs; each must exit 0.
+output the doc shows (stdout and stderr as a terminal interleaves them; nothing shown means
+nothing printed). A background job's (``cmd &``) output is what it has printed once it is up (the
+harness waits for it, as a reader waits to see it start; more may follow). ```sh blocks are
+commands a reader runs; each must exit 0. Read-only commands (``draflow get``, ``describe``,
+``log``, ``explain``, ``trace``, ...; ``ls``, ``cat $...``, ``curl``) are run again until their
+output matches, for up to ``wait`` seconds: the system needs a moment, as a reader gives it.
 
 An HTML comment right before a block steers how it runs (keys separated by spaces or commas):
 
 * ``<!-- session: system=NAME -->`` starts a fresh system (``honcho start`` from the Procfile,
   own port offset and data dir) for this block and the doc's following blocks, run in order in
   one shell as a reader would (cwd, variables and background jobs carry over). On a ```sh block
-  ending in ``honcho start``, that block is the system: its ``VAR=value`` prefixes are the
-  system's environment (``DRAFLOW_PORT_OFFSET`` is replaced by a free one).
-  ``system=none``: no system (commands that need none).
+  ending in ``honcho start [PROCESS...]``, that block is the system: its ``VAR=value`` prefixes
+  are the system's environment (``DRAFLOW_PORT_OFFSET`` is replaced by a free one); a later
+  block that starts a system is not run. ``system=none``: no system (commands that need none).
 * ``slow``: (with ``system=``) the group is marked ``slow``.
 * ``skip (reason)``: not run; the reason is required and the number of skips stays small.
 * ``vary=numbers|nodes|devices|instances|order``: output parts that legitimately vary in this
-  block: every number, the demo's node names, its GPUs (``gpu-3``), which scheduler instance (``scheduler``,
-  ``scheduler-b``), the order of the lines (then every line shown must be printed, and with a
-  ``…`` line others may be too).
-* ``wait=SECONDS``: how long a read-only command is retried until its output matches (default
-  30: the system needs a moment, as a reader does).
+  block: every number, the demo's node names, its GPUs (``gpu-3``), which scheduler instance
+  (``scheduler``, ``scheduler-b``), the order of the lines (then every line shown must be
+  printed, and with a ``…`` line others may be too).
+* ``wait=SECONDS``: how long a read-only command is retried (default 30).
 
 In the expected output, a line ``…`` stands for any number of lines, and ``…`` inside a line for
 any text (the docs shorten long ids and wide columns so). Both sides are normalised: times, uids,
-ages, durations, generated name suffixes, Event name hashes, trace ids, resourceVersions and runs
-of spaces (column widths follow the content). The doc's ``/tmp/`` is a directory of the session's
-own, so a test never touches another run's files.
+ages, durations, rates, generated name suffixes, saga and log sequence numbers, Event name
+hashes, trace ids, waterfall and progress bars, resourceVersions and runs of spaces (column
+widths follow the content). The doc's ``/tmp/`` is a directory of the session's own, so a test
+never touches another run's files.
 """
 
 from __future__ import annotations
