@@ -26,6 +26,8 @@ from tests.helpers import free_port_offset
 
 @dataclass(repr=False)
 class Group:
+    """A doc's blocks from one ``system=NAME`` to the next: one system, one shell."""
+
     doc: Path
     name: str
     blocks: list[Block]
@@ -43,7 +45,8 @@ class Group:
 
 
 def groups() -> list[Group]:
-    """Each doc's blocks, cut where a block starts a system; blocks before the first are none's."""
+    """Each doc's blocks, cut where a block starts a system (a doc's blocks before its first
+    system, such as the README's quickstart, are not run here)."""
     out: list[Group] = []
     for doc in DOCS:
         current: Group | None = None
@@ -103,6 +106,9 @@ def _wait_until_ready(system: HonchoSystem, timeout_s: float = 90) -> None:
 
 
 def run_group(group: Group, report: Callable[[Mismatch], None] = lambda m: None) -> list[str]:
+    """Start the group's system, wait for what a reader waits for, run every block in one shell;
+    the differences (each also given to ``report`` as it is found). Everything started is
+    stopped, the session's directory removed."""
     tmp = new_tmp()
     first = group.blocks[0]
     system: HonchoSystem | None = None
