@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.sessions import DOCS, ROOT, Shell, matches, new_tmp, parse_doc
+from tests.docs.sessions import DOCS, ROOT, Shell, matches, parse_doc
 from tests.docs.systems import Group, groups, run_group
 
 MAX_SKIPPED = 2  # console sessions that cannot run here (each says why in its doc)
@@ -125,10 +125,10 @@ def test_parsing_commands_continuations_and_directives(tmp_path: Path) -> None:
     assert second.skipped and second.options["skip"] == "needs a Jaeger"
 
 
-def test_a_shell_keeps_its_state_and_the_docs_tmp_is_its_own() -> None:
+def test_a_shell_keeps_its_state_and_the_docs_tmp_is_its_own(tmp_path: Path) -> None:
     import os
 
-    tmp = new_tmp()
+    tmp = tmp_path
     shell = Shell(dict(os.environ), tmp)
     try:
         assert shell.run("cd examples && X=1")[0] == 0
