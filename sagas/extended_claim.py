@@ -38,8 +38,8 @@ from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
 from sagas.ownership import allocation_writer, creator, reservation_writer
 from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
-from services.scheduler.extended.claim import claim_status
-from services.scheduler.extended.saga import pod_with_claim_status, pod_without_claim_status
+from services.dra.extended.claim import claim_status
+from services.scheduler.sagas.extended_steps import pod_with_claim_status, pod_without_claim_status
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",

@@ -70,10 +70,11 @@ from sagas.extended_claim import (
 )
 from sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
 from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
-from services.scheduler.extended.claim import is_extended_resource_claim
-from services.scheduler.extended.saga import pod_with_claim_status
-from services.scheduler.framework import ClaimBinding, ClaimRef, Reserved
-from services.scheduler.plugins.dynamicresources import FINALIZER, PreBindConflict, prebind_claim
+from services.dra.extended.claim import is_extended_resource_claim
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
+from services.scheduler.framework import ClaimBinding, Reserved
+from services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
+from services.scheduler.sagas.extended_steps import pod_with_claim_status
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",
@@ -145,7 +146,7 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
 
     @staticmethod
     def binding(c: ClaimPlan) -> ClaimBinding:
-        return ClaimBinding(ClaimRef(c.namespace, c.name, c.uid), c.allocation, c.consumer)
+        return ClaimBinding(ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid), c.allocation, c.consumer)
 
     def creates(self, c: ClaimPlan) -> bool:
         """Whether ``c`` is the special claim this decision creates."""
@@ -278,8 +279,9 @@ def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
                 events.append(
                     ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid)
                 )
-            elif FINALIZER not in claim.metadata.finalizers:
-                events.append(finalizers_changed("ResourceClaim", (*claim.metadata.finalizers, FINALIZER)))
+            elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
+                finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
+                events.append(finalizers_changed("ResourceClaim", finalizers))
             if not any(r.uid == plan.uid for r in claim.status.reserved_for):
                 events.append(ClaimReserved(consumer=c.consumer))
             if not events:

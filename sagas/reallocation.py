@@ -29,7 +29,7 @@ from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
 from sagas.ownership import reservation_writer
 from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
-from services.scheduler.framework import ClaimRef
+from services.dra.resourceclaim import ClaimRef
 from services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
 
 __all__ = ["REALLOCATION", "ReallocationInput", "reallocation_saga"]
@@ -49,7 +49,7 @@ class ReallocationInput(msgspec.Struct, frozen=True, kw_only=True):
 def reallocation_saga(rt: Runtime) -> SagaDefinition:
     async def deallocate(ctx: StepContext) -> dict[str, Any]:
         inp = msgspec.convert(ctx.input, ReallocationInput)
-        ref = ClaimRef(inp.claim_namespace, inp.claim_name, inp.claim_uid)
+        ref = ClaimRef(namespace=inp.claim_namespace, name=inp.claim_name, uid=inp.claim_uid)
         pod = Pod(metadata=ObjectMeta(namespace=inp.pod_namespace, name=inp.pod_name, uid=inp.pod_uid))
         subject = rt.subject("ResourceClaim", inp.claim_namespace, inp.claim_name)
         for attempt in range(MAX_CONFLICTS):

@@ -5,7 +5,14 @@ Pure deciders (``sync_pod``, ``sync_claim``) returning actions as data; the serv
 ``runtime`` (shared by every controller shell) and appends the resulting events.
 """
 
-from services.claim_controller.actions import (
+from services.claim_controller.controller import (
+    find_pod_resource_claim,
+    release_reservations,
+    sync_claim,
+    sync_pod,
+)
+from services.claim_controller.naming import SeededSuffixes, SuffixSource, generate_name, hash_suffix
+from services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -18,19 +25,7 @@ from services.claim_controller.actions import (
     apply_to_claim,
     apply_to_pod,
 )
-from services.claim_controller.controller import (
-    find_pod_resource_claim,
-    release_reservations,
-    sync_claim,
-    sync_pod,
-)
-from services.claim_controller.naming import (
-    SeededSuffixes,
-    SuffixSource,
-    generate_claim_name_prefix,
-    generate_name,
-    hash_suffix,
-)
+from services.dra.resourceclaim import generate_claim_name_prefix
 
 __all__ = [
     "AddReservedFor",

@@ -1,14 +1,9 @@
 """Generated object names, as Kubernetes makes them, with an injectable suffix source.
 
-Two upstream rules meet here:
-
-* the API server's ``generateName`` expansion (``k8s.io/apiserver/pkg/storage/names``): the base
-  is cut to 58 characters and 5 random characters from a restricted alphabet (no vowels, no
-  ``0 1 3``, to avoid words) are appended, giving at most 63;
-* the resource claim controller's prefix for claims generated from templates
-  (``pkg/controller/resourceclaim/controller.go``): ``<pod>-<pod claim>-``; when that is longer
-  than 57 characters both parts are cut in proportion to their length, and (upstream quirk, kept)
-  the cut prefix has *no* trailing hyphen.
+The API server's ``generateName`` expansion (``k8s.io/apiserver/pkg/storage/names``): the base
+is cut to 58 characters and 5 random characters from a restricted alphabet (no vowels, no
+``0 1 3``, to avoid words) are appended, giving at most 63. (The claim controller's prefix for
+claims generated from templates is ``services.dra.resourceclaim.generate_claim_name_prefix``.)
 
 Upstream draws the suffix from a process-wide RNG. A decider must not (its decisions are replayed),
 so the suffix comes from a :class:`SuffixSource`: :func:`hash_suffix` derives it from a stable key
@@ -25,13 +20,11 @@ from typing import Protocol
 
 __all__ = [
     "ALPHANUMS",
-    "MAX_CLAIM_PREFIX_LEN",
     "MAX_GENERATED_BASE_LEN",
     "MAX_NAME_LEN",
     "RANDOM_LEN",
     "SeededSuffixes",
     "SuffixSource",
-    "generate_claim_name_prefix",
     "generate_name",
     "hash_suffix",
     "safe_encode",
@@ -43,8 +36,6 @@ ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"
 MAX_NAME_LEN = 63
 RANDOM_LEN = 5
 MAX_GENERATED_BASE_LEN = MAX_NAME_LEN - RANDOM_LEN  # 58
-# The claim controller leaves room for a hyphen and the 5 random characters.
-MAX_CLAIM_PREFIX_LEN = 57
 
 
 class SuffixSource(Protocol):
@@ -94,18 +85,3 @@ def unique_generated_name(
         if name not in taken:
             return name
     raise RuntimeError(f"no free generated name for base {base!r} after 1000 attempts")
-
-
-def generate_claim_name_prefix(pod_name: str, pod_claim_name: str) -> str:
-    """The ``generateName`` of a claim made from a template for ``pod.spec.resourceClaims[].name``.
-
-    Both parts shrink in proportion to their length when ``<pod>-<claim>-`` exceeds 57 characters, so
-    a long pod name cannot push the claim name out entirely (the API server would just cut the end).
-    """
-    prefix = f"{pod_name}-{pod_claim_name}-"
-    if len(prefix) <= MAX_CLAIM_PREFIX_LEN:
-        return prefix
-    total = len(prefix)
-    pod_part = pod_name[: len(pod_name) * MAX_CLAIM_PREFIX_LEN // total]
-    claim_part = pod_claim_name[: len(pod_claim_name) * MAX_CLAIM_PREFIX_LEN // total]
-    return f"{pod_part}-{claim_part}"

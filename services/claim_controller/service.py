@@ -36,7 +36,10 @@ from events.dra import (
 )
 from events.envelope import Event
 from projections.objects import Change
-from services.claim_controller.actions import (
+from services.claim_controller.controller import sync_claim, sync_pod
+from services.claim_controller.dirty import Dependencies, claim_pod_names, pod_claim_names
+from services.claim_controller.runtime import Runtime
+from services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -47,9 +50,6 @@ from services.claim_controller.actions import (
     RemoveFinalizer,
     RemoveReservedFor,
 )
-from services.claim_controller.controller import sync_claim, sync_pod
-from services.claim_controller.dirty import Dependencies, claim_pod_names, pod_claim_names
-from services.claim_controller.runtime import Runtime
 
 __all__ = ["ClaimControllerService", "claim_events", "execute"]
 

@@ -166,7 +166,7 @@ class Verifier:
         self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0, "node": 0}
         self.invariants = 0  # events checked against services.cli.invariants
         self._violation: Divergence | None = None  # the first one found while folding
-        from services.quota_reconciler import QuotaState
+        from services.dra.quota.state import QuotaState
 
         self.quota = QuotaState()
         # quota (namespace, name) -> every status the reconciler could have written since the quota's
@@ -291,7 +291,7 @@ class Verifier:
 
     def _quota_moved(self, namespace: str | None, reset: tuple[str, str] | None) -> None:
         """Record the status each quota of ``namespace`` (None: all) would get now."""
-        from services.quota_reconciler import status_of
+        from services.dra.quota.state import status_of
 
         if reset is not None:
             self._quota_candidates.pop(reset, None)
@@ -425,7 +425,7 @@ class Verifier:
             if not creates:
                 actual = {"error": "the claim controller would not create this claim"}
             else:
-                actual = {"name": creates[0].name, "spec": _builtins(creates[0].spec)}
+                actual = {"name": creates[0].name, "spec": _builtins(creates[0].claim.spec)}
         if actual == expected:
             return None
         return Divergence(

@@ -22,7 +22,7 @@ from typing import Any
 
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
-from services.driver_controller.plugin import (
+from services.dra.classic.plugin import (
     ENTRY_POINT_GROUP,
     ControllerPlugin,
     declared_entry_points,

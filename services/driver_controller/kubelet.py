@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.classic_pod import pod_claims
-from services.driver_controller import claims as cl
-from services.driver_controller.nodeselect import selector_matches
-from services.driver_controller.podclaims import owned_by, pod_claim_refs
-from services.drivers.api import ClaimRef, PrepareResult
+from services.dra.classic import claims as cl
+from services.dra.classic.nodeselect import selector_matches
+from services.dra.classic.podclaims import pod_claim_refs
+from services.dra.kubeletplugin import PrepareResult
+from services.dra.resourceclaim import ClaimRef, is_controlled_by
 
 __all__ = ["admit_on_node", "container_devices", "prepare_batches"]
 
@@ -32,7 +33,7 @@ def admit_on_node(pod: c1.Pod, claims: Mapping[str, cv.ResourceClaim], node: c1.
         if claim is None:
             reasons.append(f"resourceclaim {ref.claim_name} does not exist")
             continue
-        if ref.from_template and not owned_by(claim, pod):
+        if ref.from_template and not is_controlled_by(claim.metadata, pod.metadata.uid):
             reasons.append(f"resourceclaim {ref.claim_name} was not created for this pod")
         elif cl.phase(claim) != cv.ALLOCATED:
             reasons.append(f"resourceclaim {ref.claim_name} is not allocated")

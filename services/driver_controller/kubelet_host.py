@@ -37,11 +37,12 @@ from events.api import core_v1 as c1
 from events.api.classic_pod import pod_claims
 from events.objects import status_updated
 from services.claim_controller.runtime import Runtime
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.kubeletplugin import PrepareResult
+from services.dra.resourceclaim import ClaimRef
 from services.driver_controller.kubelet import admit_on_node, container_devices, prepare_batches
 from services.driver_controller.nodeplugin import ClassicNodePlugin, read_json, write_json
 from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
-from services.drivers.api import ClaimRef, PrepareResult
 from services.drivers.fpga_example.node import FpgaNodePlugin
 from services.kubelet.admission import Admit, Reject
 from services.kubelet.prepare import Outcome

@@ -27,8 +27,8 @@ import msgspec
 from events.api import classic_v1alpha1 as cv
 from infra.errors import ConcurrencyError, PermanentError, TransientError
 from sagas.engine import SagaDefinition, Step, StepContext
-from services.apiserver.admission.classic import validate_classic
-from services.driver_controller.plugin import ControllerPlugin
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.validation import validate_classic
 from services.driver_controller.sagas import (
     DRIVER_ALLOCATE,
     PLANS,

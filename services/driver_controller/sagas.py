@@ -40,15 +40,9 @@ from typing import TypeAlias
 import msgspec
 
 from events.api import classic_v1alpha1 as cv
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import AllocationResult, ControllerPlugin, Freed, InProgress, Parameters
 from services.driver_controller.controller import DEALLOCATE_DELETED, StartAllocation, StartDeallocation
-from services.driver_controller.plugin import (
-    AllocationResult,
-    ControllerPlugin,
-    Freed,
-    InProgress,
-    Parameters,
-)
 
 __all__ = [
     "ALLOCATION",

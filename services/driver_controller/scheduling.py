@@ -31,10 +31,10 @@ import msgspec
 
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
-from events.api.classic_pod import pod_owner_reference
-from services.driver_controller import claims as cl
-from services.driver_controller.nodeselect import selector_matches
-from services.driver_controller.podclaims import owned_by, pod_claim_refs
+from services.dra.classic import claims as cl
+from services.dra.classic.nodeselect import selector_matches
+from services.dra.classic.podclaims import pod_claim_refs
+from services.dra.resourceclaim import is_controlled_by, pod_owner_reference
 
 __all__ = [
     "MAX_POTENTIAL_NODES",
@@ -91,7 +91,7 @@ def pre_filter(pod: c1.Pod, claims: Mapping[str, cv.ResourceClaim]) -> PreFilter
         if claim is None:
             what = "waiting for resourceclaim" if ref.from_template else "resourceclaim not found:"
             return PreFilterResult(code=UNSCHEDULABLE, reason=f"{what} {ref.claim_name}")
-        if ref.from_template and not owned_by(claim, pod):
+        if ref.from_template and not is_controlled_by(claim.metadata, pod.metadata.uid):
             pod_name = pod.metadata.name
             reason = f"resourceclaim {ref.claim_name} was not created for pod {pod_name} (pod is not owner)"
             return PreFilterResult(code=UNSCHEDULABLE, reason=reason)

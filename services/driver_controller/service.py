@@ -44,18 +44,14 @@ from events.objects import (
 )
 from infra.eventstore import ConcurrencyError
 from sagas.engine import SagaEngine, SagaStatus
-from services.apiserver.admission.classic import admit_classic
 from services.claim_controller.runtime import Runtime
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.podclaims import CreateClaim, pod_claim_refs, pods_waiting_for, sync_pod
+from services.dra.classic.validation import admit_classic
+from services.dra.resourceclaim import is_pod_terminal
 from services.driver_controller import controller as ctl
 from services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CREATE_TOTAL
-from services.driver_controller.plugin import ControllerPlugin
-from services.driver_controller.podclaims import (
-    CreateClaim,
-    pod_claim_refs,
-    pods_waiting_for,
-    sync_pod,
-)
 from services.driver_controller.saga_wiring import build_definitions, write_problems
 from services.driver_controller.sagas import SagaInput, plan_for, saga_id
 from services.driver_controller.store import EventClaimStore
@@ -149,7 +145,7 @@ class DriverControllerService:
                     log.info("%s: pod %s: %s", ACTOR, pod.metadata.name, action)
         all_pods: list[c1.Pod] = self.rt.items("Pod")
         live = {p.metadata.uid for p in all_pods}
-        running = {p.metadata.uid for p in all_pods if p.status.phase not in ("Succeeded", "Failed")}
+        running = {p.metadata.uid for p in all_pods if not is_pod_terminal(p)}
         for c in claims:
             owners = [r.uid for r in c.metadata.owner_references if r.kind == "Pod"]
             if owners and not any(u in live for u in owners) and not cl.is_deleting(c):

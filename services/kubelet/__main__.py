@@ -29,8 +29,9 @@ from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.claim_controller.runtime import Runtime
+from services.dra.kubeletplugin import DRAPlugin
+from services.dra.resourceclaim import ClaimRef
 from services.driver_controller.kubelet_host import ClassicKubelet
-from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
 from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice

@@ -38,7 +38,7 @@ from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, Pod
 from events.node import PodContainerStatusesReported
 from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import execute
-from services.drivers.api import DRAPlugin
+from services.dra.kubeletplugin import DRAPlugin
 from services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
 from services.kubelet.checkpoint import read_checkpoint, write_checkpoint
 from services.kubelet.manager import DRAManager

@@ -26,7 +26,8 @@ from projections.objects import ObjectIndex, load_extensions
 from services.apiserver.client import ApiClient
 from services.apiserver.protocol import StatusError
 from services.apiserver.tail import Tail
-from services.quota_reconciler.reconcile import QuotaState, reconcile
+from services.dra.quota.state import QuotaState
+from services.quota_reconciler.reconcile import reconcile
 
 __all__ = ["ACTOR", "QuotaReconciler"]
 

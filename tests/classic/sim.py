@@ -18,18 +18,18 @@ from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.classic_pod import decode_manifest
 from events.api.meta import ObjectMeta
-from services.apiserver.admission.classic import admit_classic, validate_classic
-from services.driver_controller import claims as cl
-from services.driver_controller import controller as ctl
-from services.driver_controller import scheduling as sch
-from services.driver_controller.plugin import ControllerPlugin
-from services.driver_controller.podclaims import (
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.podclaims import (
     CreateClaim,
     DeleteClaim,
     pod_claim_refs,
     pods_waiting_for,
     sync_pod,
 )
+from services.dra.classic.validation import admit_classic, validate_classic
+from services.driver_controller import controller as ctl
+from services.driver_controller import scheduling as sch
 from services.driver_controller.sagas import (
     DRIVER_ALLOCATE,
     RECORD_FAILURE,
@@ -113,7 +113,7 @@ class Cluster:
                 if isinstance(action, CreateClaim):
                     self.create_claim(action.claim)
                 elif isinstance(action, DeleteClaim):
-                    self.delete_claim(action.name)
+                    self.delete_claim(action.claim_name)
 
     # -- driver controller --------------------------------------------------------------------
     def driver_controller(self) -> None:

@@ -7,13 +7,13 @@ from msgspec.structs import replace
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.meta import ObjectMeta, OwnerReference
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.nodeselect import node_names_selector
+from services.dra.classic.plugin import AllocationResult
+from services.dra.classic.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
 from services.driver_controller import controller as ctl
 from services.driver_controller import sagas
 from services.driver_controller import scheduling as sch
-from services.driver_controller.nodeselect import node_names_selector
-from services.driver_controller.plugin import AllocationResult
-from services.driver_controller.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 
 D = "gpu.acme.com"
@@ -169,7 +169,11 @@ def test_sync_pod_creates_owned_claims_and_refuses_foreign_ones() -> None:
     assert sync_pod(pod("uid-other"), {"p-gpu": made}) == [
         Blocked(reason="ResourceClaim p-gpu exists but was not created for pod p")
     ]
-    assert sync_pod(pod(), {"p-gpu": made}, pod_gone=True) == [DeleteClaim(namespace="default", name="p-gpu")]
+    assert sync_pod(pod(), {"p-gpu": made}, pod_gone=True) == [
+        DeleteClaim(
+            namespace="default", claim_name="p-gpu", claim_uid="", reason="owning pod default/p is gone"
+        )
+    ]
     assert sch.pre_filter(pod("uid-other"), {"p-gpu": made}) == sch.PreFilterResult(
         code=sch.UNSCHEDULABLE, reason="resourceclaim p-gpu was not created for pod p (pod is not owner)"
     )

@@ -7,11 +7,11 @@ import sys
 
 PURE = (
     "events.api.classic_pod",
-    "services.apiserver.admission.classic",
+    "services.dra.classic.validation",
     "services.driver_controller.controller",
     "services.driver_controller.sagas",
     "services.driver_controller.scheduling",
-    "services.driver_controller.podclaims",
+    "services.dra.classic.podclaims",
     "services.driver_controller.kubelet",
     "services.drivers.fpga_example",
     "services.drivers.acme_gpu",

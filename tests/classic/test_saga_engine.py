@@ -13,9 +13,9 @@ from events.api.meta import ObjectMeta
 from events.objects import object_applied, status_updated
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
-from services.apiserver.admission.classic import admit_classic
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import Failure
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import Failure
+from services.dra.classic.validation import admit_classic
 from services.driver_controller.saga_wiring import build_definitions
 from services.driver_controller.sagas import CANCEL_REALLOCATION, Done, SagaInput, run_action
 from services.driver_controller.store import EventClaimStore

@@ -5,14 +5,15 @@ from __future__ import annotations
 import asyncio
 
 from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import decode_manifest, pod_owner_reference
+from events.api.classic_pod import decode_manifest
 from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from events.objects import object_applied, status_updated
 from infra.eventstore import EventStore
-from services.apiserver.admission.classic import admit_classic
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import AllocationResult
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import AllocationResult
+from services.dra.classic.validation import admit_classic
+from services.dra.resourceclaim import pod_owner_reference
 from services.driver_controller.store import EventClaimStore
 from services.scheduler.framework import Scheduler, Unschedulable
 from services.scheduler.plugins.classic import NAME, ClassicDynamicResources

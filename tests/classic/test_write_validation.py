@@ -18,9 +18,8 @@ from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from infra.errors import PermanentError
 from sagas.engine import SagaDefinition, StepContext
-from services.apiserver.admission.classic import admit_classic
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import (
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,
@@ -28,6 +27,7 @@ from services.driver_controller.plugin import (
     Freed,
     Parameters,
 )
+from services.dra.classic.validation import admit_classic
 from services.driver_controller.saga_wiring import build_definitions, write_problems
 from services.driver_controller.sagas import SagaInput
 

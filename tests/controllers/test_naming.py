@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from services.claim_controller.naming import (
     ALPHANUMS,
     SeededSuffixes,
-    generate_claim_name_prefix,
     generate_name,
     hash_suffix,
     safe_encode,
     unique_generated_name,
 )
+from services.dra.resourceclaim import generate_claim_name_prefix
 
 DNS_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", fullmatch=True)
 

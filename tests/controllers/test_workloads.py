@@ -264,7 +264,7 @@ def test_realworld_deployment_pods_get_claims_from_the_template() -> None:
     assert len({c.name for c in claims}) == 4
     for claim in claims:
         assert claim.generate_name == f"{claim.owner_reference.name}-mig-devices-"
-        assert len(claim.spec.devices.requests) == 4
+        assert len(claim.claim.spec.devices.requests) == 4
         api_admit(claim.to_claim(), namespace="gpu-test4")
 
 

@@ -206,7 +206,7 @@ async def test_verify_replay_checks_quota_statuses(
 ) -> None:
     """The real quota reconciler writes ResourceQuota status; verify-replay re-computes it with
     today's code, and catches a changed usage rule."""
-    import services.quota_reconciler as quota_pkg
+    import services.dra.quota.state as quota_pkg
     from services.quota_reconciler.service import QuotaReconciler
     from tests.apiserver.test_quota import CLASS, QUOTA, claim, pod
 

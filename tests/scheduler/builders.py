@@ -284,7 +284,7 @@ def make_claim(
 def allocation_on(
     node: str, *devices: str, driver: str = DRIVER, pool: str | None = None, request: str = "req"
 ):
-    from services.scheduler.structured.nodeselector import node_name_selector
+    from services.dra.structured.nodeselector import node_name_selector
 
     return AllocationResult(
         devices=DeviceAllocationResult(

@@ -18,7 +18,6 @@ from services.scheduler.framework.core import Scheduler
 from services.scheduler.framework.cycle import schedule_one, start_index
 from services.scheduler.framework.decisions import (
     ClaimBinding,
-    ClaimRef,
     ExtendedClaim,
     KubeEventData,
     PodRef,
@@ -42,7 +41,6 @@ __all__ = [
     "NO_NODES_MESSAGE",
     "ActionType",
     "ClaimBinding",
-    "ClaimRef",
     "ClusterEvent",
     "ClusterState",
     "Code",

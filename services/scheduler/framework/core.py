@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from events.api.core_v1 import Pod
+from services.dra.resourceclaim import is_pod_terminal
 from services.scheduler.framework.assume import pod_key
 from services.scheduler.framework.cluster import ClusterState, is_assigned
 from services.scheduler.framework.config import SchedulerConfig
@@ -55,7 +56,7 @@ class Scheduler:
             done = (
                 bool(obj.spec.node_name)
                 or meta.deletion_timestamp
-                or obj.status.phase in ("Succeeded", "Failed")
+                or is_pod_terminal(obj)
                 or not self._ours(obj)
             )
             if done:

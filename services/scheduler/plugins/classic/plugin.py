@@ -40,11 +40,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import pod_claims, pod_owner_reference
+from events.api.classic_pod import pod_claims
 from events.api.core_v1 import Pod
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.podclaims import pod_claim_refs
+from services.dra.resourceclaim import pod_owner_reference
 from services.driver_controller import scheduling as sch
-from services.driver_controller.podclaims import pod_claim_refs
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
