@@ -6,7 +6,9 @@ allocate again. Here that is a saga too, so the decision and its effect show in 
 ``deallocate``, reloads the claim, checks the decision still holds (same uid, no other consumer)
 and appends ``ClaimReservationsReleased`` (if the pod was reserved) and
 ``ClaimDeallocated{reason: Reallocate}`` atomically on the claim's subject, optimistically. The
-claim's change requeues the pod. Nothing to compensate: a deallocation is not undone.
+claim's change requeues the pod. Nothing to compensate: a deallocation is not undone. A re-run
+(the saga resumed after a crash) that finds this saga's ``ClaimDeallocated`` in the claim's log is
+done: anything on the claim now (the pod's next allocation) came after it and is not its to free.
 
 With several scheduler instances, the pod's own reservation on the claim may be another
 instance's scheduling attempt in flight (which is about to bind the pod with this very claim):
@@ -16,6 +18,7 @@ deallocation; only a reservation nobody's saga owns (upstream's leftover case) i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -24,7 +27,7 @@ from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import ResourceClaim
 from events.dra import ClaimDeallocated, ClaimReservationsReleased
-from events.envelope import Event
+from events.envelope import Envelope, Event
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
 from sagas.ownership import reservation_writer
@@ -46,6 +49,13 @@ class ReallocationInput(msgspec.Struct, frozen=True, kw_only=True):
     pod_uid: str
 
 
+def _deallocated_by(history: Sequence[Envelope[Event]], saga_id: str) -> bool:
+    """Whether this saga's deallocation is in the claim's log: a step re-run after a crash must
+    not free an allocation made after it (the pod's next attempt), nor fail on a claim deleted
+    since (its work was done)."""
+    return any(isinstance(e.data, ClaimDeallocated) and e.correlation_id == saga_id for e in history)
+
+
 def reallocation_saga(rt: Runtime) -> SagaDefinition:
     async def deallocate(ctx: StepContext) -> dict[str, Any]:
         inp = msgspec.convert(ctx.input, ReallocationInput)
@@ -56,6 +66,8 @@ def reallocation_saga(rt: Runtime) -> SagaDefinition:
             claim, version, history = await read_object(
                 rt, "ResourceClaim", inp.claim_namespace, inp.claim_name
             )
+            if _deallocated_by(history, ctx.saga_id):
+                return {"deallocated": True}  # a re-run: ours landed, what came after is not ours
             if not isinstance(claim, ResourceClaim):
                 raise SchedulingConflict(f"claim {ref} is gone")
             if any(r.uid == inp.pod_uid for r in claim.status.reserved_for):

@@ -276,7 +276,9 @@ class Applier:
         return plan
 
     async def _apply_one(self, item: ApplyItem, req: ApplyRequest, create_only: bool) -> ItemResult:
-        """Decide and append one manifest, catching up and deciding again on conflicts."""
+        """Decide and append one manifest, catching up and deciding again on conflicts; after
+        ``MAX_ATTEMPTS`` (kubectl's patch retries) the conflict is the answer."""
+        operation = ""
         for _ in range(MAX_ATTEMPTS):
             try:
                 plan = self.plan(item, req, create_only, {})
@@ -284,6 +286,7 @@ class Applier:
                 return _refused(item, exc)
             if not plan.events:
                 return _result(plan, plan.expected)
+            operation = "create" if plan.outcome == "created" else "update"
             try:
                 seq = await self.store.append(
                     plan.kind, plan.namespace, plan.name, plan.events, expected_last_seq=plan.expected
@@ -295,7 +298,8 @@ class Applier:
                 return _finish(plan, exc)
             return _result(plan, seq)
         _, kind, namespace, name = _identity(item.manifest)
-        return ItemResult(kind=kind, namespace=namespace, name=name, error=errors.conflict(kind, name).status)
+        error = errors.conflict(kind, name).status
+        return ItemResult(kind=kind, namespace=namespace, name=name, operation=operation, error=error)
 
 
 def _with_name(obj: ApiStruct, name: str) -> ApiStruct:

@@ -19,7 +19,9 @@ no write), :class:`Retry` (transient: the engine retries with backoff) or :class
   uid are that allocation's; ``InProgress`` is a retry; a re-run after a crash gets the same answer
   because plugins are idempotent per claim uid).
 * **reallocation** (``ClassicReallocation``): check phase Reallocate and no users (undo: cancel
-  the request, phase Allocated again) -> driver frees -> record Pending -> remove the finalizer.
+  the request, phase Allocated again) -> driver frees -> record Pending (freeing again first,
+  idempotently: a process resuming the saga after the free rebuilt its plugin's books from the
+  log, where the claim was still allocated) -> remove the finalizer.
   The scheduler then sets a new ``selectedNode`` and the allocation saga runs again, elsewhere.
   When the driver cannot free the claim (a definite failure, or transient failures past the
   retries) the saga compensates: the claim is Allocated again and keeps its finalizer, so the
@@ -163,6 +165,16 @@ def _same_claim(claim: cv.ResourceClaim | None, inp: SagaInput) -> str | None:
     return None
 
 
+def _free(plugin: ControllerPlugin, claim: cv.ResourceClaim) -> StepOutcome | None:
+    """The driver frees the claim: None once it is freed, else a retry or a failure."""
+    freed = plugin.deallocate(claim)
+    if isinstance(freed, Freed):
+        return None
+    if isinstance(freed, InProgress):
+        return Retry(reason=freed.reason)
+    return Fail(reason=freed.reason, definite=True) if freed.definite else Retry(reason=freed.reason)
+
+
 def run_action(
     action: str,
     claim: cv.ResourceClaim | None,
@@ -234,14 +246,12 @@ def run_action(
     if action == UNDO_ALLOCATE and cl.phase(claim) != cv.PENDING:
         return Done(note=f"the claim is {cl.phase(claim)}: another saga recorded the allocation, it stays")
     if action in (DRIVER_DEALLOCATE, UNDO_ALLOCATE):
-        freed = plugin.deallocate(claim)
-        if isinstance(freed, Freed):
-            return Done()
-        if isinstance(freed, InProgress):
-            return Retry(reason=freed.reason)
-        return Fail(reason=freed.reason, definite=True) if freed.definite else Retry(reason=freed.reason)
+        return _free(plugin, claim) or Done()
     if action == RECORD_PENDING:
-        return Done(claim=cl.deallocated(claim))
+        # Free first (idempotent; a no-op after DriverDeallocate in this process): a process that
+        # resumed the saga after that step rebuilt the plugin's books from the log, where the claim
+        # still looked allocated, and would otherwise hold its resources for good.
+        return _free(plugin, claim) or Done(claim=cl.deallocated(claim))
     if action == CANCEL_REALLOCATION:
         if cl.phase(claim) != cv.REALLOCATE:
             return Done(note=f"claim is {cl.phase(claim)}: nothing to cancel")

@@ -124,3 +124,17 @@ async def cluster(api: ApiClient, event_store: EventStore) -> AsyncIterator[Clus
         yield c
     finally:
         await c.stop_all()
+
+
+@pytest.fixture
+async def instances(cluster: Cluster) -> AsyncIterator[Any]:
+    """Scheduler instances a recovery test makes (``scenario.Instances``), closed at the end."""
+    from tests.scheduler_service.scenario import Instances
+
+    made = Instances(cluster)
+    try:
+        yield made
+    finally:
+        for svc in made.made:
+            await svc.snapshot.stop()
+            await svc.store.close()
