@@ -11,7 +11,6 @@ from services.claim_controller.controller import (
     sync_claim,
     sync_pod,
 )
-from services.claim_controller.naming import SeededSuffixes, SuffixSource, generate_name, hash_suffix
 from services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
@@ -26,6 +25,7 @@ from services.dra.claimactions import (
     apply_to_pod,
 )
 from services.dra.resourceclaim import generate_claim_name_prefix
+from services.runtime.naming import SeededSuffixes, SuffixSource, generate_name, hash_suffix
 
 __all__ = [
     "AddReservedFor",

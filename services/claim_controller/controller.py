@@ -15,7 +15,6 @@ import msgspec
 from events.api.core_v1 import Pod, PodResourceClaim, PodResourceClaimStatus
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
-from services.claim_controller.naming import SuffixSource, hash_suffix, unique_generated_name
 from services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
@@ -41,6 +40,7 @@ from services.dra.resourceclaim import (
     pod_owner_reference,
     resolve_claim_name,
 )
+from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
 
 __all__ = [
     "FAILED_CLAIM_CREATION",

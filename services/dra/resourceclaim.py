@@ -18,6 +18,7 @@ import msgspec
 from events.api.core_v1 import Pod, PodResourceClaim
 from events.api.meta import ObjectMeta, OwnerReference
 from events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
+from events.dra import DELETE_PROTECTION_FINALIZER  # the facts' finalizer (ClaimAllocated adds it)
 
 __all__ = [
     "DELETE_PROTECTION_FINALIZER",
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
-DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX_SIZE = 256  # ResourceClaimReservedForMaxSize
 # The claim controller leaves room for a hyphen and the 5 random characters of generateName.
 MAX_CLAIM_PREFIX_LEN = 57

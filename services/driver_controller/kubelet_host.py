@@ -36,7 +36,6 @@ from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.classic_pod import pod_claims
 from events.objects import status_updated
-from services.claim_controller.runtime import Runtime
 from services.dra.classic import claims as cl
 from services.dra.kubeletplugin import PrepareResult
 from services.dra.resourceclaim import ClaimRef
@@ -46,6 +45,7 @@ from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
 from services.drivers.fpga_example.node import FpgaNodePlugin
 from services.kubelet.admission import Admit, Reject
 from services.kubelet.prepare import Outcome
+from services.runtime.controller import Runtime
 
 __all__ = ["KINDS", "ClassicKubelet", "ClassicPodState"]
 

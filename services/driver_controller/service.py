@@ -1,6 +1,6 @@
 """The driver-controller service: level-triggered passes of the classic deciders over the cache.
 
-Built on the shared controller runtime (:mod:`services.claim_controller.runtime`: the log folded
+Built on the shared controller runtime (:mod:`services.runtime.controller`: the log folded
 into an in-memory cache, a pass after every change, appends at the version held). One pass:
 
 1. plugins ``observe`` the Nodes and driver-owned inventory objects (``NodeGpuCapacity``) and, on
@@ -44,7 +44,6 @@ from events.objects import (
 )
 from infra.eventstore import ConcurrencyError
 from sagas.engine import SagaEngine, SagaStatus
-from services.claim_controller.runtime import Runtime
 from services.dra.classic import claims as cl
 from services.dra.classic.plugin import ControllerPlugin
 from services.dra.classic.podclaims import CreateClaim, pod_claim_refs, pods_waiting_for, sync_pod
@@ -55,6 +54,7 @@ from services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CRE
 from services.driver_controller.saga_wiring import build_definitions, write_problems
 from services.driver_controller.sagas import SagaInput, plan_for, saga_id
 from services.driver_controller.store import EventClaimStore
+from services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "KINDS", "DriverControllerService"]
 

@@ -28,7 +28,6 @@ from events.api.resource_v1 import ResourceClaim
 from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
 from services.dra.kubeletplugin import DRAPlugin
 from services.dra.resourceclaim import ClaimRef
 from services.driver_controller.kubelet_host import ClassicKubelet
@@ -39,6 +38,7 @@ from services.kubelet.heartbeat import NodeHeartbeat
 from services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from services.kubelet.node import DEFAULT_CAPACITY
 from services.kubelet.service import KubeletService
+from services.runtime.controller import Runtime
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

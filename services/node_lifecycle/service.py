@@ -32,7 +32,6 @@ from events.api.core_v1 import Pod
 from events.dra import PodFailed
 from events.envelope import Event
 from events.node import PodDisruptionTargeted
-from services.claim_controller.runtime import Runtime
 from services.dra.resourceclaim import is_pod_terminal
 from services.node_lifecycle.config import LifecycleConfig, micro_time, rfc3339
 from services.node_lifecycle.controller import decide_nodes, node_events
@@ -44,6 +43,7 @@ from services.node_lifecycle.eviction import (
     plan_evictions,
 )
 from services.node_lifecycle.podgc import ForceDelete, collect_pods
+from services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "NODE_CONTROLLER", "TAINT_EVICTION_CONTROLLER", "NodeLifecycleService"]
 

@@ -23,11 +23,11 @@ from events.codec import DecodeError, decode
 from events.subjects import parse_subject
 from infra.eventstore import EventStore, RawRecord
 from projections.objects import ObjectIndex, load_extensions
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
-from services.apiserver.tail import Tail
 from services.dra.quota.state import QuotaState
 from services.quota_reconciler.reconcile import reconcile
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
+from services.runtime.tail import Tail
 
 __all__ = ["ACTOR", "QuotaReconciler"]
 

@@ -23,7 +23,6 @@ from events.objects import (
     status_updated,
 )
 from projections.objects import ObjectIndex, fold, object_projection, reducer
-from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from services.apiserver.strategy import (
     FinalizerForbidden,
     deletion_events,
@@ -32,6 +31,7 @@ from services.apiserver.strategy import (
     merge_update,
     prepare_create,
 )
+from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 
 def claim(name: str = "c", **meta: Any) -> r1.ResourceClaim:

@@ -25,7 +25,6 @@ from events.saga import SagaStepCompleted, SagaStepFailed
 from infra.config import Settings
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
-from services.claim_controller.runtime import Runtime
 from services.dra.classic import claims as cl
 from services.dra.classic.plugin import ControllerPlugin
 from services.dra.classic.validation import admit_classic
@@ -36,6 +35,7 @@ from services.driver_controller.store import EventClaimStore
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
+from services.runtime.controller import Runtime
 from tests.classic.sim import node
 from tests.scheduler_service.interrupt import BeforeAppend, StopAfterAppend
 

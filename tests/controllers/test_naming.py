@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.claim_controller.naming import (
+from services.dra.resourceclaim import generate_claim_name_prefix
+from services.runtime.naming import (
     ALPHANUMS,
     SeededSuffixes,
     generate_name,
@@ -14,7 +15,6 @@ from services.claim_controller.naming import (
     safe_encode,
     unique_generated_name,
 )
-from services.dra.resourceclaim import generate_claim_name_prefix
 
 DNS_LABEL = st.from_regex(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", fullmatch=True)
 

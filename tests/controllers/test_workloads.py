@@ -20,7 +20,7 @@ from events.api.resource_v1 import ResourceClaimTemplate
 from events.api.workloads_v1 import Deployment, DeploymentSpec, Job, JobSpec
 from services.apiserver.admission import admit as api_admit
 from services.claim_controller import CreateClaim, sync_pod
-from services.claim_controller.naming import ALPHANUMS
+from services.runtime.naming import ALPHANUMS
 from services.workloads import (
     POD_TEMPLATE_HASH_LABEL,
     RUN_SECONDS_ANNOTATION,

@@ -22,10 +22,10 @@ from events.dra import PodUnschedulable
 from events.saga import TERMINAL_SAGA_EVENTS
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 from services.cli.main import main
 from services.cli.verify import verify_records
+from services.runtime.client import ApiClient
 from services.scheduler.plugins.dynamicresources.plugin import DynamicResources
 from tests.helpers import assert_eventually
 from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_slice

@@ -32,7 +32,7 @@ from sagas.pod_scheduling import (
     ExtendedClaimCleanupInput,
     PodSchedulingInput,
 )
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 from services.scheduler.framework import Reserved, Unschedulable
 from services.scheduler.service import SchedulerService
 from tests.extended.test_scheduler_service import _gpu_cluster, _gpu_pod

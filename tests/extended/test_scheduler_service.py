@@ -34,9 +34,9 @@ from events.objects import deletion_requested
 from infra.eventstore import EventStore
 from sagas.engine import SagaStatus
 from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
 from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from services.scheduler.framework import Reserved
 from tests.controllers.shells import manifests
 from tests.extended.helpers import REALWORLD, container, device_class

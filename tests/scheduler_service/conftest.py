@@ -18,7 +18,7 @@ from events.dra import PodClaimStatusesRecorded
 from infra.eventstore import EventStore
 from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
 from sagas.pod_scheduling import pod_scheduling_saga
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
 

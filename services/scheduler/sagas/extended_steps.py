@@ -22,9 +22,9 @@ import msgspec
 
 from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
 from events.api.resource_v1 import ResourceClaim
-from services.claim_controller.naming import unique_generated_name
 from services.dra.extended.claim import claim_for_create, claim_status, is_in_memory
 from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
+from services.runtime.naming import unique_generated_name
 
 __all__ = [
     "claim_before_delete",

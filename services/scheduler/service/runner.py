@@ -50,8 +50,8 @@ from sagas.pod_scheduling import (
     pod_scheduling_saga,
 )
 from sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from services.scheduler.framework import (
     Reserved,
     Scheduler,

@@ -24,7 +24,7 @@ from events.codec import DecodeError, decode
 from events.subjects import aggregate_subject, decode_token
 from infra.eventstore import EventStore, RawRecord, StreamReset
 from projections.objects import ObjectIndex, fold, load_extensions
-from services.apiserver.tail import Tail
+from services.runtime.tail import Tail
 from services.scheduler.framework import Scheduler
 from services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 

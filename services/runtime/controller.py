@@ -4,7 +4,7 @@ Why one runtime: every one of these services is *level-triggered* (consume → r
 append, and decide again on everything after any change), so they need the same three things:
 
 * a **cache** of every API object, folded from the log with the same reducers as the apiserver
-  (:class:`services.apiserver.store.ApiStore`: read from sequence 1 at start, then follow the
+  (:class:`services.runtime.store.ApiStore`: read from sequence 1 at start, then follow the
   stream). It is the service's projection; it lives in memory and is rebuilt from the log on
   every start, so a crash loses nothing and needs no checkpoint of its own;
 * a **loop** that runs the service's ``sync`` pass whenever the cache changed (and on a timer),
@@ -32,9 +32,9 @@ from events.envelope import Event
 from infra import tracing
 from infra.eventstore import ConcurrencyError, EventStore
 from projections.objects import Change
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import DeleteItem, DeleteRequest, StatusError
-from services.apiserver.store import ApiStore
+from services.runtime.client import ApiClient
+from services.runtime.protocol import DeleteItem, DeleteRequest, StatusError
+from services.runtime.store import ApiStore
 
 __all__ = ["Runtime"]
 

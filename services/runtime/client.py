@@ -27,7 +27,7 @@ from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.nats_client import DraflowClient, connect
 from projections.objects import Change, ObjectIndex, load_extensions
-from services.apiserver.protocol import (
+from services.runtime.protocol import (
     ApplyItem,
     ApplyRequest,
     DeleteItem,
@@ -42,8 +42,8 @@ from services.apiserver.protocol import (
     StatusRequest,
     api_subject,
 )
-from services.apiserver.selectors import parse_label_selector
-from services.apiserver.tail import Tail
+from services.runtime.selectors import parse_label_selector
+from services.runtime.tail import Tail
 
 __all__ = ["ApiClient"]
 

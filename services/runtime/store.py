@@ -1,4 +1,7 @@
-"""The apiserver's object store: every object in memory, rebuilt from the log and kept current.
+"""The object cache: every object in memory, rebuilt from the log and kept current.
+
+The apiserver serves from it; every controller's runtime (``services.runtime.controller``) reads
+from its own copy (client-go's informer cache, fed by the log instead of a watch).
 
 At start the whole log is folded into an :class:`ObjectIndex`; a :class:`Tail` then follows the
 stream, so events appended directly by controllers (``ClaimAllocated`` on a claim's subject) show
@@ -20,8 +23,8 @@ from events.objects import EVENT_KIND
 from events.subjects import parse_subject
 from infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
 from projections.objects import Change, ObjectIndex, load_extensions
-from services.apiserver.protocol import StatusError
-from services.apiserver.tail import Tail
+from services.runtime.protocol import StatusError
+from services.runtime.tail import Tail
 
 __all__ = ["ApiStore"]
 
