@@ -21,6 +21,7 @@ from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved, PodBound
 from events.objects import object_applied, object_deleted
 from sagas.engine import SagaStatus
 from sagas.pod_scheduling import POD_SCHEDULING
+from tests.helpers import wait_for_value
 from tests.scheduler.builders import allocation_on, exact, make_claim
 from tests.scheduler_service.conftest import Cluster
 from tests.scheduler_service.interrupt import BeforeAppend, HeldBefore
@@ -235,7 +236,8 @@ async def test_bind_reads_the_pod_again_when_it_changed_under_it(
     assert writes(log, sid) == [*FORWARD, ("p", "PodBound")]
     (bound,) = [e for e in log if isinstance(e.data, PodBound)]
     assert bound.id == f"saga:{sid}:2:do:1"  # the second attempt's
-    pod = await cluster.get_pod("p")
+    # the apiserver's cache follows the log: wait until it holds the binding the saga appended
+    pod = await wait_for_value(lambda: cluster.get_pod("p"), lambda p: p.spec.node_name != "")
     assert pod.spec.node_name == "node-0" and pod.metadata.labels == {"team": "ml"}
 
 
