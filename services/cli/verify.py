@@ -52,12 +52,12 @@ from events.subjects import decode_token
 from infra import tracing
 from infra.eventstore import RawRecord
 from projections.objects import ObjectIndex, load_extensions
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
 from services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from services.cli.main import UserError
 from services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 
@@ -152,12 +152,13 @@ class Verifier:
 
     def __init__(self, root: str, *, from_seq: int = 1) -> None:
         from services.scheduler.framework import Scheduler
+        from services.scheduler.plugins import default_plugins
         from services.scheduler.service.snapshot import Snapshot
 
         load_extensions()
         self.root = root
         self.from_seq = from_seq
-        self._new_core = lambda: Scheduler(clock=lambda: 0.0)
+        self._new_core = lambda: Scheduler(plugins=default_plugins(), clock=lambda: 0.0)
         self._snapshot_of = Snapshot
         # one scheduling core per scheduler instance: each had its own assume cache (its decisions in
         # flight); every core folds the whole log. Created in run() once the instances are known.

@@ -30,10 +30,10 @@ from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.dra.kubeletplugin import DRAPlugin
 from services.dra.resourceclaim import ClaimRef
-from services.driver_controller.kubelet_host import ClassicKubelet
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
 from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
+from services.kubelet.classic_host import ClassicKubelet
 from services.kubelet.heartbeat import NodeHeartbeat
 from services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from services.kubelet.node import DEFAULT_CAPACITY

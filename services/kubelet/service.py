@@ -47,7 +47,7 @@ from services.runtime.claimwrites import execute
 from services.runtime.controller import Runtime
 
 if TYPE_CHECKING:
-    from services.driver_controller.kubelet_host import ClassicKubelet
+    from services.kubelet.classic_host import ClassicKubelet
 
 __all__ = ["KubeletService"]
 

@@ -29,7 +29,6 @@ from services.dra.classic.podclaims import (
 )
 from services.dra.classic.validation import admit_classic, validate_classic
 from services.driver_controller import controller as ctl
-from services.driver_controller import scheduling as sch
 from services.driver_controller.sagas import (
     DRIVER_ALLOCATE,
     RECORD_FAILURE,
@@ -40,6 +39,7 @@ from services.driver_controller.sagas import (
     plan_for,
     run_action,
 )
+from services.scheduler.plugins.classic import scheduling as sch
 
 
 class Conflict(Exception):

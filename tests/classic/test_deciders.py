@@ -13,8 +13,8 @@ from services.dra.classic.plugin import AllocationResult
 from services.dra.classic.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
 from services.driver_controller import controller as ctl
 from services.driver_controller import sagas
-from services.driver_controller import scheduling as sch
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from services.scheduler.plugins.classic import scheduling as sch
 
 D = "gpu.acme.com"
 FIN = "gpu.acme.com/deletion-protection"

@@ -322,7 +322,7 @@ def test_unsuitable_nodes_account_for_all_claims_of_the_pod() -> None:
 
 
 def test_kubelet_admits_prepares_and_hands_out_cdi_devices() -> None:
-    from services.driver_controller.kubelet import admit_on_node, container_devices, prepare_batches
+    from services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
 
     cluster, _ = acme_cluster({"node-a": ["8Gi"]})
     consumer(cluster, "dc")

@@ -27,7 +27,7 @@ from services.dra.resourceclaim import (
     resolve_claim_name,
     resolve_claims,
 )
-from services.driver_controller.scheduling import UNSCHEDULABLE, pre_filter
+from services.scheduler.plugins.classic.scheduling import UNSCHEDULABLE, pre_filter
 from tests.builders import make_claim, make_pod
 
 NOT_CREATED = "^" + re.escape('pod "default/p": ResourceClaim not created yet') + "$"

@@ -26,14 +26,14 @@ from events.api.resource_v1 import ResourceClaim
 from infra.eventstore import EventStore
 from projections.objects import fold
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import (
+from services.runtime.client import ApiClient
+from services.scheduler.framework import Reserved, Unschedulable
+from services.scheduler.sagas.pod_scheduling import (
     EXTENDED_CLAIM_CLEANUP,
     POD_SCHEDULING,
     ExtendedClaimCleanupInput,
     PodSchedulingInput,
 )
-from services.runtime.client import ApiClient
-from services.scheduler.framework import Reserved, Unschedulable
 from services.scheduler.service import SchedulerService
 from tests.extended.test_scheduler_service import _gpu_cluster, _gpu_pod
 from tests.scheduler_service.conftest import Cluster, HeldBind

@@ -13,6 +13,7 @@ from events.api.meta import ObjectMeta
 from events.api.resource_v1 import DeviceClass
 from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from services.scheduler.framework import Reserved, Scheduler, SchedulingError, Unschedulable
+from services.scheduler.plugins import default_plugins
 from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
 from tests.extended.test_nodes import user_claim
 
@@ -22,7 +23,7 @@ PLUGIN_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-xyz8"
 
 
 def _core(*extra: object) -> Scheduler:
-    core = Scheduler()
+    core = Scheduler(plugins=default_plugins())
     for name in ("deviceclass.yaml", "nodes.yaml", "resourceslice-runnable.yaml"):
         for obj in load(EXAMPLES / name):
             core.observe(obj)

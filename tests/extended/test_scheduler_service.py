@@ -33,11 +33,11 @@ from events.api.resource_v1 import (
 from events.objects import deletion_requested
 from infra.eventstore import EventStore
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from services.runtime.client import ApiClient
 from services.runtime.protocol import StatusError
 from services.scheduler.framework import Reserved
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from tests.controllers.shells import manifests
 from tests.extended.helpers import REALWORLD, container, device_class
 from tests.helpers import assert_eventually

@@ -17,8 +17,8 @@ from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, Resourc
 from events.dra import PodClaimStatusesRecorded
 from infra.eventstore import EventStore
 from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
-from sagas.pod_scheduling import pod_scheduling_saga
 from services.runtime.client import ApiClient
+from services.scheduler.sagas.pod_scheduling import pod_scheduling_saga
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from events.envelope import Event
 from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
-from sagas.pod_scheduling import pod_scheduling_saga
+from services.scheduler.sagas.pod_scheduling import pod_scheduling_saga
 from services.scheduler.service import SchedulerService
 
 Match = Callable[[str, Sequence[Event]], bool]

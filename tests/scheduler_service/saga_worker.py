@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from events.envelope import Event
 from infra.config import Settings
 from infra.eventstore import EventStore
-from sagas.pod_scheduling import POD_SCHEDULING
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from services.scheduler.service import SchedulerService
 from tests.scheduler_service.interrupt import HeldBefore, StopAfterAppend
 

@@ -20,7 +20,7 @@ import pytest
 from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved, PodBound
 from events.objects import object_applied, object_deleted
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from tests.helpers import wait_for_value
 from tests.scheduler.builders import allocation_on, exact, make_claim
 from tests.scheduler_service.conftest import Cluster

@@ -22,9 +22,9 @@ from events.api.resource_v1 import ResourceClaim
 from events.dra import ClaimAllocated
 from projections.objects import fold
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
-from sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.framework import Reserved
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster, HeldBind

@@ -18,7 +18,7 @@ from events.api.core_v1 import Pod
 from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved
 from events.envelope import Envelope, Event
 from sagas.engine import SagaStatus
-from sagas.reallocation import REALLOCATION, ReallocationInput
+from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster

@@ -28,7 +28,7 @@ from events.envelope import Event
 from events.saga import SagaStepCompensated, SagaStepCompleted
 from infra.config import Settings
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from tests.scheduler_service.conftest import Cluster
 from tests.scheduler_service.interrupt import HeldBefore, StopAfterAppend, stop_dead
 from tests.scheduler_service.scenario import (

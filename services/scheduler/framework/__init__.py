@@ -3,7 +3,7 @@
 Public API (no I/O; the service shell and the sagas call these)::
 
     from services.scheduler.framework import Scheduler, SchedulerConfig
-    core = Scheduler(SchedulerConfig(), clock=time.monotonic)
+    core = Scheduler(SchedulerConfig(), plugins=default_plugins(), clock=time.monotonic)
     core.observe(obj); core.observe_deleted(kind, ns, name)
     qpi, result = core.schedule_next()        # Reserved | Unschedulable | SchedulingError
     core.unreserve(pod)                       # compensation

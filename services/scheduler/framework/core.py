@@ -1,6 +1,6 @@
 """``Scheduler``: cluster state + queue + profile wired together, the API the service drives.
 
-    core = Scheduler(SchedulerConfig(), clock=time.monotonic)
+    core = Scheduler(SchedulerConfig(), plugins=default_plugins(), clock=time.monotonic)
     core.observe(obj)                         # every object change consumed from the log
     core.observe_deleted("Pod", ns, name)     # every deletion
     while (step := core.schedule_next()) is not None:
@@ -34,14 +34,13 @@ class Scheduler:
     def __init__(
         self,
         config: SchedulerConfig | None = None,
-        plugins: Sequence[object] | None = None,
+        *,
+        plugins: Sequence[object],
         clock: Callable[[], float] | None = None,
     ) -> None:
+        """``plugins``: the profile, in kube-scheduler's order (the service hands it
+        ``services.scheduler.plugins.default_plugins()``; the framework imports no plugin)."""
         self.config = config if config is not None else SchedulerConfig()
-        if plugins is None:
-            from services.scheduler.plugins import default_plugins
-
-            plugins = default_plugins()
         self.cluster = ClusterState(self.config.features)
         self.profile = Profile(plugins)
         self.queue = SchedulingQueue(self.profile, self.cluster, self.config, clock)

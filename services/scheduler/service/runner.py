@@ -41,15 +41,6 @@ from infra import metrics
 from infra.errors import ConcurrencyError
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaState, SagaStatus
-from sagas.pod_scheduling import (
-    EXTENDED_CLAIM_CLEANUP,
-    POD_SCHEDULING,
-    ExtendedClaimCleanupInput,
-    PodSchedulingInput,
-    extended_claim_cleanup_saga,
-    pod_scheduling_saga,
-)
-from sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
 from services.runtime.client import ApiClient
 from services.runtime.protocol import StatusError
 from services.scheduler.framework import (
@@ -59,6 +50,16 @@ from services.scheduler.framework import (
     SchedulingError,
     Unschedulable,
 )
+from services.scheduler.plugins import default_plugins
+from services.scheduler.sagas.pod_scheduling import (
+    EXTENDED_CLAIM_CLEANUP,
+    POD_SCHEDULING,
+    ExtendedClaimCleanupInput,
+    PodSchedulingInput,
+    extended_claim_cleanup_saga,
+    pod_scheduling_saga,
+)
+from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
 from services.scheduler.service.snapshot import Snapshot
 
 __all__ = ["SchedulerService", "instance_name"]
@@ -98,7 +99,7 @@ class SchedulerService:
         self.max_sagas = max_sagas
         self.record_scheduled_events = record_scheduled_events
         self.clock = clock
-        self.core = Scheduler(config, clock=clock)
+        self.core = Scheduler(config, plugins=default_plugins(), clock=clock)
         self.snapshot = Snapshot(store, self.core)
         self.engine = SagaEngine(
             store, [pod_scheduling_saga(self), reallocation_saga(self), extended_claim_cleanup_saga(self)]
@@ -112,7 +113,7 @@ class SchedulerService:
         self._metrics_at = 0.0
         self.outcomes: dict[str, int] = {"completed": 0, "compensated": 0, "failed": 0, "unschedulable": 0}
 
-    # -- the Runtime the sagas use ---------------------------------------------------------------------
+    # -- the SchedulerHost the sagas use-----------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> tuple[Any, int]:
         return self.snapshot.get(kind, namespace, name)
 

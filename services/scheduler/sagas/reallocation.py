@@ -12,7 +12,7 @@ done: anything on the claim now (the pod's next allocation) came after it and is
 
 With several scheduler instances, the pod's own reservation on the claim may be another
 instance's scheduling attempt in flight (which is about to bind the pod with this very claim):
-a reservation of the pod written by a saga (``sagas.ownership.reservation_writer``) refuses the
+a reservation of the pod written by a saga (``ownership.reservation_writer``) refuses the
 deallocation; only a reservation nobody's saga owns (upstream's leftover case) is cleared.
 """
 
@@ -30,10 +30,15 @@ from events.dra import ClaimDeallocated, ClaimReservationsReleased
 from events.envelope import Envelope, Event
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
-from sagas.ownership import reservation_writer
-from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
 from services.dra.resourceclaim import ClaimRef
 from services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
+from services.scheduler.sagas.host import (
+    MAX_CONFLICTS,
+    SchedulerHost,
+    SchedulingConflict,
+    read_object,
+)
+from services.scheduler.sagas.ownership import reservation_writer
 
 __all__ = ["REALLOCATION", "ReallocationInput", "reallocation_saga"]
 
@@ -56,7 +61,7 @@ def _deallocated_by(history: Sequence[Envelope[Event]], saga_id: str) -> bool:
     return any(isinstance(e.data, ClaimDeallocated) and e.correlation_id == saga_id for e in history)
 
 
-def reallocation_saga(rt: Runtime) -> SagaDefinition:
+def reallocation_saga(rt: SchedulerHost) -> SagaDefinition:
     async def deallocate(ctx: StepContext) -> dict[str, Any]:
         inp = msgspec.convert(ctx.input, ReallocationInput)
         ref = ClaimRef(namespace=inp.claim_namespace, name=inp.claim_name, uid=inp.claim_uid)

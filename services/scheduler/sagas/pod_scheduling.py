@@ -19,7 +19,7 @@ after a crash writes exactly what was decided. Steps:
   else meanwhile fails the step.
 
 Compensation of ``prebind`` (``release``) undoes only what this saga wrote, as the log shows it
-(:mod:`sagas.ownership`: the saga id is the correlation id of its appends): per claim, the pod's
+(:mod:`.ownership`: the saga id is the correlation id of its appends): per claim, the pod's
 reservation if this saga's ``ClaimReserved`` put it there, and the allocation if this saga's
 ``ClaimAllocated`` made it and nobody else is left reserving the claim — read and appended at one
 version, so a concurrent change makes it read and decide again.
@@ -27,7 +27,7 @@ version, so a concurrent change makes it read and decide again.
 Extended resources backed by DRA (KEP-5004): when the decision includes the pod's special claim
 (``extended_claim``: name and uid derived from the pod, so a re-run targets the same object), the
 ``prebind`` step first creates it, then allocates and reserves it with the pod's other claims, and
-last records the pod's ``status.extendedResourceClaimStatus`` (:mod:`sagas.extended_claim`). Its
+last records the pod's ``status.extendedResourceClaimStatus`` (:mod:`.extended_claim`). Its
 compensation deletes the special claim only if this saga created it and no one else uses it, and
 clears the status only once the claim it names is gone. These are parts of the existing
 ``prebind`` step rather than steps of their own: recorded sagas keep the step list they were
@@ -58,7 +58,11 @@ from events.envelope import Envelope, Event
 from events.objects import finalizers_changed
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
-from sagas.extended_claim import (
+from services.dra.extended.claim import is_extended_resource_claim
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
+from services.scheduler.framework import ClaimBinding, Reserved
+from services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
+from services.scheduler.sagas.extended_claim import (
     EXTENDED_CLAIM_CLEANUP,
     ExtendedClaimCleanupInput,
     claim_ref,
@@ -68,13 +72,14 @@ from sagas.extended_claim import (
     record_extended_status,
     release_extended_claim,
 )
-from sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
-from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
-from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
-from services.scheduler.framework import ClaimBinding, Reserved
-from services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
 from services.scheduler.sagas.extended_steps import pod_with_claim_status
+from services.scheduler.sagas.host import (
+    MAX_CONFLICTS,
+    SchedulerHost,
+    SchedulingConflict,
+    read_object,
+)
+from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",
@@ -83,7 +88,7 @@ __all__ = [
     "ClaimPlan",
     "ExtendedClaimCleanupInput",
     "PodSchedulingInput",
-    "Runtime",
+    "SchedulerHost",
     "SchedulingConflict",
     "extended_claim_cleanup_saga",
     "pod_scheduling_saga",
@@ -205,7 +210,7 @@ def _check_owner(
             )
 
 
-def pod_scheduling_saga(rt: Runtime) -> SagaDefinition:
+def pod_scheduling_saga(rt: SchedulerHost) -> SagaDefinition:
     """The saga definition, its steps closed over the service's runtime."""
 
     def current_pod(plan: PodSchedulingInput) -> Pod | None:

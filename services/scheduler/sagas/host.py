@@ -1,7 +1,9 @@
-"""What the scheduler's sagas share: the runtime they call, their conflict error, one consistent read.
+"""What the scheduler's sagas share: the host they call, their conflict error, one consistent read.
 
-Kept apart from the saga definitions (``sagas.pod_scheduling``, ``sagas.extended_claim``,
-``sagas.reallocation``) so each of those imports it without importing the others.
+``SchedulerHost`` is what the steps need from the scheduler service that runs them (its snapshot,
+reads of the log, the clock; ``services.scheduler.service.runner`` is it). Kept apart from the
+saga definitions (``pod_scheduling``, ``extended_claim``, ``reallocation``) so each of those
+imports it without importing the others.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from events.envelope import Envelope, Event
 from projections.objects import fold, load_extensions
 from services.scheduler.framework import Scheduler
 
-__all__ = ["MAX_CONFLICTS", "Runtime", "SchedulingConflict", "read_object"]
+__all__ = ["MAX_CONFLICTS", "SchedulerHost", "SchedulingConflict", "read_object"]
 
 MAX_CONFLICTS = 8  # reload-and-retry rounds on one subject before giving up (compensate)
 
@@ -22,8 +24,8 @@ class SchedulingConflict(Exception):
     """The decision no longer holds (pod or claim changed by someone else): compensate."""
 
 
-class Runtime(Protocol):
-    """What the saga steps need from the scheduler service."""
+class SchedulerHost(Protocol):
+    """What the saga steps need from the scheduler service that runs them."""
 
     core: Scheduler
 
@@ -40,11 +42,11 @@ class Runtime(Protocol):
 
 
 async def read_object(
-    rt: Runtime, kind: str, namespace: str, name: str
+    rt: SchedulerHost, kind: str, namespace: str, name: str
 ) -> tuple[Any, int, list[Envelope[Event]]]:
     """The object, its version and its history from one read of its subject.
 
-    Ownership decisions (:mod:`sagas.ownership`) and the append that follows must see the same
+    Ownership decisions (:mod:`.ownership`) and the append that follows must see the same
     state: the version returned is the sequence of the last event folded, so an append expecting
     it fails if anything was written after what was looked at.
     """

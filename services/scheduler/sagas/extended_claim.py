@@ -3,7 +3,7 @@
 The special claim's name and uid are derived from the pod (so a resumed saga targets the same
 object), which means two scheduler instances deciding the same pod derive the *same* claim. What
 tells them apart is who created it: the saga whose id is the correlation id of the claim's
-creating append (:func:`sagas.ownership.creator`). Only that saga allocates, reserves, records or
+creating append (:func:`.ownership.creator`). Only that saga allocates, reserves, records or
 deletes it; any other saga that meets it fails its step (``SchedulingConflict``) having touched
 nothing of it, and its compensation leaves it alone.
 
@@ -36,10 +36,15 @@ from events.envelope import Event
 from events.objects import object_applied, object_deleted
 from infra.errors import ConcurrencyError
 from sagas.engine import SagaDefinition, Step, StepContext
-from sagas.ownership import allocation_writer, creator, reservation_writer
-from sagas.scheduling_runtime import MAX_CONFLICTS, Runtime, SchedulingConflict, read_object
 from services.dra.extended.claim import claim_status
 from services.scheduler.sagas.extended_steps import pod_with_claim_status, pod_without_claim_status
+from services.scheduler.sagas.host import (
+    MAX_CONFLICTS,
+    SchedulerHost,
+    SchedulingConflict,
+    read_object,
+)
+from services.scheduler.sagas.ownership import allocation_writer, creator, reservation_writer
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",
@@ -63,7 +68,7 @@ def _by(writer: str | None) -> str:
     return f" (saga {writer})" if writer else ""
 
 
-async def create_extended_claim(ctx: StepContext, rt: Runtime, claim: ResourceClaim) -> None:
+async def create_extended_claim(ctx: StepContext, rt: SchedulerHost, claim: ResourceClaim) -> None:
     """PreBind: the special claim, created once (upstream: the API server creates it)."""
     ns, name, uid = claim_ref(claim)
     subject = rt.subject("ResourceClaim", ns, name)
@@ -98,7 +103,7 @@ async def create_extended_claim(ctx: StepContext, rt: Runtime, claim: ResourceCl
 
 async def record_extended_status(
     ctx: StepContext,
-    rt: Runtime,
+    rt: SchedulerHost,
     namespace: str,
     pod_name: str,
     pod_uid: str,
@@ -130,7 +135,9 @@ async def record_extended_status(
     raise SchedulingConflict(f"pod {key}: kept changing ({MAX_CONFLICTS} conflicts)")
 
 
-async def release_extended_claim(ctx: StepContext, rt: Runtime, pod_uid: str, claim: ResourceClaim) -> None:
+async def release_extended_claim(
+    ctx: StepContext, rt: SchedulerHost, pod_uid: str, claim: ResourceClaim
+) -> None:
     """Compensation (upstream Unreserve's ``deleteClaim``), limited to what this saga owns."""
     ns, name, uid = claim_ref(claim)
     subject = rt.subject("ResourceClaim", ns, name)
@@ -163,7 +170,7 @@ async def release_extended_claim(ctx: StepContext, rt: Runtime, pod_uid: str, cl
 
 
 async def clear_extended_status(
-    ctx: StepContext, rt: Runtime, namespace: str, pod_name: str, pod_uid: str, claim_name: str
+    ctx: StepContext, rt: SchedulerHost, namespace: str, pod_name: str, pod_uid: str, claim_name: str
 ) -> None:
     """Drop ``extendedResourceClaimStatus`` if it names ``claim_name`` and that claim is gone."""
     subject = rt.subject("Pod", namespace, pod_name)
@@ -190,7 +197,9 @@ async def clear_extended_status(
     raise SchedulingConflict(f"pod {namespace}/{pod_name}: kept changing while clearing its status")
 
 
-async def delete_unused_claim(ctx: StepContext, rt: Runtime, namespace: str, name: str, uid: str) -> bool:
+async def delete_unused_claim(
+    ctx: StepContext, rt: SchedulerHost, namespace: str, name: str, uid: str
+) -> bool:
     """PostFilter: delete the special claim (this uid) unless someone reserves it; True if gone."""
     subject = rt.subject("ResourceClaim", namespace, name)
     for attempt in range(MAX_CONFLICTS):
@@ -223,7 +232,7 @@ class ExtendedClaimCleanupInput(msgspec.Struct, frozen=True, kw_only=True):
     pod_uid: str
 
 
-def extended_claim_cleanup_saga(rt: Runtime) -> SagaDefinition:
+def extended_claim_cleanup_saga(rt: SchedulerHost) -> SagaDefinition:
     """PostFilter's deletion of a stale special claim (upstream: ``deleteClaim`` in PostFilter),
     so the pod's next attempt starts with a new in-memory claim."""
 

@@ -3,7 +3,7 @@
 :class:`ClassicKubelet` is what the kubelet service calls for a Pod with KEP claims
 (``pod_claims(pod)`` is not None) instead of its structured DRA path:
 
-* ``admit``: :func:`~services.driver_controller.kubelet.admit_on_node` (claim missing, not owned,
+* ``admit``: :func:`~services.kubelet.classic_admission.admit_on_node` (claim missing, not owned,
   not allocated, **pod not in reservedFor**, not available on this node, or its driver has no node
   plugin here): a refusal fails the Pod with a Warning event, as for structured claims;
 * ``prepare``: ``NodePrepareResource`` batched per driver to the node plugins
@@ -39,11 +39,11 @@ from events.objects import status_updated
 from services.dra.classic import claims as cl
 from services.dra.kubeletplugin import PrepareResult
 from services.dra.resourceclaim import ClaimRef
-from services.driver_controller.kubelet import admit_on_node, container_devices, prepare_batches
-from services.driver_controller.nodeplugin import ClassicNodePlugin, read_json, write_json
 from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
+from services.drivers.classic_node import ClassicNodePlugin, read_json, write_json
 from services.drivers.fpga_example.node import FpgaNodePlugin
 from services.kubelet.admission import Admit, Reject
+from services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
 from services.kubelet.prepare import Outcome
 from services.runtime.controller import Runtime
 
