@@ -350,7 +350,7 @@ class Verifier:
             return {"error": "the pod is not in the log at that position"}
         result = self._snapshot(dec).core.schedule(pod)
         if isinstance(result, Reserved):
-            return {"scheduled": _schedule_view(PodSchedulingInput.of(result).to_input())}
+            return {"scheduled": _schedule_view(msgspec.to_builtins(PodSchedulingInput.of(result)))}
         assert isinstance(result, Unschedulable | SchedulingError)
         return {"unschedulable": _unschedulable_view(diagnosis_event(result), True)}
 

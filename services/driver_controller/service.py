@@ -28,7 +28,6 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-import msgspec
 from msgspec.structs import replace
 
 from events.api import classic_v1alpha1 as cv
@@ -51,8 +50,8 @@ from services.dra.classic.validation import admit_classic
 from services.dra.resourceclaim import is_pod_terminal
 from services.driver_controller import controller as ctl
 from services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CREATE_TOTAL
-from services.driver_controller.saga_wiring import build_definitions, write_problems
-from services.driver_controller.sagas import SagaInput, plan_for, saga_id
+from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps, plan_for, write_problems
+from services.driver_controller.sagas import SagaInput, saga_id
 from services.driver_controller.store import EventClaimStore
 from services.runtime.controller import Runtime
 
@@ -82,7 +81,8 @@ class DriverControllerService:
         self.plugins = dict(plugins)
         self.engine = SagaEngine(
             rt.events,
-            build_definitions(self.plugins, EventClaimStore(rt.events)),
+            SAGAS,
+            deps=ClassicSagaDeps(self.plugins, EventClaimStore(rt.events)),
             retry_attempts=retry_attempts,
             retry_initial_s=retry_initial_s,
         )
@@ -256,15 +256,15 @@ class DriverControllerService:
                 selected_node=action.selected_node if isinstance(action, ctl.StartAllocation) else None,
                 reason=action.reason if isinstance(action, ctl.StartDeallocation) else "",
             )
-            base = saga_id(plan, claim, seq)
-            sid = saga_id(plan, claim, seq, self.attempts.get(base, 0))
-            task = asyncio.create_task(self._run_saga(base, plan.saga_type, sid, msgspec.to_builtins(inp)))
+            base = saga_id(plan.saga_type, claim, seq)
+            sid = saga_id(plan.saga_type, claim, seq, self.attempts.get(base, 0))
+            task = asyncio.create_task(self._run_saga(base, plan.saga_type, sid, inp))
             task.add_done_callback(self._saga_done)
             self.sagas[(meta.namespace, meta.name)] = task
         elif isinstance(action, ctl.Wait):
             log.debug("%s: %s/%s: %s", ACTOR, meta.namespace, meta.name, action.reason)
 
-    async def _run_saga(self, base: str, saga_type: str, sid: str, inp: dict[str, object]) -> SagaStatus:
+    async def _run_saga(self, base: str, saga_type: str, sid: str, inp: SagaInput) -> SagaStatus:
         state = await self.engine.start(saga_type, sid, inp)
         if state.status != SagaStatus.COMPLETED:
             # Ended without success: if the claim did not change, the next pass (on the runtime's

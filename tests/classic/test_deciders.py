@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from msgspec.structs import replace
 
 from events.api import classic_v1alpha1 as cv
@@ -12,7 +14,9 @@ from services.dra.classic.nodeselect import node_names_selector
 from services.dra.classic.plugin import AllocationResult
 from services.dra.classic.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
 from services.driver_controller import controller as ctl
+from services.driver_controller import saga_wiring as wiring
 from services.driver_controller import sagas
+from services.driver_controller.saga_wiring import ClaimStep
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.scheduler.plugins.classic import scheduling as sch
 
@@ -71,23 +75,29 @@ def test_sync_claim_deletion() -> None:
     assert sync(cl.without_finalizer(pending, D)) == []
 
 
-def test_plans_register_compensations_for_undoable_steps() -> None:
-    assert [(s.name, s.compensation) for s in sagas.ALLOCATION.steps] == [
+def _action(fn: object) -> str | None:
+    return None if fn is None else cast(ClaimStep, fn).action
+
+
+def test_sagas_register_compensations_for_undoable_steps() -> None:
+    assert [(s.name, _action(s.compensate)) for s in wiring.ALLOCATION.steps] == [
         ("check-claim", "RecordFailure"),
         ("set-finalizer", "RemoveFinalizer"),
         ("allocate-and-record", "UndoAllocate"),
     ]
-    assert [s.action for s in sagas.REALLOCATION.steps] == [
+    assert [_action(s.action) for s in wiring.REALLOCATION.steps] == [
         "CheckFreeable",
         "DriverDeallocate",
         "RecordPending",
         "RemoveFinalizer",
     ]
     # only the check is undone (the Reallocate request is cancelled); a free is never undone
-    assert [s.compensation for s in sagas.REALLOCATION.steps] == ["CancelReallocation", None, None, None]
-    assert all(s.compensation is None for s in sagas.TEARDOWN.steps)
-    assert sagas.plan_for(ctl.StartDeallocation(reason=ctl.DEALLOCATE_DELETED)) is sagas.TEARDOWN
-    assert sagas.saga_id(sagas.ALLOCATION, claim(), 7) == "ClassicAllocation-uid-g-7"
+    undo = [_action(s.compensate) for s in wiring.REALLOCATION.steps]
+    assert undo == ["CancelReallocation", None, None, None]
+    assert all(s.compensate is None for s in wiring.TEARDOWN.steps)
+    assert all(d.input_type is sagas.SagaInput for d in wiring.SAGAS)
+    assert wiring.plan_for(ctl.StartDeallocation(reason=ctl.DEALLOCATE_DELETED)) is wiring.TEARDOWN
+    assert sagas.saga_id(wiring.ALLOCATION.saga_type, claim(), 7) == "ClassicAllocation-uid-g-7"
 
 
 def test_run_action_guards() -> None:

@@ -208,7 +208,7 @@ async def test_failed_bind_deletes_the_special_claim_and_clears_the_status(clust
     )
     await svc.snapshot.wait_position(await cluster.store.stream_last_seq())
 
-    state = await svc.engine.start(POD_SCHEDULING, "ps-doomed", plan.to_input())
+    state = await svc.engine.start(POD_SCHEDULING, "ps-doomed", plan)
     assert state.status is SagaStatus.COMPENSATED, state
     types = [
         e.type
@@ -282,7 +282,7 @@ async def test_saga_decided_by_one_instance_completes_in_another(cluster: Cluste
 
     other = await cluster.make("scheduler-b")
     await other.start()
-    state = await other.engine.start(POD_SCHEDULING, "ps-moved", plan.to_input())
+    state = await other.engine.start(POD_SCHEDULING, "ps-moved", plan)
     assert state.status is SagaStatus.COMPLETED, state
     pod = await _bound(cluster, "default", "moved")
     status = pod.status.extended_resource_claim_status

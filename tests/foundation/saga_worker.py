@@ -16,6 +16,8 @@ import os
 import sys
 from typing import Any
 
+import msgspec
+
 from events.envelope import Event
 from events.saga import SagaStepCompensated, SagaStepCompleted
 from infra import tracing
@@ -71,9 +73,14 @@ async def revert_effect(ctx: StepContext) -> None:
         pass  # reverted concurrently: the effect is gone either way
 
 
+class TransferInput(msgspec.Struct, frozen=True, kw_only=True):
+    amount: int
+
+
 TRANSFER = SagaDefinition(
     "Transfer",
     tuple(Step(name, apply_effect, revert_effect) for name in ("reserve", "charge", "ship")),
+    TransferInput,
 )
 
 
@@ -90,7 +97,7 @@ async def main(argv: list[str]) -> int:
     engine = SagaEngine(store, [TRANSFER], on_event=on_event)
     try:
         if argv[0] == "start":
-            states = [await engine.start("Transfer", argv[1], {"amount": 42})]
+            states = [await engine.start("Transfer", argv[1], TransferInput(amount=42))]
         else:
             states = await engine.resume_pending()
         for s in states:

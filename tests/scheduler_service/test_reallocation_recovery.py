@@ -47,8 +47,8 @@ def _subject(cluster: Cluster) -> str:
     return cluster.store.subject("ResourceClaim", "default", "c")
 
 
-def _input(cluster: Cluster, p: Pod, uid: str) -> dict[str, object]:
-    inp = ReallocationInput(
+def _input(cluster: Cluster, p: Pod, uid: str) -> ReallocationInput:
+    return ReallocationInput(
         claim_namespace="default",
         claim_name="c",
         claim_uid=uid,
@@ -56,8 +56,6 @@ def _input(cluster: Cluster, p: Pod, uid: str) -> dict[str, object]:
         pod_name="p",
         pod_uid=p.metadata.uid,
     )
-    out: dict[str, object] = msgspec.to_builtins(inp)
-    return out
 
 
 def _deallocating(subject: str, events: Sequence[Event]) -> bool:

@@ -17,7 +17,7 @@ nothing of it, and its compensation leaves it alone.
 * :func:`clear_extended_status` — compensation / cleanup: the pod's status entry cleared when it
   names the claim and that claim no longer exists (the pod is read before the claim, so a claim
   created meanwhile, with the status that goes with it, is never cleared away).
-* :func:`extended_claim_cleanup_saga` — PostFilter's deletion of a special claim left over from an
+* ``EXTENDED_CLAIM_CLEANUP_SAGA`` — PostFilter's deletion of a special claim left over from an
   earlier attempt: only while nobody reserves it (a reserved claim is in use, not stale).
 
 Every write is at the version the decision was read from; a conflict reads again and decides again.
@@ -48,10 +48,10 @@ from services.scheduler.sagas.ownership import allocation_writer, creator, reser
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",
+    "EXTENDED_CLAIM_CLEANUP_SAGA",
     "ExtendedClaimCleanupInput",
     "clear_extended_status",
     "create_extended_claim",
-    "extended_claim_cleanup_saga",
     "record_extended_status",
     "release_extended_claim",
 ]
@@ -232,14 +232,15 @@ class ExtendedClaimCleanupInput(msgspec.Struct, frozen=True, kw_only=True):
     pod_uid: str
 
 
-def extended_claim_cleanup_saga(rt: SchedulerHost) -> SagaDefinition:
+async def delete_stale_claim(ctx: StepContext[ExtendedClaimCleanupInput, SchedulerHost]) -> dict[str, Any]:
     """PostFilter's deletion of a stale special claim (upstream: ``deleteClaim`` in PostFilter),
     so the pod's next attempt starts with a new in-memory claim."""
+    inp, rt = ctx.input, ctx.deps
+    gone = await delete_unused_claim(ctx, rt, inp.namespace, inp.claim_name, inp.claim_uid)
+    await clear_extended_status(ctx, rt, inp.namespace, inp.pod_name, inp.pod_uid, inp.claim_name)
+    return {"claim": inp.claim_name, "deleted": gone}
 
-    async def delete(ctx: StepContext) -> dict[str, Any]:
-        inp = msgspec.convert(ctx.input, ExtendedClaimCleanupInput)
-        gone = await delete_unused_claim(ctx, rt, inp.namespace, inp.claim_name, inp.claim_uid)
-        await clear_extended_status(ctx, rt, inp.namespace, inp.pod_name, inp.pod_uid, inp.claim_name)
-        return {"claim": inp.claim_name, "deleted": gone}
 
-    return SagaDefinition(EXTENDED_CLAIM_CLEANUP, (Step("delete", delete),))
+EXTENDED_CLAIM_CLEANUP_SAGA = SagaDefinition(
+    EXTENDED_CLAIM_CLEANUP, (Step("delete", delete_stale_claim),), ExtendedClaimCleanupInput
+)

@@ -63,12 +63,9 @@ from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
 from services.scheduler.framework import ClaimBinding, Reserved
 from services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
 from services.scheduler.sagas.extended_claim import (
-    EXTENDED_CLAIM_CLEANUP,
-    ExtendedClaimCleanupInput,
     claim_ref,
     clear_extended_status,
     create_extended_claim,
-    extended_claim_cleanup_saga,
     record_extended_status,
     release_extended_claim,
 )
@@ -81,18 +78,7 @@ from services.scheduler.sagas.host import (
 )
 from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
 
-__all__ = [
-    "EXTENDED_CLAIM_CLEANUP",
-    "MAX_CONFLICTS",
-    "POD_SCHEDULING",
-    "ClaimPlan",
-    "ExtendedClaimCleanupInput",
-    "PodSchedulingInput",
-    "SchedulerHost",
-    "SchedulingConflict",
-    "extended_claim_cleanup_saga",
-    "pod_scheduling_saga",
-]
+__all__ = ["POD_SCHEDULING", "POD_SCHEDULING_SAGA", "ClaimPlan", "PodSchedulingInput"]
 
 POD_SCHEDULING = "PodScheduling"
 
@@ -145,10 +131,6 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
             extended_mappings=ext.mappings if ext is not None else (),
         )
 
-    def to_input(self) -> dict[str, Any]:
-        out: dict[str, Any] = msgspec.to_builtins(self)
-        return out
-
     @staticmethod
     def binding(c: ClaimPlan) -> ClaimBinding:
         return ClaimBinding(ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid), c.allocation, c.consumer)
@@ -159,16 +141,8 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
         return ext is not None and (c.namespace, c.name, c.uid) == claim_ref(ext)
 
 
-_PLANS: dict[str, PodSchedulingInput] = {}  # saga id -> decoded input, while the saga runs
+Ctx = StepContext[PodSchedulingInput, SchedulerHost]
 
-
-def _plan(ctx: StepContext) -> PodSchedulingInput:
-    plan = _PLANS.get(ctx.saga_id)
-    if plan is None:
-        if len(_PLANS) > 4096:
-            _PLANS.clear()
-        plan = _PLANS[ctx.saga_id] = msgspec.convert(ctx.input, PodSchedulingInput)
-    return plan
 
 
 def _needs_history(claim: ResourceClaim, plan: PodSchedulingInput, c: ClaimPlan) -> bool:
@@ -181,6 +155,7 @@ def _needs_history(claim: ResourceClaim, plan: PodSchedulingInput, c: ClaimPlan)
         or (c.allocation is not None and status.allocation is not None)
         or (is_extended_resource_claim(claim) and not plan.creates(c))
     )
+
 
 
 def _check_owner(
@@ -210,189 +185,200 @@ def _check_owner(
             )
 
 
-def pod_scheduling_saga(rt: SchedulerHost) -> SagaDefinition:
-    """The saga definition, its steps closed over the service's runtime."""
 
-    def current_pod(plan: PodSchedulingInput) -> Pod | None:
-        pod, _ = rt.get("Pod", plan.namespace, plan.name)
-        return pod if isinstance(pod, Pod) and pod.metadata.uid == plan.uid else None
 
-    async def reserve(ctx: StepContext) -> dict[str, Any]:
-        plan = _plan(ctx)
-        pod = current_pod(plan)
-        if pod is None:
-            raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
-        if pod.spec.node_name and pod.spec.node_name != plan.node_name:
-            raise SchedulingConflict(f"pod {plan.key} is bound to {pod.spec.node_name} already")
-        cluster = rt.core.cluster
-        if not pod.spec.node_name and plan.key not in cluster.assumed.pods:
-            # resumed by a process that did not make the decision: assume it here too
-            allocs: list[tuple[ResourceClaim, AllocationResult]] = []
-            ext = plan.extended_claim
-            for c in plan.claims:
-                claim, _ = rt.get("ResourceClaim", c.namespace, c.name)
-                if claim is None and ext is not None and plan.creates(c):
-                    claim = ext  # the special claim, not created yet
-                if c.allocation is not None and isinstance(claim, ResourceClaim):
-                    if claim.status.allocation is None:
-                        allocs.append((claim, c.allocation))
-            cluster.assume_allocations(pod, plan.node_name, allocs)
-            cluster.assume_pod(pod, plan.node_name)
-        return {"node": plan.node_name}
+def current_pod(rt: SchedulerHost, plan: PodSchedulingInput) -> Pod | None:
+    pod, _ = rt.get("Pod", plan.namespace, plan.name)
+    return pod if isinstance(pod, Pod) and pod.metadata.uid == plan.uid else None
 
-    async def unreserve(ctx: StepContext) -> None:
-        plan = _plan(ctx)
-        pod = current_pod(plan)
-        if pod is not None:
-            rt.core.unreserve(pod)
-        else:
-            for event in rt.core.cluster.forget(plan.key):
-                rt.core.queue.on_event(event)
 
-    async def prebind(ctx: StepContext) -> dict[str, Any]:
-        plan = _plan(ctx)
+async def reserve(ctx: Ctx) -> dict[str, Any]:
+    plan, rt = ctx.input, ctx.deps
+    pod = current_pod(rt, plan)
+    if pod is None:
+        raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
+    if pod.spec.node_name and pod.spec.node_name != plan.node_name:
+        raise SchedulingConflict(f"pod {plan.key} is bound to {pod.spec.node_name} already")
+    cluster = rt.core.cluster
+    if not pod.spec.node_name and plan.key not in cluster.assumed.pods:
+        # resumed by a process that did not make the decision: assume it here too
+        allocs: list[tuple[ResourceClaim, AllocationResult]] = []
         ext = plan.extended_claim
-        if ext is not None:
-            await create_extended_claim(ctx, rt, ext)
         for c in plan.claims:
-            await _prebind_claim(ctx, plan, c)
-        if ext is not None:
-            await record_extended_status(
-                ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
-            )
-        return {"claims": [c.name for c in plan.claims]}
+            claim, _ = rt.get("ResourceClaim", c.namespace, c.name)
+            if claim is None and ext is not None and plan.creates(c):
+                claim = ext  # the special claim, not created yet
+            if c.allocation is not None and isinstance(claim, ResourceClaim):
+                if claim.status.allocation is None:
+                    allocs.append((claim, c.allocation))
+        cluster.assume_allocations(pod, plan.node_name, allocs)
+        cluster.assume_pod(pod, plan.node_name)
+    return {"node": plan.node_name}
 
-    async def _prebind_claim(ctx: StepContext, plan: PodSchedulingInput, c: ClaimPlan) -> None:
-        binding = PodSchedulingInput.binding(c)
-        claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
-        history: list[Envelope[Event]] | None = None
-        for attempt in range(MAX_CONFLICTS):
-            if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
-                claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
-            if not isinstance(claim, ResourceClaim):
-                raise SchedulingConflict(f"claim {c.namespace}/{c.name} is gone")
-            if history is not None:
-                _check_owner(ctx.saga_id, plan, c, claim, history)
-            try:
-                new = prebind_claim(claim, binding)
-            except PreBindConflict as exc:
-                raise SchedulingConflict(str(exc)) from exc
-            if new is claim:
-                return
-            events: list[Event] = []
-            if c.allocation is not None and claim.status.allocation is None:
-                events.append(
-                    ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid)
-                )
-            elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
-                finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
-                events.append(finalizers_changed("ResourceClaim", finalizers))
-            if not any(r.uid == plan.uid for r in claim.status.reserved_for):
-                events.append(ClaimReserved(consumer=c.consumer))
-            if not events:
-                return  # everything the decision asks for is on the claim already
-            subject = rt.subject("ResourceClaim", c.namespace, c.name)
-            try:
-                await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
-            except ConcurrencyError:
-                claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
-                continue
-            rt.appended()
-            return
-        raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing ({MAX_CONFLICTS} conflicts)")
 
-    async def release(ctx: StepContext) -> None:
-        plan = _plan(ctx)
-        ext = plan.extended_claim
-        for c in reversed(plan.claims):
-            if not plan.creates(c):  # the special claim: below, allocation and reservation with it
-                await _release_claim(ctx, plan, c)
-        if ext is not None:
-            await release_extended_claim(ctx, rt, plan.uid, ext)
-            await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
+async def unreserve(ctx: Ctx) -> None:
+    plan, rt = ctx.input, ctx.deps
+    pod = current_pod(rt, plan)
+    if pod is not None:
+        rt.core.unreserve(pod)
+    else:
+        for event in rt.core.cluster.forget(plan.key):
+            rt.core.queue.on_event(event)
 
-    async def _release_claim(ctx: StepContext, plan: PodSchedulingInput, c: ClaimPlan) -> None:
-        """Only what this saga wrote: its reservation of the pod, its allocation if unused."""
-        for attempt in range(MAX_CONFLICTS):
+
+async def prebind(ctx: Ctx) -> dict[str, Any]:
+    plan, rt = ctx.input, ctx.deps
+    ext = plan.extended_claim
+    if ext is not None:
+        await create_extended_claim(ctx, rt, ext)
+    for c in plan.claims:
+        await _prebind_claim(ctx, plan, c)
+    if ext is not None:
+        await record_extended_status(
+            ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
+        )
+    return {"claims": [c.name for c in plan.claims]}
+
+
+async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
+    rt = ctx.deps
+    binding = PodSchedulingInput.binding(c)
+    claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
+    history: list[Envelope[Event]] | None = None
+    for attempt in range(MAX_CONFLICTS):
+        if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
-            if not isinstance(claim, ResourceClaim) or (c.uid and claim.metadata.uid != c.uid):
-                return
-            status = claim.status
-            events: list[Event] = []
-            ours = any(r.uid == plan.uid for r in status.reserved_for) and (
-                reservation_writer(history, plan.uid) == ctx.saga_id
-            )
-            if ours:
-                events.append(ClaimReservationsReleased(uids=(plan.uid,)))
-            others = [r for r in status.reserved_for if not (ours and r.uid == plan.uid)]
-            if (
-                c.allocation is not None
-                and status.allocation is not None
-                and not others
-                and allocation_writer(history) == ctx.saga_id
-            ):
-                events.append(ClaimDeallocated(reason="Unreserve"))
-            if not events:
-                return
-            subject = rt.subject("ResourceClaim", c.namespace, c.name)
-            try:
-                await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
-            except ConcurrencyError:
-                continue
-            rt.appended()
+        if not isinstance(claim, ResourceClaim):
+            raise SchedulingConflict(f"claim {c.namespace}/{c.name} is gone")
+        if history is not None:
+            _check_owner(ctx.saga_id, plan, c, claim, history)
+        try:
+            new = prebind_claim(claim, binding)
+        except PreBindConflict as exc:
+            raise SchedulingConflict(str(exc)) from exc
+        if new is claim:
             return
-        raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing while releasing it")
+        events: list[Event] = []
+        if c.allocation is not None and claim.status.allocation is None:
+            events.append(
+                ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid)
+            )
+        elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
+            finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
+            events.append(finalizers_changed("ResourceClaim", finalizers))
+        if not any(r.uid == plan.uid for r in claim.status.reserved_for):
+            events.append(ClaimReserved(consumer=c.consumer))
+        if not events:
+            return  # everything the decision asks for is on the claim already
+        subject = rt.subject("ResourceClaim", c.namespace, c.name)
+        try:
+            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
+        except ConcurrencyError:
+            claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
+            continue
+        rt.appended()
+        return
+    raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing ({MAX_CONFLICTS} conflicts)")
 
-    def _status_ok(plan: PodSchedulingInput, pod: Pod) -> bool:
-        ext = plan.extended_claim
-        return ext is None or pod_with_claim_status(pod, ext.metadata.name, plan.extended_mappings) is pod
 
-    async def bind(ctx: StepContext) -> dict[str, Any]:
-        plan = _plan(ctx)
-        pod, version = rt.get("Pod", plan.namespace, plan.name)
-        fresh = False
-        for attempt in range(MAX_CONFLICTS):
-            stale = not isinstance(pod, Pod) or pod.metadata.uid != plan.uid or not _status_ok(plan, pod)
-            if stale and not fresh:  # the snapshot may lag behind our own PreBind: read the log
-                pod, version = await rt.load("Pod", plan.namespace, plan.name)
-                fresh = True
-            if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
-                raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
-            if pod.metadata.deletion_timestamp:
-                raise SchedulingConflict(f"pod {plan.key} is being deleted")
-            if pod.spec.node_name:
-                history = await rt.history("Pod", plan.namespace, plan.name)
-                if pod.spec.node_name == plan.node_name and binder(history) == ctx.saga_id:
-                    break
-                raise SchedulingConflict(f"pod {plan.key} was bound to {pod.spec.node_name} by someone else")
-            if not _status_ok(plan, pod):
-                raise SchedulingConflict(
-                    f"pod {plan.key}: status.extendedResourceClaimStatus was changed by someone else"
-                )
-            subject = rt.subject("Pod", plan.namespace, plan.name)
-            try:
-                await ctx.append(
-                    subject,
-                    PodBound(node_name=plan.node_name, at=rt.now()),
-                    expected_last_seq=version,
-                    suffix=str(attempt),
-                )
-            except ConcurrencyError:
-                pod, version = await rt.load("Pod", plan.namespace, plan.name)
-                fresh = True
-                continue
-            rt.appended()
-            break
-        else:
-            raise SchedulingConflict(f"pod {plan.key}: kept changing ({MAX_CONFLICTS} conflicts)")
-        rt.bound(plan)
-        return {"node": plan.node_name}
+async def release(ctx: Ctx) -> None:
+    plan, rt = ctx.input, ctx.deps
+    ext = plan.extended_claim
+    for c in reversed(plan.claims):
+        if not plan.creates(c):  # the special claim: below, allocation and reservation with it
+            await _release_claim(ctx, plan, c)
+    if ext is not None:
+        await release_extended_claim(ctx, rt, plan.uid, ext)
+        await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
 
-    return SagaDefinition(
-        POD_SCHEDULING,
-        (
-            Step("reserve", reserve, unreserve),
-            Step("prebind", prebind, release),
-            Step("bind", bind),
-        ),
-    )
+
+async def _release_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
+    """Only what this saga wrote: its reservation of the pod, its allocation if unused."""
+    rt = ctx.deps
+    for attempt in range(MAX_CONFLICTS):
+        claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
+        if not isinstance(claim, ResourceClaim) or (c.uid and claim.metadata.uid != c.uid):
+            return
+        status = claim.status
+        events: list[Event] = []
+        ours = any(r.uid == plan.uid for r in status.reserved_for) and (
+            reservation_writer(history, plan.uid) == ctx.saga_id
+        )
+        if ours:
+            events.append(ClaimReservationsReleased(uids=(plan.uid,)))
+        others = [r for r in status.reserved_for if not (ours and r.uid == plan.uid)]
+        if (
+            c.allocation is not None
+            and status.allocation is not None
+            and not others
+            and allocation_writer(history) == ctx.saga_id
+        ):
+            events.append(ClaimDeallocated(reason="Unreserve"))
+        if not events:
+            return
+        subject = rt.subject("ResourceClaim", c.namespace, c.name)
+        try:
+            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
+        except ConcurrencyError:
+            continue
+        rt.appended()
+        return
+    raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing while releasing it")
+
+
+def _status_ok(plan: PodSchedulingInput, pod: Pod) -> bool:
+    ext = plan.extended_claim
+    return ext is None or pod_with_claim_status(pod, ext.metadata.name, plan.extended_mappings) is pod
+
+
+async def bind(ctx: Ctx) -> dict[str, Any]:
+    plan, rt = ctx.input, ctx.deps
+    pod, version = rt.get("Pod", plan.namespace, plan.name)
+    fresh = False
+    for attempt in range(MAX_CONFLICTS):
+        stale = not isinstance(pod, Pod) or pod.metadata.uid != plan.uid or not _status_ok(plan, pod)
+        if stale and not fresh:  # the snapshot may lag behind our own PreBind: read the log
+            pod, version = await rt.load("Pod", plan.namespace, plan.name)
+            fresh = True
+        if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
+            raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
+        if pod.metadata.deletion_timestamp:
+            raise SchedulingConflict(f"pod {plan.key} is being deleted")
+        if pod.spec.node_name:
+            history = await rt.history("Pod", plan.namespace, plan.name)
+            if pod.spec.node_name == plan.node_name and binder(history) == ctx.saga_id:
+                break
+            raise SchedulingConflict(f"pod {plan.key} was bound to {pod.spec.node_name} by someone else")
+        if not _status_ok(plan, pod):
+            raise SchedulingConflict(
+                f"pod {plan.key}: status.extendedResourceClaimStatus was changed by someone else"
+            )
+        subject = rt.subject("Pod", plan.namespace, plan.name)
+        try:
+            await ctx.append(
+                subject,
+                PodBound(node_name=plan.node_name, at=rt.now()),
+                expected_last_seq=version,
+                suffix=str(attempt),
+            )
+        except ConcurrencyError:
+            pod, version = await rt.load("Pod", plan.namespace, plan.name)
+            fresh = True
+            continue
+        rt.appended()
+        break
+    else:
+        raise SchedulingConflict(f"pod {plan.key}: kept changing ({MAX_CONFLICTS} conflicts)")
+    rt.bound(plan)
+    return {"node": plan.node_name}
+
+
+POD_SCHEDULING_SAGA = SagaDefinition(
+    POD_SCHEDULING,
+    (
+        Step("reserve", reserve, unreserve),
+        Step("prebind", prebind, release),
+        Step("bind", bind),
+    ),
+    PodSchedulingInput,
+)

@@ -40,7 +40,7 @@ from services.scheduler.sagas.host import (
 )
 from services.scheduler.sagas.ownership import reservation_writer
 
-__all__ = ["REALLOCATION", "ReallocationInput", "reallocation_saga"]
+__all__ = ["REALLOCATION", "REALLOCATION_SAGA", "ReallocationInput"]
 
 REALLOCATION = "Reallocation"
 
@@ -61,42 +61,42 @@ def _deallocated_by(history: Sequence[Envelope[Event]], saga_id: str) -> bool:
     return any(isinstance(e.data, ClaimDeallocated) and e.correlation_id == saga_id for e in history)
 
 
-def reallocation_saga(rt: SchedulerHost) -> SagaDefinition:
-    async def deallocate(ctx: StepContext) -> dict[str, Any]:
-        inp = msgspec.convert(ctx.input, ReallocationInput)
-        ref = ClaimRef(namespace=inp.claim_namespace, name=inp.claim_name, uid=inp.claim_uid)
-        pod = Pod(metadata=ObjectMeta(namespace=inp.pod_namespace, name=inp.pod_name, uid=inp.pod_uid))
-        subject = rt.subject("ResourceClaim", inp.claim_namespace, inp.claim_name)
-        for attempt in range(MAX_CONFLICTS):
-            claim, version, history = await read_object(
-                rt, "ResourceClaim", inp.claim_namespace, inp.claim_name
-            )
-            if _deallocated_by(history, ctx.saga_id):
-                return {"deallocated": True}  # a re-run: ours landed, what came after is not ours
-            if not isinstance(claim, ResourceClaim):
-                raise SchedulingConflict(f"claim {ref} is gone")
-            if any(r.uid == inp.pod_uid for r in claim.status.reserved_for):
-                writer = reservation_writer(history, inp.pod_uid)
-                if writer:
-                    raise SchedulingConflict(
-                        f"claim {ref} is reserved for pod {inp.pod_namespace}/{inp.pod_name} "
-                        f"by a scheduling attempt (saga {writer})"
-                    )
-            try:
-                if deallocated(claim, ref, pod) is claim:
-                    return {"deallocated": False}
-            except PreBindConflict as exc:
-                raise SchedulingConflict(str(exc)) from exc
-            events: list[Event] = []
-            if claim.status.reserved_for:
-                events.append(ClaimReservationsReleased(uids=tuple(r.uid for r in claim.status.reserved_for)))
-            events.append(ClaimDeallocated(reason="Reallocate"))
-            try:
-                await ctx.append(subject, events, expected_last_seq=version, suffix=str(attempt))
-            except ConcurrencyError:
-                continue
-            rt.appended()
-            return {"deallocated": True}
-        raise SchedulingConflict(f"claim {ref}: kept changing ({MAX_CONFLICTS} conflicts)")
+async def deallocate(ctx: StepContext[ReallocationInput, SchedulerHost]) -> dict[str, Any]:
+    inp, rt = ctx.input, ctx.deps
+    ref = ClaimRef(namespace=inp.claim_namespace, name=inp.claim_name, uid=inp.claim_uid)
+    pod = Pod(metadata=ObjectMeta(namespace=inp.pod_namespace, name=inp.pod_name, uid=inp.pod_uid))
+    subject = rt.subject("ResourceClaim", inp.claim_namespace, inp.claim_name)
+    for attempt in range(MAX_CONFLICTS):
+        claim, version, history = await read_object(
+            rt, "ResourceClaim", inp.claim_namespace, inp.claim_name
+        )
+        if _deallocated_by(history, ctx.saga_id):
+            return {"deallocated": True}  # a re-run: ours landed, what came after is not ours
+        if not isinstance(claim, ResourceClaim):
+            raise SchedulingConflict(f"claim {ref} is gone")
+        if any(r.uid == inp.pod_uid for r in claim.status.reserved_for):
+            writer = reservation_writer(history, inp.pod_uid)
+            if writer:
+                raise SchedulingConflict(
+                    f"claim {ref} is reserved for pod {inp.pod_namespace}/{inp.pod_name} "
+                    f"by a scheduling attempt (saga {writer})"
+                )
+        try:
+            if deallocated(claim, ref, pod) is claim:
+                return {"deallocated": False}
+        except PreBindConflict as exc:
+            raise SchedulingConflict(str(exc)) from exc
+        events: list[Event] = []
+        if claim.status.reserved_for:
+            events.append(ClaimReservationsReleased(uids=tuple(r.uid for r in claim.status.reserved_for)))
+        events.append(ClaimDeallocated(reason="Reallocate"))
+        try:
+            await ctx.append(subject, events, expected_last_seq=version, suffix=str(attempt))
+        except ConcurrencyError:
+            continue
+        rt.appended()
+        return {"deallocated": True}
+    raise SchedulingConflict(f"claim {ref}: kept changing ({MAX_CONFLICTS} conflicts)")
 
-    return SagaDefinition(REALLOCATION, (Step("deallocate", deallocate),))
+
+REALLOCATION_SAGA = SagaDefinition(REALLOCATION, (Step("deallocate", deallocate),), ReallocationInput)
