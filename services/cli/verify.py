@@ -51,7 +51,7 @@ from events.saga import SagaStarted, SagaStepCompensated
 from events.subjects import decode_token
 from infra import tracing
 from infra.eventstore import RawRecord
-from projections.objects import ObjectIndex, load_extensions
+from projections.objects import ObjectIndex
 from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
 from services.cli.invariants import Violation, bound_pod_write, released_running_pod
@@ -155,7 +155,6 @@ class Verifier:
         from services.scheduler.plugins import default_plugins
         from services.scheduler.service.snapshot import Snapshot
 
-        load_extensions()
         self.root = root
         self.from_seq = from_seq
         self._new_core = lambda: Scheduler(plugins=default_plugins(), clock=lambda: 0.0)

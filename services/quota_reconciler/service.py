@@ -22,7 +22,7 @@ from events.api.resource_v1 import DeviceClass, ResourceClaim
 from events.codec import DecodeError, decode
 from events.subjects import parse_subject
 from infra.eventstore import EventStore, RawRecord
-from projections.objects import ObjectIndex, load_extensions
+from projections.objects import ObjectIndex
 from services.dra.quota.state import QuotaState
 from services.quota_reconciler.reconcile import reconcile
 from services.runtime.client import ApiClient
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 class QuotaReconciler:
     def __init__(self, events: EventStore, api: ApiClient) -> None:
-        load_extensions()
         self.events = events
         self.api = api
         self.index = ObjectIndex()

@@ -26,7 +26,7 @@ from infra import tracing
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.nats_client import DraflowClient, connect
-from projections.objects import Change, ObjectIndex, load_extensions
+from projections.objects import Change, ObjectIndex
 from services.runtime.protocol import (
     ApplyItem,
     ApplyRequest,
@@ -307,7 +307,6 @@ class ApiClient:
         initial: bool = True,
     ) -> AsyncIterator[Change]:
         """ADDED for what exists now (unless ``initial`` is False), then every change, forever."""
-        load_extensions()
         matches = parse_label_selector(label_selector)
         items, rv = await self.list(kind, namespace=namespace, label_selector=label_selector)
         index = ObjectIndex()

@@ -25,7 +25,6 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-import events.saga  # noqa: F401  (saga events share the log: decode them, do not warn)
 from events.api.base import ApiStruct
 from events.api.codec import encode_object, object_meta
 from events.envelope import Event

@@ -22,7 +22,7 @@ from events.envelope import Event
 from events.objects import EVENT_KIND
 from events.subjects import parse_subject
 from infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
-from projections.objects import Change, ObjectIndex, load_extensions
+from projections.objects import Change, ObjectIndex
 from services.runtime.protocol import StatusError
 from services.runtime.tail import Tail
 
@@ -35,7 +35,6 @@ Listener = Callable[[str, str, str, Change], None]  # (kind, namespace, name, ch
 
 class ApiStore:
     def __init__(self, events: EventStore) -> None:
-        load_extensions()
         self.events = events
         self.root = events.root
         self.index = ObjectIndex()

@@ -22,6 +22,7 @@ from events.objects import (
     status_type,
     status_updated,
 )
+from events.union import register_events
 from projections.objects import ObjectIndex, fold, object_projection, reducer
 from services.apiserver.strategy import (
     FinalizerForbidden,
@@ -52,6 +53,9 @@ class ClaimLabelled(Event, frozen=True, kw_only=True):
 
     key: str
     value: str
+
+
+register_events(ClaimLabelled)
 
 
 @reducer(ClaimLabelled)

@@ -20,6 +20,7 @@ import msgspec
 
 from events.envelope import Event
 from events.saga import SagaStepCompensated, SagaStepCompleted
+from events.union import register_events
 from infra import tracing
 from infra.config import Settings
 from infra.errors import ConcurrencyError, PermanentError
@@ -35,6 +36,9 @@ class EffectApplied(Event, frozen=True, kw_only=True):
 class EffectReverted(Event, frozen=True, kw_only=True):
     saga: str
     step: str
+
+
+register_events(EffectApplied, EffectReverted)
 
 
 def effect_subject(store: EventStore, saga_id: str, step: str) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from events.api.resource_v1 import ResourceClaim
 from events.envelope import Envelope, Event
-from projections.objects import fold, load_extensions
+from projections.objects import fold
 from services.scheduler.framework import Scheduler
 
 __all__ = ["MAX_CONFLICTS", "SchedulerHost", "SchedulingConflict", "read_object"]
@@ -50,7 +50,6 @@ async def read_object(
     state: the version returned is the sequence of the last event folded, so an append expecting
     it fails if anything was written after what was looked at.
     """
-    load_extensions()  # the DRA reducers (ClaimAllocated, ...) join the fold
     history = await rt.history(kind, namespace, name)
     obj: Any = None
     for env in history:
