@@ -8,7 +8,8 @@ service a slot N: port 9100+N, plus ``DRAFLOW_PORT_OFFSET`` like every port); wi
 it serves none. Names follow the
 KEPs where they give one (``resource_controller_create_total``, ``workqueue_depth{name=...}``,
 ``resourceclaim_controller_creates_total``, ``scheduler_pending_pods``,
-``pod_resources_endpoint_requests_total``); the rest are ``draflow_*``.
+``kubelet_pod_resources_endpoint_requests_total``, served by
+``services/kubelet/podresources/metrics.py``); the rest are ``draflow_*``.
 """
 
 from __future__ import annotations

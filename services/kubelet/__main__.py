@@ -6,7 +6,12 @@ CDI specs under ``$DRAFLOW_DATA_DIR/cdi/<node>/``. The Node is registered with t
 ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane process
 (``python -m services.drivers.gpu_example``) how many GPUs to publish for it.
 ``--device-plugin example.com/gpu=2`` stands in for a device plugin: the Node advertises those
-extended resources in its capacity and allocatable (KEP-5004's mixed clusters).
+extended resources in its capacity and allocatable (KEP-5004's mixed clusters), and the kubelet
+assigns the devices (``gpu-0``, ``gpu-1``) to the containers that request them, as CDI devices of
+the plugin's spec ``$DRAFLOW_DATA_DIR/cdi/<node>/example.com-gpu.json`` (``services.kubelet.devices``).
+The kubelet serves the PodResources gRPC API (``v1.PodResourcesLister``) on
+``$DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock`` (``--pod-resources-socket``),
+rate-limited to ``--pod-resources-qps`` (100) with bursts of ``--pod-resources-burst`` (10).
 ``--nvidia-gpus N [--nvidia-mig-gpus K]`` adds the simulated NVIDIA driver
 (``services.drivers.nvidia_sim``): its node plugin, and the node's ``gpu.nvidia.com`` ResourceSlice,
 published by the kubelet itself as the NVIDIA kubelet plugin does.
@@ -22,6 +27,8 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from events.api.resource_v1 import ResourceClaim
@@ -30,13 +37,18 @@ from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
 from services.dra.kubeletplugin import DRAPlugin
 from services.dra.resourceclaim import ClaimRef
+from services.drivers import cdi
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
 from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
+from services.kubelet import devices as device_plugin
 from services.kubelet.classic_host import ClassicKubelet
 from services.kubelet.heartbeat import NodeHeartbeat
 from services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from services.kubelet.node import DEFAULT_CAPACITY
+from services.kubelet.podresources.provider import KubeletSource
+from services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from services.kubelet.podresources.server import PodResourcesServer, default_socket_path
 from services.kubelet.service import KubeletService
 from services.runtime.controller import Runtime
 
@@ -80,6 +92,28 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="N",
         help="duration of the node's Lease in kube-node-lease, renewed every N/4 seconds (default 40)",
     )
+    p.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="where to serve the PodResources gRPC API "
+        "(default $DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock)",
+    )
+    p.add_argument(
+        "--pod-resources-qps",
+        type=float,
+        default=DEFAULT_QPS,
+        metavar="N",
+        help=f"PodResources API calls per second before RESOURCE_EXHAUSTED (default {DEFAULT_QPS:g})",
+    )
+    p.add_argument(
+        "--pod-resources-burst",
+        type=int,
+        default=DEFAULT_BURST,
+        metavar="N",
+        help=f"PodResources API calls allowed at once above the rate (default {DEFAULT_BURST})",
+    )
     add_metrics_arg(p)  # read by infra.service.run_service
     add_nats_url_arg(p)  # read by infra.service.run_service
     args = p.parse_args(argv)
@@ -91,7 +125,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error(str(exc))
     if args.nvidia_mig_gpus and not args.nvidia_gpus:
         p.error("--nvidia-mig-gpus needs --nvidia-gpus")
+    if args.pod_resources_qps <= 0 or args.pod_resources_burst <= 0:
+        p.error("--pod-resources-qps and --pod-resources-burst: must be greater than 0")
+    try:
+        args.device_counts = device_counts(args.device_plugin)
+    except ValueError as exc:
+        p.error(str(exc))
     return args
+
+
+def device_counts(device_plugin: dict[str, str]) -> dict[str, int]:
+    """``--device-plugin`` counts as device numbers (a plugin advertises whole devices)."""
+    out = {}
+    for name, raw in device_plugin.items():
+        if not raw.isdigit():
+            raise ValueError(f"--device-plugin {name}={raw}: the count must be a whole number of devices")
+        out[name] = int(raw)
+    return out
 
 
 def parse_labels(raw: str) -> dict[str, str]:
@@ -146,6 +196,10 @@ def build(
     classic = ClassicKubelet(
         node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node, state_dir=state_dir / "classic"
     )
+    devices = None
+    if device_plugin:
+        counts = device_counts(device_plugin)
+        devices = device_plugin_devices(counts, ctx.settings.data_dir / "cdi" / node, state_dir)
     return KubeletService(
         rt,
         node,
@@ -154,7 +208,21 @@ def build(
         node_labels=labels,
         classic=classic,
         capacity={**DEFAULT_CAPACITY, **(device_plugin or {})},
+        devices=devices,
     )
+
+
+def device_plugin_devices(
+    counts: dict[str, int], cdi_root: Path, state_dir: Path
+) -> device_plugin.DeviceManager:
+    """The device manager from its checkpoint, and each plugin's static CDI spec (one device per id)."""
+    manager = device_plugin.DeviceManager(counts, device_plugin.read_checkpoint(state_dir))
+    for resource, ids in manager.registered.items():
+        vendor, _, cls = resource.rpartition("/")
+        env = resource.upper().replace(".", "_").replace("/", "_").replace("-", "_")
+        spec = cdi.build_spec(vendor, cls, [cdi.CdiDevice(name=i, env=(f"{env}={i}",)) for i in ids])
+        cdi.write_spec(cdi_root, f"{vendor}-{cls}", spec)
+    return manager
 
 
 async def publish_nvidia_slice(rt: Runtime, node: str, plugin: DRAPlugin) -> None:
@@ -178,16 +246,31 @@ def main_for(
     device_plugin: dict[str, str] | None = None,
     nvidia: NodeLayout | None = None,
     lease_duration_s: int = DEFAULT_LEASE_DURATION_S,
+    pod_resources: PodResourcesOptions | None = None,
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
+    options = pod_resources or PodResourcesOptions()
+
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet/{node}")
         await rt.start()
         heartbeat: asyncio.Task[None] | None = None
+        server: PodResourcesServer | None = None
         try:
             kubelet = build(rt, ctx, node, gpus, labels, device_plugin, nvidia)
             # what the log no longer has is unprepared before anything else (after a restart, and
             # after a stream reset, when the log folded is the new one): no stale CDI specs
             await kubelet.release_vanished()
+            # PodResources answers from the checkpointed state at once, before any new event
+            socket = options.socket or default_socket_path(ctx.settings.data_dir, node)
+            server = PodResourcesServer(
+                KubeletSource(kubelet),
+                socket,
+                qps=options.qps,
+                burst=options.burst,
+                link_if_too_long=options.socket is None,  # a deep data dir: a short socket, linked
+            )
+            await server.start()
+            print(f"kubelet {node}: pod-resources API on {server.address}", flush=True)
             await rt.wait_for_apiserver()
             await kubelet.register()
             # the node lease: its own task, renewed every lease_duration_s / 4 until we stop
@@ -202,15 +285,30 @@ def main_for(
                 heartbeat.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await heartbeat
+            if server is not None:
+                await server.stop()
             await rt.stop()
 
     return main
 
 
+@dataclass(frozen=True, slots=True)
+class PodResourcesOptions:
+    socket: Path | None = None  # None: under the data dir
+    qps: float = DEFAULT_QPS
+    burst: int = DEFAULT_BURST
+
+
 if __name__ == "__main__":
     args = parse_args(sys.argv[1:])
     main = main_for(
-        args.node, args.gpus, args.labels, args.device_plugin, args.nvidia, args.node_lease_duration_seconds
+        args.node,
+        args.gpus,
+        args.labels,
+        args.device_plugin,
+        args.nvidia,
+        args.node_lease_duration_seconds,
+        PodResourcesOptions(args.pod_resources_socket, args.pod_resources_qps, args.pod_resources_burst),
     )
     # A stream reset (deleted and created again) is rebuilt in place: the kubelet's node-local
     # effects (prepared devices, CDI specs) must follow the new log, not wait for a restart.

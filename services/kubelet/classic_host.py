@@ -37,6 +37,7 @@ from events.api import core_v1 as c1
 from events.api.classic_pod import pod_claims
 from events.objects import status_updated
 from services.dra.classic import claims as cl
+from services.dra.classic.podclaims import pod_claim_refs
 from services.dra.kubeletplugin import PrepareResult
 from services.dra.resourceclaim import ClaimRef
 from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
@@ -159,6 +160,27 @@ class ClassicKubelet:
     def cdi(self, rt: Runtime, pod: c1.Pod) -> dict[str, tuple[str, ...]]:
         claims = self._claims(rt, pod.metadata.namespace)
         return container_devices(pod, claims, self._results.get(pod.metadata.uid, {}))
+
+    def container_claims(self, pod: c1.Pod) -> dict[str, list[tuple[ClaimRef, str, PrepareResult]]]:
+        """Per container (init containers too) of a KEP-3063 Pod: ``(claim, driver, prepare result)``
+        of each prepared claim it lists, in the order it lists them. Only this kubelet's own
+        (checkpointed) state is read: the PodResources API answers from it."""
+        kep = pod_claims(pod)
+        prepared = self._prepared.get(pod.metadata.uid, {})
+        results = self._results.get(pod.metadata.uid, {})
+        if kep is None or not prepared:
+            return {}
+        by_name = {ref.name: (ref, driver) for driver, refs in prepared.items() for ref in refs}
+        by_entry = {r.pod_claim_name: r.claim_name for r in pod_claim_refs(pod)}
+        out: dict[str, list[tuple[ClaimRef, str, PrepareResult]]] = {}
+        for used in (kep.init_containers, kep.containers):
+            for container, entries in used.items():
+                for entry in entries:
+                    found = by_name.get(by_entry.get(entry, ""))
+                    result = results.get(found[0].uid) if found is not None else None
+                    if found is not None and result is not None and not result.error:
+                        out.setdefault(container, []).append((found[0], found[1], result))
+        return out
 
     def unprepare(self, uid: str) -> list[str]:
         """``NodeUnprepareResource`` for what was prepared for the Pod ``uid``; forgets it when

@@ -3,7 +3,9 @@
 What a pass does (every pod, after every change of a Pod / ResourceClaim, and on a timer):
 
 * **START** (bound here, Pending): ``admit``; a refusal records a Warning Event
-  (``FailedPrepareDynamicResources``) and appends ``PodFailed``. Otherwise the claims are prepared
+  (``FailedPrepareDynamicResources``) and appends ``PodFailed``. On a ``--device-plugin`` node the
+  plugin's devices are assigned (``services.kubelet.devices``; too few: ``UnexpectedAdmissionError``)
+  and given to the containers as CDI devices before the DRA ones. Otherwise the claims are prepared
   through the node's driver plugins (``prepare_pod``: batched per driver, idempotent, bounded
   retries inside the call), the DRA manager is checkpointed, and ``PodResourcesPrepared`` (the CDI
   ids per container) + ``PodStarted`` + ``PodContainerStatusesReported`` are appended to the pod in
@@ -11,7 +13,8 @@ What a pass does (every pod, after every change of a Pod / ResourceClaim, and on
   prepare records a Warning Event and is retried on later passes with exponential backoff; after
   ``max_prepare_attempts`` the pod fails (``PodFailed``), which turns it into RELEASE: whatever was
   prepared is unprepared again (the compensation), so nothing stays held.
-* **RELEASE** (deleted, terminal or moved while claims are held): unprepare, checkpoint, then drop
+* **RELEASE** (deleted, terminal or moved while claims or devices are held): unprepare, free the
+  device-plugin devices, checkpoint, then drop
   the pod from the claims' ``reservedFor`` (and deallocate a claim whose last consumer it was) —
   one atomic batch per claim.
 * **FINISH_DELETION** (deleted, nothing held): make sure no claim still lists the pod, then confirm
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +40,7 @@ from events.api.core_v1 import Pod
 from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from events.node import PodContainerStatusesReported
 from services.dra.kubeletplugin import DRAPlugin
+from services.kubelet import devices as device_plugin
 from services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
 from services.kubelet.checkpoint import read_checkpoint, write_checkpoint
 from services.kubelet.manager import DRAManager
@@ -92,6 +96,7 @@ class KubeletService:
         retry_base_s: float = 0.5,
         classic: ClassicKubelet | None = None,
         capacity: Mapping[str, str] | None = None,
+        devices: device_plugin.DeviceManager | None = None,
     ) -> None:
         self.rt = rt
         rt.kinds = KINDS
@@ -108,6 +113,11 @@ class KubeletService:
         self.retry_base_s = retry_base_s
         self.manager = DRAManager(read_checkpoint(state_dir))  # CorruptCheckpointError stops us
         self._failures: dict[str, tuple[int, float]] = {}  # pod uid -> (failed attempts, retry at)
+        # device-plugin devices (--device-plugin), assigned at admission, checkpointed
+        self.devices = devices
+        # told after every checkpoint, i.e. every change of local state (the PodResources API drops
+        # its cached answers; changes of pods it learns from the cache)
+        self.on_state_change: Callable[[], None] | None = None
 
     async def register(self) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
@@ -136,6 +146,16 @@ class KubeletService:
 
     def _checkpoint(self) -> None:
         write_checkpoint(self.state_dir, self.manager.entries())
+        if self.devices is not None:
+            device_plugin.write_checkpoint(self.state_dir, self.devices)
+        self._state_changed()
+
+    def _state_changed(self) -> None:
+        if self.on_state_change is not None:
+            self.on_state_change()
+
+    def _holds_devices(self, pod_uid: str) -> bool:
+        return self.devices is not None and self.devices.holds(pod_uid)
 
     async def sync(self) -> None:
         pods = self.rt.items("Pod")
@@ -145,6 +165,7 @@ class KubeletService:
             if current is None or current.metadata.uid != pod.metadata.uid:
                 continue
             held = self.classic is not None and self.classic.holds(current.metadata.uid)
+            held = held or self._holds_devices(current.metadata.uid)
             step = next_step(current, self.node_name, self.manager, held=held)
             if step is Step.NOTHING or (step is Step.START and not self._due(current.metadata.uid)):
                 continue
@@ -176,6 +197,13 @@ class KubeletService:
         if isinstance(decision, Reject):
             await self._fail(pod, decision.reason, decision.message, "UnexpectedAdmissionError")
             return
+        if self.devices is not None:
+            try:
+                self.devices.allocate(pod)
+            except device_plugin.DevicesUnavailable as exc:
+                reason = "UnexpectedAdmissionError"
+                await self._fail(pod, reason, str(exc), reason)
+                return
         if classic is not None:
             outcome = classic.prepare(self.rt, pod)
         else:
@@ -197,6 +225,12 @@ class KubeletService:
             return
         self._failures.pop(uid, None)
         cdi = classic.cdi(self.rt, pod) if classic is not None else self.manager.pod_cdi_devices(pod)
+        if self.devices is not None:  # the device plugin's CDI devices first, as the runtime gets them
+            cdi = {
+                c.name: [*self.devices.cdi_devices(uid, c.name), *cdi.get(c.name, ())]
+                for c in (*pod.spec.init_containers, *pod.spec.containers)
+                if self.devices.cdi_devices(uid, c.name) or c.name in cdi
+            }
         containers = tuple(ContainerCDIDevices(container=c, cdi_ids=tuple(ids)) for c, ids in cdi.items())
         started = datetime.now(UTC)
         await self.rt.append(
@@ -231,6 +265,8 @@ class KubeletService:
             return
         names = [n for cns, n in self.manager.claims_of_pod(uid) if cns == ns]
         outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+        if self.devices is not None:
+            self.devices.release(uid)
         self._checkpoint()
         if not outcome.ok:
             log.warning(
@@ -262,6 +298,10 @@ class KubeletService:
             errors = self.classic.release_vanished(pods)
             if errors:
                 log.warning("%s: classic unprepare for vanished pods: %s", self.node_name, errors)
+        if self.devices is not None:
+            known = {p.metadata.uid for p in pods}
+            if any([self.devices.release(uid) for uid in sorted(self.devices.held_pods() - known)]):
+                self._checkpoint()
         for uid in vanished_pods(self.manager, pods):
             by_ns: dict[str, list[str]] = {}
             for ns, name in self.manager.claims_of_pod(uid):

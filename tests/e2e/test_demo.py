@@ -83,12 +83,19 @@ def _state(probe: Runtime) -> tuple[dict[tuple[str, str], Pod], dict[tuple[str, 
 
 
 def _prepared_everywhere(settings: Settings) -> list[str]:
-    """Claim-specific CDI specs left on any node, and non-empty kubelet checkpoints."""
+    """Claim-specific CDI specs left on any node (``<vendor>-<class>_<claim uid>.json``; a driver's
+    ``_common`` spec and a device plugin's static ``<vendor>-<class>.json`` stay), and non-empty
+    kubelet checkpoints (DRA claims, device-plugin devices)."""
     left = [
-        p.name for p in (settings.data_dir / "cdi").glob("*/*.json") if not p.name.endswith("_common.json")
+        p.name
+        for p in (settings.data_dir / "cdi").glob("*/*.json")
+        if "_" in p.stem and not p.name.endswith("_common.json")
     ]
     for state in settings.data_dir.glob("kubelet-*/dra_manager_state"):
         if json.loads(json.loads(state.read_text())["Data"])["Entries"]:
+            left.append(str(state))
+    for state in settings.data_dir.glob("kubelet-*/device-plugins/kubelet_internal_checkpoint"):
+        if json.loads(state.read_text())["Data"]["PodDeviceEntries"]:
             left.append(str(state))
     return left
 

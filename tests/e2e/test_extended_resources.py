@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import Proc, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.e2e.test_demo import _prepared_everywhere, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 KEP = ROOT / "examples" / "extended-resources"
@@ -191,13 +190,8 @@ def _scaled(replicas: int) -> list[dict[str, Any]]:
 
 
 def _leftovers(settings: Settings) -> list[str]:
-    left = [
-        p.name for p in (settings.data_dir / "cdi").glob("*/*.json") if not p.name.endswith("_common.json")
-    ]
-    for state in settings.data_dir.glob("kubelet-*/dra_manager_state"):
-        if json.loads(json.loads(state.read_text())["Data"])["Entries"]:
-            left.append(str(state))
-    return left
+    """Claim-specific CDI specs and non-empty kubelet checkpoints (device-plugin devices too)."""
+    return _prepared_everywhere(settings)
 
 
 async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime, settings: Settings) -> None:

@@ -1,0 +1,74 @@
+"""Device-plugin devices: stable ids, assignment (init containers' devices reused, sidecars' kept),
+admission refusal, release, checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from events.api.core_v1 import Container, ResourceRequirements
+from services.kubelet.devices import (
+    DeviceCheckpointError,
+    DeviceManager,
+    DevicesUnavailable,
+    decode_checkpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
+from tests.builders import make_pod
+
+GPU = "example.com/gpu"
+
+
+def _ctr(name: str, n: int, restart: str | None = None) -> Container:
+    return Container(name=name, resources=ResourceRequirements(limits={GPU: str(n)}), restart_policy=restart)
+
+
+def _pod(name: str, *containers: Container, init: tuple[Container, ...] = ()):
+    pod = make_pod(name, containers=list(containers))
+    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, init_containers=init))
+
+
+def test_ids_assignment_and_release() -> None:
+    m = DeviceManager({GPU: 3, "other.com/nic": 1})
+    assert m.registered == {"example.com/gpu": ["gpu-0", "gpu-1", "gpu-2"], "other.com/nic": ["nic-0"]}
+    a = _pod("a", _ctr("x", 1), _ctr("y", 1))
+    assert m.allocate(a) and not m.allocate(a)  # idempotent
+    assert m.container_devices("uid-a", "x") == [(GPU, ("gpu-0",))]
+    assert m.cdi_devices("uid-a", "y") == ["example.com/gpu=gpu-1"]
+    b = _pod("b", _ctr("z", 2))
+    with pytest.raises(
+        DevicesUnavailable, match=r"unavailable for example.com/gpu. Requested: 2, Available: 1"
+    ):
+        m.allocate(b)
+    assert not m.holds("uid-b")  # nothing assigned on refusal
+    assert m.release("uid-a") and not m.release("uid-a")
+    assert m.allocate(b) and m.container_devices("uid-b", "z") == [(GPU, ("gpu-0", "gpu-1"))]
+    assert not m.allocate(make_pod("no-devices"))
+
+
+def test_init_container_devices_are_reused_sidecar_devices_are_not() -> None:
+    m = DeviceManager({GPU: 3})
+    pod = _pod("p", _ctr("main", 1), init=(_ctr("init", 2), _ctr("side", 1, restart="Always")))
+    m.allocate(pod)
+    init, side, main = (m.container_devices("uid-p", c)[0][1] for c in ("init", "side", "main"))
+    # as upstream's device manager: the sidecar may take a finished init container's device but
+    # keeps it, so the main container gets the other one
+    assert init == ("gpu-0", "gpu-1") and side == ("gpu-0",) and main == ("gpu-1",)
+
+
+def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
+    m = DeviceManager({GPU: 2})
+    m.allocate(_pod("p", _ctr("c", 2)))
+    path = write_checkpoint(tmp_path, m)
+    assert path == tmp_path / "device-plugins" / "kubelet_internal_checkpoint"
+    restored = DeviceManager({GPU: 2}, read_checkpoint(tmp_path))
+    assert restored.assignments() == m.assignments() and restored.holds("uid-p")
+    assert DeviceManager({"else.com/x": 1}, read_checkpoint(tmp_path)).assignments() == []  # plugin gone
+    assert read_checkpoint(tmp_path / "none") == []
+    with pytest.raises(DeviceCheckpointError, match="corrupted"):
+        decode_checkpoint(path.read_bytes().replace(b"gpu-1", b"gpu-9"))
+    with pytest.raises(DeviceCheckpointError):
+        decode_checkpoint(b"{")
