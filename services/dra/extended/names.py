@@ -2,13 +2,15 @@
 
 Kept in one small module because the scheduler, the kubelet, quota admission and the quota
 reconciler must agree on every spelling (upstream spreads them over ``core/v1`` and
-``resource/v1`` constants and ``pkg/scheduler/util``).
+``resource/v1`` constants and ``pkg/scheduler/util``). ``is_extended_resource_name`` and the
+``requests.`` prefix are the resource-name validation's (``services.dra.validation.names``).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Final
+
+from services.dra.validation.names import REQUESTS_PREFIX, is_extended_resource_name
 
 __all__ = [
     "CLAIM_COUNT_KEY",
@@ -35,29 +37,6 @@ IN_MEMORY_CLAIM_NAME: Final = "<extended-resources>"
 # Quota keys (core/v1 constants and the object-count name of resourceclaims.resource.k8s.io).
 CLAIM_COUNT_KEY: Final = "count/resourceclaims.resource.k8s.io"
 DEVICES_SUFFIX: Final = ".deviceclass.resource.k8s.io/devices"
-REQUESTS_PREFIX: Final = "requests."
-
-_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _is_qualified_name(value: str) -> bool:
-    """apimachinery ``IsQualifiedName``: ``[prefix/]name``, prefix a DNS subdomain."""
-    prefix, slash, name = value.rpartition("/")
-    if slash:
-        if value.count("/") > 1 or not prefix or len(prefix) > 253:
-            return False
-        if not _DNS_SUBDOMAIN.match(prefix):
-            return False
-    return 0 < len(name) <= 63 and bool(_NAME_PART.match(name))
-
-
-def is_extended_resource_name(name: str) -> bool:
-    """core/v1 helper ``IsExtendedResourceName``: domain-prefixed, not native, quota-safe."""
-    if "/" not in name or "kubernetes.io/" in name or name.startswith(REQUESTS_PREFIX):
-        return False
-    return _is_qualified_name(REQUESTS_PREFIX + name)
-
 
 def is_dra_extended_resource_name(name: str) -> bool:
     """Scheduler util ``IsDRAExtendedResourceName``: an extended name or an implicit class name.

@@ -6,6 +6,7 @@ same, so errors read like the API server's.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 
@@ -184,6 +185,7 @@ def is_native_resource(name: str) -> bool:
     return "/" not in name or "kubernetes.io/" in name
 
 
+@functools.lru_cache(maxsize=1024)  # asked per container resource on the scheduler's hot path
 def is_extended_resource_name(name: str) -> bool:
     """``v1helper.IsExtendedResourceName``: domain-qualified, not native, quota-name compatible."""
     if is_native_resource(name) or name.startswith(REQUESTS_PREFIX):
