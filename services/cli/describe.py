@@ -19,6 +19,7 @@ from services.cli.common import (
     add_namespace_args,
     eprint,
     run_client,
+    saga_resources,
     server_error,
 )
 from services.cli.get import parse_targets
@@ -147,9 +148,10 @@ async def _events_for(client: ApiClient, info: ResourceInfo, obj: Obj) -> list[O
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.resources[0].lower() in ("saga", "sagas"):
+    if (sagas := saga_resources(args.resources)) is not None:
         from services.cli.sagas import run_describe
 
+        args.resources = sagas
         return run_describe(args)
     targets = parse_targets(args.resources)
 

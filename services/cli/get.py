@@ -27,6 +27,7 @@ from services.cli.common import (
     eprint,
     resolve_type,
     run_client,
+    saga_resources,
     server_error,
 )
 from services.cli.main import UserError
@@ -208,9 +209,10 @@ def _run_as_of(args: argparse.Namespace, targets: list[tuple[ResourceInfo, list[
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.resources and args.resources[0].lower() in ("saga", "sagas"):
+    if (sagas := saga_resources(args.resources)) is not None:
         from services.cli.sagas import run_get
 
+        args.resources = sagas
         return run_get(args)
     if args.state is not None:
         raise UserError("--state applies to sagas only")

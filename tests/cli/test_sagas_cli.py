@@ -157,6 +157,9 @@ def test_get_sagas_and_describe_saga(settings: Settings, cli: Cli) -> None:
 
     desc = cli("describe", "saga", "s-comp")
     assert desc.code == 0, desc.err
+    # kubectl's round trip: what `get -o name` prints is what get and describe take
+    assert cli("describe", "saga/s-comp") == desc
+    assert cli("get", "saga/s-comp", "saga/s-ok", "-o", "name").out == "saga/s-ok\nsaga/s-comp\n"
     lines = desc.out.splitlines()
     assert lines[:3] == ["ID:           s-comp", "Type:         T", "State:        Compensated"]
     assert lines[3].startswith("Error:        c: gave up after 3 attempts: TransientError: c busy")
