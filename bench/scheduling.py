@@ -45,7 +45,7 @@ from events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStat
 from infra.config import Settings
 from infra.eventstore import AppendRequest, EventStore
 from infra.natsd import LocalNatsServer
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[1]
 

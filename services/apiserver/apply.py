@@ -28,9 +28,7 @@ from services.apiserver import errors
 from services.apiserver.admission import check_admin_access
 from services.apiserver.admission.served import admit_create, default_object, validate_object
 from services.apiserver.admission.tolerations import DefaultTolerationSeconds
-from services.apiserver.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
 from services.apiserver.quota import QuotaAdmission
-from services.apiserver.store import ApiStore
 from services.apiserver.strategy import (
     generated_name,
     merge_update,
@@ -38,6 +36,8 @@ from services.apiserver.strategy import (
     prepare_create,
     stamp_create,
 )
+from services.runtime.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
+from services.runtime.store import ApiStore
 
 __all__ = ["Applier"]
 

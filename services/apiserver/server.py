@@ -31,7 +31,9 @@ from services.apiserver.admission.cel import cel_expressions, precheck
 from services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from services.apiserver.apply import Applier
 from services.apiserver.lifecycle import Lifecycle, resolve_kind
-from services.apiserver.protocol import (
+from services.apiserver.quota import QuotaAdmission
+from services.apiserver.strategy import now_rfc3339, stamp_create
+from services.runtime.protocol import (
     REQUEST_TYPES,
     ApplyRequest,
     DeleteRequest,
@@ -45,10 +47,8 @@ from services.apiserver.protocol import (
     StatusRequest,
     api_subject,
 )
-from services.apiserver.quota import QuotaAdmission
-from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
-from services.apiserver.store import ApiStore
-from services.apiserver.strategy import now_rfc3339, stamp_create
+from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from services.runtime.store import ApiStore
 
 __all__ = ["ApiServer"]
 

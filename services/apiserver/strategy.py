@@ -42,6 +42,7 @@ from events.objects import (
     finalizers_changed,
     object_deleted,
 )
+from services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "CONTROLLER_ITEMS",
@@ -259,7 +260,7 @@ def _graceful_pod(obj: ApiStruct) -> bool:
     return (
         isinstance(obj, c1.Pod)
         and bool(obj.spec.node_name)
-        and obj.status.phase not in ("Succeeded", "Failed")
+        and not is_pod_terminal(obj)
     )
 
 

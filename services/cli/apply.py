@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import ItemResult
 from services.cli.common import (
     add_connection_args,
     eprint,
@@ -22,6 +20,8 @@ from services.cli.common import (
     server_error,
 )
 from services.cli.manifests import Doc, read_manifests
+from services.runtime.client import ApiClient
+from services.runtime.protocol import ItemResult
 
 __all__ = ["register", "report", "run_apply", "run_create"]
 

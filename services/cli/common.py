@@ -20,10 +20,10 @@ import nats.errors
 from events.api.registry import lookup_resource, resource_types
 from events.objects import EVENT_KIND
 from infra.config import Settings
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import Status, StatusError
 from services.cli.connection import add_nats_url_arg, settings_for
 from services.cli.main import UserError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import Status, StatusError
 
 __all__ = [
     "ResourceInfo",

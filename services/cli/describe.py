@@ -12,8 +12,6 @@ import argparse
 import re
 from typing import Any
 
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
 from services.cli import printers
 from services.cli.common import (
     ResourceInfo,
@@ -25,6 +23,8 @@ from services.cli.common import (
     server_error,
 )
 from services.cli.get import parse_targets
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 
 __all__ = ["describe_object", "event_lines", "register", "run"]
 

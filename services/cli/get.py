@@ -18,9 +18,6 @@ from typing import Any
 from events.api.codec import encode_object, object_meta
 from projections.objects import ObjectIndex
 from services.apiserver import errors
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
-from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from services.cli import printers
 from services.cli.asof import add_as_of_args, as_of_requested, fold_objects, open_log, resolve_bound
 from services.cli.common import (
@@ -34,6 +31,9 @@ from services.cli.common import (
     server_error,
 )
 from services.cli.main import UserError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
+from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["parse_targets", "register", "run"]
 
