@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 
 from events.api.resource_v1 import CELDeviceSelector, DeviceConstraint, DeviceRequest, DeviceSelector
 from services.dra.structured import AllocatedState, Allocator, InvalidInputError
-from tests.allocator.builders import claim, device, device_class, node, request, slice_
+from tests.builders import exact, make_claim, make_class, make_device, make_node, make_slice
 
-CLASSES = {"class-a": device_class()}
-MODEL_A = 'device.attributes["driver-a"].model == "a"'
+NODE = make_node("node-1", labels={"region": "region-1"})
+
+CLASSES = {"gpu": make_class()}
+MODEL_A = 'device.attributes["gpu.example.com"].model == "a"'
 
 
 @st.composite
@@ -50,7 +52,7 @@ def scenarios(draw: Any) -> dict[str, Any]:
 
 
 def _request(r: dict[str, Any]) -> DeviceRequest:
-    req = request(r["name"], count=r["count"], mode=r["mode"])
+    req = exact(r["name"], count=r["count"], mode=r["mode"])
     if r["model_a"]:
         assert req.exactly is not None
         sel = (DeviceSelector(cel=CELDeviceSelector(expression=MODEL_A)),)
@@ -111,19 +113,26 @@ def _oracle(sc: dict[str, Any]) -> bool:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_allocator_agrees_with_exhaustive_oracle(sc: dict[str, Any]) -> None:
-    slices = [slice_("s", [device(name, numa=numa, model=model) for name, numa, model in sc["devices"]])]
+    slices = [
+        make_slice(
+            "node-1",
+            [make_device(name, numa=numa, model=model) for name, numa, model in sc["devices"]],
+            name="s",
+            pool="pool-1",
+        )
+    ]
     constraints: tuple[DeviceConstraint, ...] = ()
     if sc["constraint"] == "match":
-        constraints = (DeviceConstraint(match_attribute="driver-a/numa"),)
+        constraints = (DeviceConstraint(match_attribute="gpu.example.com/numa"),)
     elif sc["constraint"] == "distinct":
-        constraints = (DeviceConstraint(distinct_attribute="driver-a/numa"),)
+        constraints = (DeviceConstraint(distinct_attribute="gpu.example.com/numa"),)
     claims = [
-        claim(f"c{i}", *[_request(r) for r in group], constraints=constraints)
+        make_claim(f"c{i}", *[_request(r) for r in group], constraints=constraints)
         for i, group in enumerate(_groups(sc))
     ]
-    state = AllocatedState.build(exclusive=[("driver-a", "pool-1", n) for n in sc["allocated"]])
+    state = AllocatedState.build(exclusive=[("gpu.example.com", "pool-1", n) for n in sc["allocated"]])
     try:
-        results = Allocator(slices, CLASSES, state).allocate(node(), claims)
+        results = Allocator(slices, CLASSES, state).allocate(NODE, claims)
     except InvalidInputError as exc:
         # Upstream treats an All-mode device list that breaks a claim constraint as broken input.
         assert "constraint would not be satisfied" in str(exc)

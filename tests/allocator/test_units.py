@@ -36,7 +36,17 @@ from services.dra.structured.nodeselector import (
 )
 from services.dra.structured.prepared import CapacitySpec
 from services.dra.structured.selection import tolerates
-from tests.allocator.builders import claim, device, device_class, label_selector, node, request, slice_
+from tests.builders import (
+    exact,
+    make_claim,
+    make_class,
+    make_device,
+    make_node,
+    make_node_selector,
+    make_slice,
+)
+
+NODE = make_node("node-1", labels={"region": "region-1"})
 
 # -- node selectors ---------------------------------------------------------------------------------
 
@@ -60,7 +70,7 @@ LABELS = {"region": "r1", "gpus": "8", "planet": "earth"}
     ],
 )
 def test_label_requirements(reqs: tuple[tuple[str, str, tuple[str, ...]], ...], expected: bool) -> None:
-    assert CompiledNodeSelector(label_selector(*reqs)).matches("n1", LABELS) is expected
+    assert CompiledNodeSelector(make_node_selector(*reqs)).matches("n1", LABELS) is expected
 
 
 def test_terms_are_ored_and_empty_terms_never_match() -> None:
@@ -90,7 +100,7 @@ def test_terms_are_ored_and_empty_terms_never_match() -> None:
     ],
 )
 def test_malformed_selectors_raise_when_used(key: str, op: str, values: tuple[str, ...]) -> None:
-    compiled = CompiledNodeSelector(label_selector((key, op, values)))
+    compiled = CompiledNodeSelector(make_node_selector((key, op, values)))
     with pytest.raises(NodeSelectorParseError):
         compiled.matches("n1", LABELS)
 
@@ -105,8 +115,8 @@ def test_field_selector_only_supports_in_and_notin_with_one_value() -> None:
 
 
 def test_result_selector_merges_one_term_selectors_without_duplicates() -> None:
-    a = label_selector(("region", "In", ("r1", "r2")))
-    b = label_selector(("region", "In", ("r2", "r1")), ("planet", "Exists", ()))
+    a = make_node_selector(("region", "In", ("r1", "r2")))
+    b = make_node_selector(("region", "In", ("r2", "r1")), ("planet", "Exists", ()))
     merged = merge_result_selector([a, b])
     assert merged is not None
     term = merged.node_selector_terms[0]
@@ -185,49 +195,52 @@ def test_policy_violations() -> None:
 
 # -- pools and allocation outcomes -------------------------------------------------------------------------
 
-CLASSES = {"class-a": device_class()}
+CLASSES = {"gpu": make_class()}
 
 
 def _allocate(slices, claims, state=None, **kw):
-    return Allocator(slices, CLASSES, state, **kw).allocate(node(), claims)
+    return Allocator(slices, CLASSES, state, **kw).allocate(NODE, claims)
 
 
 def test_newest_generation_wins_and_obsolete_pools_are_ignored() -> None:
-    old = slice_("a", [device("old")], generation=1)
-    new = slice_("b", [device("new")], generation=2)
-    results = _allocate([old, new], [claim("c", request("r"))])
+    old = make_slice("node-1", [make_device("old")], name="a", pool="pool-1", generation=1)
+    new = make_slice("node-1", [make_device("new")], name="b", pool="pool-1", generation=2)
+    results = _allocate([old, new], [make_claim("c", exact("r"))])
     assert results is not None and results[0].devices.results[0].device == "new"
     # The node only sees generation 1 (complete), but generation 2 exists elsewhere and is
     # incomplete there: the local pool is obsolete and silently dropped.
-    local_old = slice_("a", [device("old")], generation=1, count=2)
-    remote_new = slice_("z", [device("x")], node_name="node-2", generation=2, count=2)
-    assert _allocate([local_old, remote_new], [claim("c", request("r"))]) is None
+    local_old = make_slice("node-1", [make_device("old")], name="a", pool="pool-1", generation=1, count=2)
+    remote_new = make_slice("node-2", [make_device("x")], name="z", pool="pool-1", generation=2, count=2)
+    assert _allocate([local_old, remote_new], [make_claim("c", exact("r"))]) is None
 
 
 def test_incomplete_pool_is_skipped_but_all_mode_refuses_it() -> None:
-    partial = slice_("a", [device("d1")], count=2)
-    assert _allocate([partial], [claim("c", request("r"))]) is None
+    partial = make_slice("node-1", [make_device("d1")], name="a", pool="pool-1", count=2)
+    assert _allocate([partial], [make_claim("c", exact("r"))]) is None
     with pytest.raises(InvalidInputError, match="currently being updated"):
-        _allocate([partial], [claim("c", request("r", mode="All"))])
+        _allocate([partial], [make_claim("c", exact("r", mode="All"))])
 
 
 def test_invalid_pool_is_node_scoped_only_when_nothing_else_fits() -> None:
-    dup = [slice_("a", [device("d1")], count=2), slice_("b", [device("d1")], count=2)]
+    dup = [
+        make_slice("node-1", [make_device("d1")], name="a", pool="pool-1", count=2),
+        make_slice("node-1", [make_device("d1")], name="b", pool="pool-1", count=2),
+    ]
     with pytest.raises(NodeAllocationError, match="invalid resource pools") as info:
-        _allocate(dup, [claim("c", request("r"))])
-    assert info.value.invalid_pools == [("driver-a/pool-1", "duplicate device name d1")]
-    other = slice_("c", [device("d9")], pool="pool-2")
-    results = _allocate([*dup, other], [claim("c", request("r"))])
+        _allocate(dup, [make_claim("c", exact("r"))])
+    assert info.value.invalid_pools == [("gpu.example.com/pool-1", "duplicate device name d1")]
+    other = make_slice("node-1", [make_device("d9")], name="c", pool="pool-2")
+    results = _allocate([*dup, other], [make_claim("c", exact("r"))])
     assert results is not None and results[0].devices.results[0].pool == "pool-2"
 
 
 def test_pools_sorted_by_driver_and_name_slices_by_name() -> None:
     slices = [
-        slice_("z-slice", [device("d1")], pool="pool-b"),
-        slice_("s2", [device("d3")], pool="pool-a", count=2),
-        slice_("s1", [device("d2")], pool="pool-a", count=2),
+        make_slice("node-1", [make_device("d1")], name="z-slice", pool="pool-b"),
+        make_slice("node-1", [make_device("d3")], name="s2", pool="pool-a", count=2),
+        make_slice("node-1", [make_device("d2")], name="s1", pool="pool-a", count=2),
     ]
-    results = _allocate(slices, [claim("c", request("r", count=3))])
+    results = _allocate(slices, [make_claim("c", exact("r", count=3))])
     assert results is not None
     assert [(r.pool, r.device) for r in results[0].devices.results] == [
         ("pool-a", "d2"),
@@ -268,54 +281,60 @@ def test_allocated_state_from_claims_skips_admin_access_and_splits_shared() -> N
 
 
 def test_already_allocated_devices_are_skipped() -> None:
-    slices = [slice_("a", [device("d1"), device("d2")])]
-    state = AllocatedState.build(exclusive=[("driver-a", "pool-1", "d1")])
-    results = _allocate(slices, [claim("c", request("r"))], state)
+    slices = [make_slice("node-1", [make_device("d1"), make_device("d2")], name="a", pool="pool-1")]
+    state = AllocatedState.build(exclusive=[("gpu.example.com", "pool-1", "d1")])
+    results = _allocate(slices, [make_claim("c", exact("r"))], state)
     assert results is not None and results[0].devices.results[0].device == "d2"
 
 
 def test_errors_name_claim_and_request() -> None:
-    slices = [slice_("a", [device("d1")])]
+    slices = [make_slice("node-1", [make_device("d1")], name="a", pool="pool-1")]
     with pytest.raises(
         InvalidInputError, match="claim default/c, request r: could not retrieve device class nope"
     ):
-        _allocate(slices, [claim("c", request("r", cls="nope"))])
+        _allocate(slices, [make_claim("c", exact("r", device_class="nope"))])
     with pytest.raises(InvalidInputError, match="unsupported count mode Some"):
-        _allocate(slices, [claim("c", request("r", mode="Some"))])
+        _allocate(slices, [make_claim("c", exact("r", mode="Some"))])
     with pytest.raises(InvalidInputError, match="empty constraint"):
-        _allocate(slices, [claim("c", request("r"), constraints=(DeviceConstraint(),))])
+        _allocate(slices, [make_claim("c", exact("r"), constraints=(DeviceConstraint(),))])
 
 
 def test_feature_switches_reproduce_upstream_refusals() -> None:
-    slices = [slice_("a", [device("d1")])]
+    slices = [make_slice("node-1", [make_device("d1")], name="a", pool="pool-1")]
     with pytest.raises(InvalidInputError, match="admin access is requested, but the feature is disabled"):
-        _allocate(slices, [claim("c", request("r", admin=True))], features=Features(admin_access=False))
+        _allocate(
+            slices,
+            [make_claim("c", exact("r", admin=True))],
+            features=Features(admin_access=False),
+        )
 
 
 # -- budgets -----------------------------------------------------------------------------------------------
 
 
 def _impossible():
-    devices = [device(f"d{i}", numa=i % 3) for i in range(24)]
-    distinct = (DeviceConstraint(distinct_attribute="driver-a/numa"),)
-    return [slice_("a", devices)], [claim("c", request("r", count=5), constraints=distinct)]
+    devices = [make_device(f"d{i}", numa=i % 3) for i in range(24)]
+    distinct = (DeviceConstraint(distinct_attribute="gpu.example.com/numa"),)
+    return [make_slice("node-1", devices, name="a", pool="pool-1")], [
+        make_claim("c", exact("r", count=5), constraints=distinct)
+    ]
 
 
 def test_step_budget_is_deterministic() -> None:
     slices, claims = _impossible()
     alloc = Allocator(slices, CLASSES)
-    assert alloc.allocate(node(), claims) is None
+    assert alloc.allocate(NODE, claims) is None
     steps = alloc.last_steps
     assert steps > 100
     with pytest.raises(AllocationTimeout, match="search steps"):
-        alloc.allocate(node(), claims, max_steps=steps // 2)
-    assert alloc.allocate(node(), claims, max_steps=steps) is None
+        alloc.allocate(NODE, claims, max_steps=steps // 2)
+    assert alloc.allocate(NODE, claims, max_steps=steps) is None
 
 
 def test_time_budget() -> None:
     slices, claims = _impossible()
     with pytest.raises(AllocationTimeout, match="time budget"):
-        Allocator(slices, CLASSES).allocate(node(), claims, timeout=0.0)
+        Allocator(slices, CLASSES).allocate(NODE, claims, timeout=0.0)
 
 
 # -- share IDs, caches, taint rules ---------------------------------------------------------------
@@ -323,8 +342,8 @@ def test_time_budget() -> None:
 
 def test_share_ids_are_deterministic_and_unique() -> None:
     make = seeded_share_ids("seed")
-    c1, c2 = claim("one"), claim("two")
-    did = ("driver-a", "pool-1", "d1")
+    c1, c2 = make_claim("one"), make_claim("two")
+    did = ("gpu.example.com", "pool-1", "d1")
     assert make(c1, 0, did) == make(c1, 0, did)  # type: ignore[arg-type]
     assert len({make(c1, 0, did), make(c1, 1, did), make(c2, 0, did)}) == 3  # type: ignore[arg-type]
     assert seeded_share_ids("other")(c1, 0, did) != make(c1, 0, did)  # type: ignore[arg-type]
@@ -332,7 +351,10 @@ def test_share_ids_are_deterministic_and_unique() -> None:
 
 def test_slice_cache_reuses_prepared_slices() -> None:
     cache = SliceCache()
-    a, b = slice_("a", [device("d1")]), slice_("b", [device("d2")], pool="pool-2")
+    a, b = (
+        make_slice("node-1", [make_device("d1")], name="a", pool="pool-1"),
+        make_slice("node-1", [make_device("d2")], name="b", pool="pool-2"),
+    )
     snap1 = cache.snapshot([a, b])
     assert cache.snapshot([a, b]) is snap1
     snap2 = cache.snapshot([a])
@@ -340,8 +362,8 @@ def test_slice_cache_reuses_prepared_slices() -> None:
 
 
 def test_taint_rules_apply_to_matching_devices_only() -> None:
-    s1 = slice_("a", [device("d1"), device("d2")])
-    s2 = slice_("b", [device("d1")], pool="pool-2")
+    s1 = make_slice("node-1", [make_device("d1"), make_device("d2")], name="a", pool="pool-1")
+    s2 = make_slice("node-1", [make_device("d1")], name="b", pool="pool-2")
     taint = DeviceTaint(key="k", effect="NoSchedule")
     rule = DeviceTaintRule(
         spec=DeviceTaintRuleSpec(device_selector=DeviceTaintSelector(pool="pool-1", device="d2"), taint=taint)
@@ -349,7 +371,7 @@ def test_taint_rules_apply_to_matching_devices_only() -> None:
     out = apply_taint_rules([s1, s2], [rule])
     assert out[1] is s2
     assert [d.taints for d in out[0].spec.devices] == [(), (taint,)]
-    results = _allocate(out, [claim("c", request("r", count=2))])
+    results = _allocate(out, [make_claim("c", exact("r", count=2))])
     assert results is not None
     assert [(r.pool, r.device) for r in results[0].devices.results] == [("pool-1", "d1"), ("pool-2", "d1")]
 
@@ -357,16 +379,25 @@ def test_taint_rules_apply_to_matching_devices_only() -> None:
 def test_cancellation_is_polled() -> None:
     slices, claims = _impossible()
     with pytest.raises(AllocationTimeout, match="cancelled"):
-        Allocator(slices, CLASSES).allocate(node(), claims, cancelled=lambda: True)
+        Allocator(slices, CLASSES).allocate(NODE, claims, cancelled=lambda: True)
 
 
 def test_results_feed_back_into_the_allocated_state() -> None:
-    slices = [slice_("a", [device("d1"), device("d2")])]
+    slices = [make_slice("node-1", [make_device("d1"), make_device("d2")], name="a", pool="pool-1")]
     alloc = Allocator(slices, CLASSES)
-    first = alloc.allocate(node(), [claim("c1", request("r"))])
+    first = alloc.allocate(
+        NODE,
+        [make_claim("c1", exact("r"))],
+    )
     assert first is not None
     state = AllocatedState.build().with_allocations(first)
-    second = Allocator(slices, CLASSES, state).allocate(node(), [claim("c2", request("r", count=2))])
+    second = Allocator(slices, CLASSES, state).allocate(
+        NODE,
+        [make_claim("c2", exact("r", count=2))],
+    )
     assert second is None
-    third = Allocator(slices, CLASSES, state).allocate(node(), [claim("c2", request("r"))])
+    third = Allocator(slices, CLASSES, state).allocate(
+        NODE,
+        [make_claim("c2", exact("r"))],
+    )
     assert third is not None and third[0].devices.results[0].device == "d2"

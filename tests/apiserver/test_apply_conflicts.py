@@ -30,8 +30,8 @@ from services.apiserver.apply import MAX_ATTEMPTS
 from services.apiserver.server import ApiServer
 from services.runtime.client import ApiClient
 from services.runtime.protocol import ApplyItem, ApplyRequest
+from tests.builders import make_allocation
 from tests.debugging.cli import draflow
-from tests.scheduler.builders import allocation_on
 
 CONFLICT = (
     'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "c": '
@@ -133,7 +133,10 @@ async def test_a_controller_write_between_decision_and_append_is_kept(
         consumer = ResourceClaimConsumerReference(resource="pods", name="p", uid="uid-p")
         await event_store.append(
             subject,
-            [ClaimAllocated(allocation=allocation_on("node-0", "dev-0")), ClaimReserved(consumer=consumer)],
+            [
+                ClaimAllocated(allocation=make_allocation("dev-0", node="node-0")),
+                ClaimReserved(consumer=consumer),
+            ],
             expected_last_seq=None,
             correlation_id="scheduler-ps-p",
         )
@@ -231,7 +234,7 @@ async def test_an_object_that_keeps_changing_gets_kubectls_conflict(
         n += 1
         consumer = ResourceClaimConsumerReference(resource="pods", name=f"p{n}", uid=f"uid-p{n}")
         event: Event = (
-            ClaimAllocated(allocation=allocation_on("node-0", "dev-0"))
+            ClaimAllocated(allocation=make_allocation("dev-0", node="node-0"))
             if n == 1
             else ClaimReserved(consumer=consumer)
         )

@@ -16,8 +16,9 @@ import pytest
 from events.api.resource_v1 import Device, DeviceAttribute
 from services.dra.cel import CelRuntimeError, Version, compile_expression, prepare_device
 from services.dra.structured import AllocationError, Allocator
-from tests.allocator.builders import claim, device_class, node, slice_
-from tests.allocator.builders import request as dev_request
+from tests.builders import exact, make_claim, make_class, make_node, make_slice
+
+NODE = make_node("node-1", labels={"region": "region-1"})
 
 DRIVER = "dra.example.com"
 TOO_LONG = "'includes' function cannot be applied to lists longer than 48 values"
@@ -108,13 +109,19 @@ def _gpu(name: str, models: list[str]) -> Device:
 def test_a_claim_selects_devices_by_list_membership() -> None:
     """Through the allocator: only the device whose list attribute includes the value fits, and
     an over-long list turns into an allocation error, not a silent mismatch."""
-    expr = 'device.attributes["driver-a"].models.includes("b200")'
-    classes = {"class-a": device_class("class-a", expr)}
+    expr = 'device.attributes["gpu.example.com"].models.includes("b200")'
+    classes = {"gpu": make_class("gpu", selectors=[expr])}
     devices = [_gpu("d0", ["h100"]), _gpu("d1", ["h100", "b200"]), _gpu("d2", ["a100"])]
-    allocator = Allocator([slice_("s", devices)], classes)
-    results = allocator.allocate(node(), [claim("c", dev_request("r"))])
+    allocator = Allocator([make_slice("node-1", devices, name="s", pool="pool-1")], classes)
+    results = allocator.allocate(
+        NODE,
+        [make_claim("c", exact("r"))],
+    )
     assert results is not None
     assert [r.device for r in results[0].devices.results] == ["d1"]
     long = [_gpu("d0", [f"m{i}" for i in range(49)])]
     with pytest.raises(AllocationError, match=TOO_LONG):
-        Allocator([slice_("s", long)], classes).allocate(node(), [claim("c", dev_request("r"))])
+        Allocator([make_slice("node-1", long, name="s", pool="pool-1")], classes).allocate(
+            NODE,
+            [make_claim("c", exact("r"))],
+        )

@@ -21,9 +21,9 @@ from services.dra.cel import (
 )
 from services.dra.cel.regex import compile_regex, regex_cost
 from services.dra.structured import AllocationTimeout, Allocator
-from tests.allocator.builders import claim, device, device_class, node, request, slice_
+from tests.builders import DRIVER, exact, make_claim, make_class, make_device, make_node, make_slice
 
-DRIVER = "driver-a"
+NODE = make_node("node-1", labels={"region": "region-1"})
 
 
 def _value(expr: str, **attrs: Any) -> Any:
@@ -217,14 +217,14 @@ def test_time_limit_interrupts_an_evaluation() -> None:
 
 
 def test_allocation_deadline_stops_a_slow_selector() -> None:
-    cls = device_class("slow", f"{SLOW} || device.driver == 'x'")
-    slices = [slice_("s", [device("d0", n=200_000)])]
+    cls = make_class("slow", selectors=[f"{SLOW} || device.driver == 'x'"])
+    slices = [make_slice("node-1", [make_device("d0", n=200_000)], name="s", pool="pool-1")]
     alloc = Allocator(slices, {"slow": cls})
-    claims = [claim("c", request("r", cls="slow"))]
+    claims = [make_claim("c", exact("r", device_class="slow"))]
     with pytest.raises(AllocationTimeout):
-        alloc.allocate(node(), claims, deadline=time.monotonic() + 0.01)
+        alloc.allocate(NODE, claims, deadline=time.monotonic() + 0.01)
     # the interruption was not remembered as the device's verdict: without a deadline it runs
-    assert alloc.allocate(node(), claims) is None
+    assert alloc.allocate(NODE, claims) is None
 
 
 def test_constant_folding_is_bounded_per_compile() -> None:

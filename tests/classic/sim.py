@@ -17,7 +17,6 @@ from msgspec.structs import replace
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.classic_pod import decode_manifest
-from events.api.meta import ObjectMeta
 from sagas.engine import SagaDefinition
 from services.dra.classic import claims as cl
 from services.dra.classic.plugin import ControllerPlugin
@@ -51,10 +50,6 @@ def _action(fn: object) -> str:
 
 class Conflict(Exception):
     pass
-
-
-def node(name: str, **labels: str) -> c1.Node:
-    return c1.Node(metadata=ObjectMeta(name=name, uid=f"uid-{name}", labels=labels))
 
 
 class Cluster:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from msgspec.structs import replace
 
@@ -19,20 +19,17 @@ from services.driver_controller import sagas
 from services.driver_controller.saga_wiring import ClaimStep
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.scheduler.plugins.classic import scheduling as sch
+from tests.builders import make_node
+from tests.builders.classic import make_classic_claim
 
 D = "gpu.acme.com"
 FIN = "gpu.acme.com/deletion-protection"
 CLASS = cv.ResourceClass(metadata=ObjectMeta(name="acme-gpu"), driver_name=D)
 
 
-def claim(mode: str = cv.DELAYED, **status: object) -> cv.ResourceClaim:
-    return cv.ResourceClaim(
-        metadata=ObjectMeta(name="g", namespace="default", uid="uid-g"),
-        spec=cv.ResourceClaimSpec(
-            resource_class_name="acme-gpu", parameters={"memory": "2Gi"}, allocation_mode=mode
-        ),
-        status=cv.ResourceClaimStatus(phase=cv.PENDING, user_limit=1, **status),  # type: ignore[arg-type]
-    )
+def claim(mode: str = cv.DELAYED, **status: Any) -> cv.ResourceClaim:
+    """The claim ``g`` of these tests: 2Gi of an ACME GPU."""
+    return make_classic_claim("g", "acme-gpu", {"memory": "2Gi"}, mode=mode, **status)
 
 
 def sync(c: cv.ResourceClaim, **kw: object) -> list[ctl.Action]:
@@ -191,7 +188,7 @@ def test_sync_pod_creates_owned_claims_and_refuses_foreign_ones() -> None:
 
 
 def test_filter_uses_available_on_nodes_and_unsuitable_nodes() -> None:
-    n1, n2 = (c1.Node(metadata=ObjectMeta(name=n)) for n in ("n1", "n2"))
+    n1, n2 = (make_node(n) for n in ("n1", "n2"))
     pending = cl.with_unsuitable_nodes(claim(), ("n1",))
     state = sch.PreFilterResult(code=sch.OK, claims=(sch.ClaimInfo(pod_claim_name="gpu", claim=pending),))
     assert not sch.filter_node(state, n1).ok and sch.filter_node(state, n2).ok

@@ -32,17 +32,10 @@ from services.drivers.acme_gpu import parse_parameters as acme_params
 from services.drivers.fpga_example import FpgaController, FpgaNodePlugin
 from services.drivers.fpga_example import parse_parameters as fpga_params
 from services.drivers.fpga_example.controller import FABRIC_LABEL
-from tests.classic.sim import node
+from tests.builders import make_node
+from tests.builders.classic import make_classic_claim
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def claim(name: str, params: object, cls: str = "c") -> cv.ResourceClaim:
-    return cv.ResourceClaim(
-        metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
-        spec=cv.ResourceClaimSpec(resource_class_name=cls, parameters=params, allocation_mode=cv.DELAYED),
-        status=cv.ResourceClaimStatus(phase=cv.PENDING, user_limit=1),
-    )
 
 
 ACME_CLASS = cv.ResourceClass(metadata=ObjectMeta(name="acme-gpu"), driver_name="gpu.acme.com")
@@ -78,7 +71,7 @@ def test_parameter_errors_are_one_line() -> None:
 def test_acme_packs_first_fit_and_is_idempotent() -> None:
     acme = AcmeGpuController()
     acme.observe(AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity())
-    a, b, c = (claim(x, {"memory": "2Gi"}) for x in "abc")
+    a, b, c = (make_classic_claim(x, "c", {"memory": "2Gi"}) for x in "abc")
     ra = acme.allocate(a, ACME_CLASS, p({"memory": "2Gi"}), "n1")
     assert isinstance(ra, AllocationResult) and ra.attributes == {
         "node": "n1",
@@ -107,7 +100,7 @@ def test_acme_unsuitable_nodes_consider_all_claims_of_the_pod() -> None:
     cas = [
         ClaimAllocation(
             pod_claim_name=x,
-            claim=claim(x, {"memory": "2Gi"}),
+            claim=make_classic_claim(x, "c", {"memory": "2Gi"}),
             resource_class=ACME_CLASS,
             parameters=p({"memory": "2Gi"}),
         )
@@ -121,7 +114,7 @@ def test_acme_books_are_rebuilt_from_allocated_claims() -> None:
     acme = AcmeGpuController()
     cap = AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity()
     acme.observe(cap)
-    a = claim("a", {"memory": "2Gi"})
+    a = make_classic_claim("a", "c", {"memory": "2Gi"})
     result = acme.allocate(a, ACME_CLASS, p({"memory": "2Gi"}), "n1")
     assert isinstance(result, AllocationResult)
     stored = cl.allocated(a, "gpu.acme.com", result)
@@ -136,10 +129,10 @@ def test_acme_books_are_rebuilt_from_allocated_claims() -> None:
 
 def test_fpga_programming_reachability_and_memory() -> None:
     fpga = FpgaController(programming_steps=1)
-    fpga.observe(node("n1"))
-    fpga.observe(node("n2", **{FABRIC_LABEL: "true"}))
+    fpga.observe(make_node("n1"))
+    fpga.observe(make_node("n2", labels={FABRIC_LABEL: "true"}))
     params = p({"bitstream": "/x.bit", "memory": "12Gi"})
-    a = claim("a", params.claim_parameters)
+    a = make_classic_claim("a", "c", params.claim_parameters)
     assert fpga.allocate(a, FPGA_CLASS, params, "n1") == Failure(
         reason="node n1 cannot reach the FPGA fabric", definite=True
     )
@@ -150,7 +143,7 @@ def test_fpga_programming_reachability_and_memory() -> None:
     assert (
         isinstance(done, AllocationResult) and done.attributes["fpga"] == "fpga-2"
     )  # the only one with 12Gi
-    b = claim("b", params.claim_parameters)
+    b = make_classic_claim("b", "c", params.claim_parameters)
     assert fpga.allocate(b, FPGA_CLASS, params, None) == Failure(reason="all suitable FPGAs are in use")
     huge = p({"bitstream": "/x.bit", "memory": "64Gi"})
     assert fpga.allocate(b, FPGA_CLASS, huge, None) == Failure(
@@ -167,7 +160,7 @@ def test_fpga_programming_delay_is_time_based_and_changes_only_when() -> None:
     slow = FpgaController(programming_steps=0, programming_delay_s=2.0, clock=lambda: now[0])
     fast = FpgaController(programming_steps=0)
     params = p({"bitstream": "/x.bit", "memory": "12Gi"})
-    a = claim("a", params.claim_parameters)
+    a = make_classic_claim("a", "c", params.claim_parameters)
     first = slow.allocate(a, FPGA_CLASS, params, None)
     assert isinstance(first, InProgress) and "2.0s left" in first.reason
     assert slow.free_fpgas() == ["fpga-0", "fpga-1"]  # picked at once: nobody else gets it
@@ -182,9 +175,9 @@ def test_fpga_programming_delay_is_time_based_and_changes_only_when() -> None:
 
 def test_node_plugins_prepare_with_cdi_and_refuse_what_they_cannot(tmp_path: Path) -> None:
     fpga = FpgaController(programming_steps=0)
-    fpga.observe(node("n2", **{FABRIC_LABEL: "true"}))
+    fpga.observe(make_node("n2", labels={FABRIC_LABEL: "true"}))
     params = p({"bitstream": "/x.bit"})
-    a = claim("a", params.claim_parameters)
+    a = make_classic_claim("a", "c", params.claim_parameters)
     result = fpga.allocate(a, FPGA_CLASS, params, None)
     assert isinstance(result, AllocationResult)
     stored = cl.allocated(a, "fpga.example.com", result)

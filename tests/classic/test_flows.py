@@ -13,7 +13,8 @@ from services.driver_controller import controller as ctl
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
-from tests.classic.sim import Cluster, node
+from tests.builders import make_node
+from tests.classic.sim import Cluster
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "classic"
 
@@ -25,7 +26,7 @@ def doc(name: str) -> Any:
 
 def acme_cluster(gpus: dict[str, list[str]], **kw: Any) -> tuple[Cluster, AcmeGpuController]:
     acme = AcmeGpuController()
-    nodes = [node(n) for n in sorted(gpus)]
+    nodes = [make_node(n) for n in sorted(gpus)]
     for n, mems in gpus.items():
         plugin = AcmeGpuNodePlugin(
             node_name=n, gpus=[GpuInfo(name=f"gpu-{i}", memory=m) for i, m in enumerate(mems)]
@@ -103,9 +104,9 @@ def test_driver_failure_on_the_selected_node_leads_to_another_node() -> None:
 def fpga_cluster(**kw: Any) -> tuple[Cluster, FpgaController]:
     fpga = FpgaController(programming_steps=2)
     nodes = [
-        node("node-a"),
-        node("node-b", **{FABRIC_LABEL: "true"}),
-        node("node-c", **{FABRIC_LABEL: "true"}),
+        make_node("node-a"),
+        make_node("node-b", labels={FABRIC_LABEL: "true"}),
+        make_node("node-c", labels={FABRIC_LABEL: "true"}),
     ]
     cluster = Cluster({"fpga.example.com": fpga}, nodes, **kw)
     cluster.apply(
@@ -160,7 +161,7 @@ def test_immediate_allocation_constrains_the_nodes() -> None:
     assert cluster.claims["aes"].status.attributes["fpga"] == "fpga-0"
     assert cluster.schedule("p") == "bound to node-b"  # node-a cannot reach the fabric
     pod_using(cluster, "q", "aes", node_selector={"zone": "a"})
-    cluster.nodes["node-a"] = node("node-a", zone="a")
+    cluster.nodes["node-a"] = make_node("node-a", labels={"zone": "a"})
     assert cluster.schedule("q").startswith("unschedulable: resourceclaim aes is in use")
 
 
@@ -193,8 +194,8 @@ def test_user_limit_one_versus_unlimited() -> None:
 
 def test_reallocate_moves_a_delayed_claim() -> None:
     cluster, acme = acme_cluster({"node-a": ["4Gi"], "node-b": ["4Gi"]})
-    cluster.nodes["node-a"] = node("node-a", zone="a")
-    cluster.nodes["node-b"] = node("node-b", zone="b")
+    cluster.nodes["node-a"] = make_node("node-a", labels={"zone": "a"})
+    cluster.nodes["node-b"] = make_node("node-b", labels={"zone": "b"})
     cluster.apply(
         {
             "apiVersion": "cdi.k8s.io/v1alpha1",
@@ -222,8 +223,8 @@ def test_reallocate_moves_a_delayed_claim() -> None:
 
 def test_post_filter_picks_one_claim_at_a_time() -> None:
     cluster, _ = acme_cluster({"node-a": ["8Gi"], "node-b": ["8Gi"]})
-    cluster.nodes["node-a"] = node("node-a", zone="a")
-    cluster.nodes["node-b"] = node("node-b", zone="b")
+    cluster.nodes["node-a"] = make_node("node-a", labels={"zone": "a"})
+    cluster.nodes["node-b"] = make_node("node-b", labels={"zone": "b"})
     for name in ("g1", "g2"):
         cluster.apply(
             {
@@ -336,7 +337,7 @@ def test_kubelet_admits_prepares_and_hands_out_cdi_devices() -> None:
     ]
     assert cluster.converge("dc") == "bound to node-a"
     assert admit_on_node(pod, cluster.claims, cluster.nodes["node-a"]) == []
-    assert admit_on_node(cluster.pods["dc"], cluster.claims, node("node-b")) == [
+    assert admit_on_node(cluster.pods["dc"], cluster.claims, make_node("node-b")) == [
         "resourceclaim dc-gpu is not available on node node-b"
     ]
     batches = prepare_batches(pod, cluster.claims)

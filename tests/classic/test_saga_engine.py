@@ -9,40 +9,32 @@ from __future__ import annotations
 import msgspec
 
 from events.api import classic_v1alpha1 as cv
-from events.api.meta import ObjectMeta
 from events.objects import object_applied, status_updated
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
 from services.dra.classic import claims as cl
 from services.dra.classic.plugin import Failure
-from services.dra.classic.validation import admit_classic
 from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
 from services.driver_controller.sagas import CANCEL_REALLOCATION, Done, SagaInput, run_action
 from services.driver_controller.store import EventClaimStore
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
-from tests.classic.sim import node
+from tests.builders import make_node
+from tests.builders.classic import make_classic_claim, make_classic_class
 
 D = "gpu.acme.com"
 
 
 async def _put_class(store: EventStore, name: str, driver: str) -> None:
-    rc = admit_classic(
-        cv.ResourceClass(metadata=ObjectMeta(name=name, uid=f"uid-{name}"), driver_name=driver)
-    )
+    rc = make_classic_class(name, driver)
     await store.append(store.subject(cv.CLASS_KIND, None, name), object_applied(rc), expected_last_seq=0)
 
 
 async def _put_claim(
     store: EventStore, name: str, cls: str, params: object, selected: str = ""
 ) -> cv.ResourceClaim:
-    claim = admit_classic(
-        cv.ResourceClaim(
-            metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
-            spec=cv.ResourceClaimSpec(resource_class_name=cls, parameters=params),
-        )
-    )
+    claim = make_classic_claim(name, cls, params)
     subject = store.subject(cv.CLAIM_KIND, "default", name)
     await store.append(subject, object_applied(claim), expected_last_seq=0)
     if selected:
@@ -104,11 +96,12 @@ async def test_allocation_failure_and_reallocation_on_the_engine(event_store: Ev
 
 async def test_fpga_programming_is_retried_by_the_engine(event_store: EventStore) -> None:
     fpga = FpgaController(programming_steps=2)
-    fpga.observe(node("n1", **{FABRIC_LABEL: "true"}))
+    fpga.observe(make_node("n1", labels={FABRIC_LABEL: "true"}))
     claims = EventClaimStore(event_store)
     engine = SagaEngine(
         event_store,
-        SAGAS, deps=ClassicSagaDeps({"fpga.example.com": fpga}, claims),
+        SAGAS,
+        deps=ClassicSagaDeps({"fpga.example.com": fpga}, claims),
         retry_initial_s=0.01,
         retry_attempts=4,
     )

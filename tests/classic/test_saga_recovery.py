@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from events.api import classic_v1alpha1 as cv
-from events.api.meta import ObjectMeta
 from events.envelope import Envelope, Event
 from events.objects import object_applied, status_updated
 from events.saga import SagaStepCompleted, SagaStepFailed
@@ -26,7 +25,6 @@ from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
 from services.dra.classic import claims as cl
 from services.dra.classic.plugin import ControllerPlugin
-from services.dra.classic.validation import admit_classic
 from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
 from services.driver_controller.sagas import SagaInput
 from services.driver_controller.service import DriverControllerService
@@ -35,7 +33,8 @@ from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuI
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
 from services.runtime.controller import Runtime
-from tests.classic.sim import node
+from tests.builders import make_node
+from tests.builders.classic import make_classic_claim, make_classic_class
 from tests.scheduler_service.interrupt import BeforeAppend, StopAfterAppend
 
 FPGA = "fpga.example.com"
@@ -113,21 +112,6 @@ async def harness(event_store: EventStore, settings: Settings) -> AsyncIterator[
             await store.close()
 
 
-def _class(name: str, driver: str) -> cv.ResourceClass:
-    return admit_classic(
-        cv.ResourceClass(metadata=ObjectMeta(name=name, uid=f"uid-{name}"), driver_name=driver)
-    )
-
-
-def _claim(name: str, cls: str, params: object) -> cv.ResourceClaim:
-    return admit_classic(
-        cv.ResourceClaim(
-            metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
-            spec=cv.ResourceClaimSpec(resource_class_name=cls, parameters=params),
-        )
-    )
-
-
 def _input(name: str, driver: str, selected: str | None = None) -> SagaInput:
     return SagaInput(
         namespace="default", name=name, uid=f"uid-{name}", driver_name=driver, selected_node=selected
@@ -161,8 +145,13 @@ PARAMS = {"bitstream": "/images/aes.xclbin", "memory": "8Gi"}
 async def _fpga_cluster(h: Harness, plugin: FpgaController) -> str:
     """Node n1 on the fabric, class ``fpga``; claim ``z`` allocated by a saga of its own (fpga-0);
     claim ``g`` pending with n1 selected. Returns z's saga id."""
-    n1 = node("n1", **{FABRIC_LABEL: "true"})
-    await h.put(n1, _class("fpga", FPGA), _claim("z", "fpga", PARAMS), _claim("g", "fpga", PARAMS))
+    n1 = make_node("n1", labels={FABRIC_LABEL: "true"})
+    await h.put(
+        n1,
+        make_classic_class("fpga", FPGA),
+        make_classic_claim("z", "fpga", PARAMS),
+        make_classic_claim("g", "fpga", PARAMS),
+    )
     plugin.observe(n1)
     z_sid = "ClassicAllocation-uid-z-1"
     state = await h.engine(h.store, plugin).start("ClassicAllocation", z_sid, _input("z", FPGA))
@@ -186,7 +175,7 @@ async def test_allocation_gave_up_undoes_its_own_writes_in_reverse(harness: Harn
     h = harness
     plugin = FpgaController(programming_steps=99)
     z_sid = await _fpga_cluster(h, FpgaController(programming_steps=0))
-    plugin.observe(node("n1", **{FABRIC_LABEL: "true"}))
+    plugin.observe(make_node("n1", labels={FABRIC_LABEL: "true"}))
     plugin.observe(await h.claim("z"))
     z_before = await h.store.events(h.subject("z"))
     sid = "ClassicAllocation-uid-g-9"
@@ -233,7 +222,7 @@ async def test_allocation_stopped_inside_its_compensation_is_finished_by_the_nex
     z_before = await h.store.events(h.subject("z"))
     first = await h.connect("driver-controller-a")
     plugin = FpgaController(programming_steps=99)
-    plugin.observe(node("n1", **{FABRIC_LABEL: "true"}))
+    plugin.observe(make_node("n1", labels={FABRIC_LABEL: "true"}))
     plugin.observe(await h.claim("z"))
     stop = StopAfterAppend(first, _on("g", lambda e: _finalizers(e) == ()))  # step 1's undo landed
     sid = "ClassicAllocation-uid-g-9"
@@ -298,7 +287,9 @@ async def test_a_write_between_the_steps_read_and_its_append_is_retried(harness:
 async def _acme_allocated(h: Harness, plugin: AcmeGpuController) -> None:
     """Claim ``r`` allocated on n1 (2Gi of gpu-0's 4Gi), then asked to Reallocate (no users)."""
     capacity = AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity()
-    await h.put(capacity, _class("acme", ACME), _claim("r", "acme", {"memory": "2Gi"}))
+    await h.put(
+        capacity, make_classic_class("acme", ACME), make_classic_claim("r", "acme", {"memory": "2Gi"})
+    )
     plugin.observe(capacity)
     await h.select("r", "n1")
     state = await h.engine(h.store, plugin).start("ClassicAllocation", "alloc-r", _input("r", ACME, "n1"))

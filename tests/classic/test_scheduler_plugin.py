@@ -28,20 +28,12 @@ from services.scheduler.plugins.classic.writes import (
     ClaimWrite,
     apply_write,
 )
-from tests.scheduler.builders import make_node
-
-
-def _pod(name: str) -> Pod:
-    return Pod(metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"))
+from tests.builders import make_node, make_pod
+from tests.builders.classic import make_classic_claim
 
 
 async def _allocated_claim(store: EventStore, name: str, user_limit: int) -> cv.ResourceClaim:
-    claim = admit_classic(
-        cv.ResourceClaim(
-            metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
-            spec=cv.ResourceClaimSpec(resource_class_name="fpga", parameters={}),
-        )
-    )
+    claim = make_classic_claim(name, "fpga", {})
     subject = store.subject(cv.CLAIM_KIND, "default", name)
     await store.append(subject, object_applied(claim), expected_last_seq=0)
     allocated = cl.allocated(claim, "fpga.example.com", AllocationResult(user_limit=user_limit))
@@ -58,7 +50,7 @@ async def test_concurrent_schedulers_respect_user_limit(event_store: EventStore)
         for name, limit in (("single", 1), ("multi", -1)):
             claim = await _allocated_claim(event_store, name, limit)
             for i, feed in enumerate(feeds):
-                ref = pod_owner_reference(_pod(f"{name}-p{i}"))
+                ref = pod_owner_reference(make_pod(f"{name}-p{i}"))
                 feed.submit(
                     ClaimWrite(op=RESERVE, namespace="default", name=name, uid=claim.metadata.uid, pod=ref)
                 )
@@ -87,7 +79,7 @@ def test_asks_are_decided_on_the_latest_claim() -> None:
         "fpga.example.com",
         AllocationResult(),
     )
-    p1, p2 = pod_owner_reference(_pod("p1")), pod_owner_reference(_pod("p2"))
+    p1, p2 = pod_owner_reference(make_pod("p1")), pod_owner_reference(make_pod("p2"))
     reserved = apply_write(claim, ClaimWrite(op=RESERVE, namespace="default", name="c", uid="u", pod=p1))
     assert isinstance(reserved, cv.ResourceClaim)
     assert apply_write(reserved, ClaimWrite(op=RESERVE, namespace="default", name="c", pod=p2)) == (

@@ -25,6 +25,7 @@ from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuI
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
 from services.runtime.controller import Runtime
+from tests.builders import make_node
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "classic"
 CLAIM = cv.CLAIM_KIND
@@ -66,7 +67,7 @@ async def test_immediate_fpga_claim_is_allocated_by_the_service(runtime: Runtime
     fpga = FpgaController(programming_steps=2)
     svc = DriverControllerService(runtime, {"fpga.example.com": fpga}, retry_initial_s=0.01)
     store = runtime.events
-    await put(store, c1.Node(metadata=ObjectMeta(name="n1", uid="uid-n1", labels={FABRIC_LABEL: "true"})))
+    await put(store, make_node("n1", labels={FABRIC_LABEL: "true"}))
     await put(
         store,
         admit_classic(
@@ -99,7 +100,7 @@ async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runti
     capacity = AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="8Gi")]).capacity()
     await put(store, admit_classic(capacity))
     for name in ("n1", "n2"):
-        await put(store, c1.Node(metadata=ObjectMeta(name=name, uid=f"uid-{name}")))
+        await put(store, make_node(name))
     ((_, rc),) = parse_documents((EXAMPLES / "acme-gpu-resourceclass.yaml").read_text())
     await put(
         store, admit_classic(replace(decode_manifest(rc), metadata=ObjectMeta(name="acme-gpu", uid="u-c")))
@@ -146,7 +147,7 @@ async def test_a_claim_waiting_for_a_free_fpga_gets_it_after_the_other_is_delete
     fpga = FpgaController(pool=[{"name": "fpga-0"}], programming_steps=0)
     svc = DriverControllerService(runtime, {"fpga.example.com": fpga}, retry_initial_s=0.01, retry_attempts=2)
     store = runtime.events
-    await put(store, c1.Node(metadata=ObjectMeta(name="n1", uid="uid-n1", labels={FABRIC_LABEL: "true"})))
+    await put(store, make_node("n1", labels={FABRIC_LABEL: "true"}))
     await put(
         store,
         admit_classic(

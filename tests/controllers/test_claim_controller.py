@@ -51,13 +51,13 @@ def test_create_claim_from_template_with_annotation_owner_and_status() -> None:
 
 def test_nop_when_claim_exists_and_is_recorded() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, statuses={"gpu": "pod0-gpu-abcde"})
-    claim = make_claim("pod0-gpu-abcde", owner_pod=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
-    assert sync_pod(pod, [claim], [make_template()]) == []
+    claim = make_claim("pod0-gpu-abcde", owner=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
+    assert sync_pod(pod, [claim], [make_template("single-gpu")]) == []
 
 
 def test_recreate_a_recorded_claim_that_was_deleted() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, statuses={"gpu": "pod0-gpu-abcde"})
-    actions = sync_pod(pod, [], [make_template()])
+    actions = sync_pod(pod, [], [make_template("single-gpu")])
     create, record = actions
     assert isinstance(create, CreateClaim) and isinstance(record, RecordPodClaimStatus)
     assert record.statuses[0].resource_claim_name == create.name
@@ -66,14 +66,14 @@ def test_recreate_a_recorded_claim_that_was_deleted() -> None:
 def test_recorded_claim_not_owned_by_the_pod_is_replaced_by_a_new_one() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, statuses={"gpu": "pod0-gpu-abcde"})
     stranger = make_claim("pod0-gpu-abcde")  # same name, no owner
-    create, record = sync_pod(pod, [stranger], [make_template()])
+    create, record = sync_pod(pod, [stranger], [make_template("single-gpu")])
     assert isinstance(create, CreateClaim) and create.name != "pod0-gpu-abcde"
     assert isinstance(record, RecordPodClaimStatus)
 
 
 def test_crash_recovery_adopts_the_claim_created_before_the_status_was_recorded() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
-    orphan = make_claim("pod0-gpu-zzzzz", owner_pod=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
+    orphan = make_claim("pod0-gpu-zzzzz", owner=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
     actions = sync_pod(pod, [orphan], [])  # no template needed to adopt
     (recorded,) = actions
     assert isinstance(recorded, RecordPodClaimStatus)
@@ -86,16 +86,16 @@ def test_crash_recovery_adopts_the_claim_created_before_the_status_was_recorded(
 def test_claims_of_other_pods_or_other_pod_claims_are_not_adopted() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
     other_pod = make_pod("pod0", uid="uid-old-pod0", template_claims={"gpu": "single-gpu"})
-    foreign = make_claim("a", owner_pod=other_pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
-    other_entry = make_claim("b", owner_pod=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "net"})
-    unannotated = make_claim("c", owner_pod=pod)
-    actions = sync_pod(pod, [foreign, other_entry, unannotated], [make_template()])
+    foreign = make_claim("a", owner=other_pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
+    other_entry = make_claim("b", owner=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "net"})
+    unannotated = make_claim("c", owner=pod)
+    actions = sync_pod(pod, [foreign, other_entry, unannotated], [make_template("single-gpu")])
     assert isinstance(actions[0], CreateClaim)
 
 
 def test_missing_template_gives_a_warning_and_the_other_claims_still_proceed() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "nope", "net": "single-gpu"})
-    actions = sync_pod(pod, [], [make_template()])
+    actions = sync_pod(pod, [], [make_template("single-gpu")])
     warning, create, record = actions
     assert isinstance(warning, RecordEvent)
     assert (warning.type, warning.reason, warning.kind, warning.name) == (
@@ -114,15 +114,18 @@ def test_missing_template_gives_a_warning_and_the_other_claims_still_proceed() -
 
 def test_deleted_pods_pods_without_claims_and_user_claims_need_nothing() -> None:
     assert (
-        sync_pod(make_pod(deleting=True, template_claims={"gpu": "single-gpu"}), [], [make_template()]) == []
+        sync_pod(
+            make_pod(deleting=True, template_claims={"gpu": "single-gpu"}), [], [make_template("single-gpu")]
+        )
+        == []
     )
-    assert sync_pod(make_pod(), [], [make_template()]) == []
+    assert sync_pod(make_pod(), [], [make_template("single-gpu")]) == []
     assert sync_pod(make_pod(claims={"gpu": "shared"}), [], []) == []
 
 
 def test_terminal_pods_get_no_new_claims() -> None:
     pod = make_pod(template_claims={"gpu": "single-gpu"}, phase="Succeeded")
-    assert sync_pod(pod, [], [make_template()]) == []
+    assert sync_pod(pod, [], [make_template("single-gpu")]) == []
 
 
 def test_claims_and_templates_of_other_namespaces_are_ignored() -> None:
@@ -134,29 +137,29 @@ def test_claims_and_templates_of_other_namespaces_are_ignored() -> None:
 
 def test_a_status_entry_without_claim_name_means_no_claim_is_needed() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, statuses={"gpu": None})
-    assert sync_pod(pod, [], [make_template()]) == []
+    assert sync_pod(pod, [], [make_template("single-gpu")]) == []
 
 
 def test_generated_name_avoids_existing_claims() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
-    first = sync_pod(pod, [], [make_template()])[0]
+    first = sync_pod(pod, [], [make_template("single-gpu")])[0]
     assert isinstance(first, CreateClaim)
     clash = make_claim(first.name)
-    second = sync_pod(pod, [clash], [make_template()])[0]
+    second = sync_pod(pod, [clash], [make_template("single-gpu")])[0]
     assert isinstance(second, CreateClaim) and second.name != first.name
 
 
 def test_seeded_suffix_source_is_injectable() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
-    a = sync_pod(pod, [], [make_template()], suffixes=SeededSuffixes(1))[0]
-    b = sync_pod(pod, [], [make_template()], suffixes=SeededSuffixes(1))[0]
+    a = sync_pod(pod, [], [make_template("single-gpu")], suffixes=SeededSuffixes(1))[0]
+    b = sync_pod(pod, [], [make_template("single-gpu")], suffixes=SeededSuffixes(1))[0]
     assert isinstance(a, CreateClaim) and isinstance(b, CreateClaim) and a.name == b.name
 
 
 def test_bound_pod_gets_reserved_on_its_allocated_claim() -> None:
-    pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, statuses={"gpu": "c1"}, node="worker")
-    claim = make_claim("c1", owner_pod=pod, allocation=make_allocation(("gpu", "gpu-0")), finalizers=FIN)
-    assert sync_pod(pod, [claim], [make_template()]) == [
+    pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, statuses={"gpu": "c1"}, node_name="worker")
+    claim = make_claim("c1", owner=pod, allocation=make_allocation(("gpu", "gpu-0")), finalizers=FIN)
+    assert sync_pod(pod, [claim], [make_template("single-gpu")]) == [
         AddReservedFor(namespace="default", claim_name="c1", claim_uid="uid-c1", consumer=pod_ref("pod0"))
     ]
     reserved = apply_to_claim(claim, sync_pod(pod, [claim], [])[0])
@@ -167,14 +170,14 @@ def test_unbound_pods_and_unallocated_claims_are_left_to_the_scheduler() -> None
     pod = make_pod("pod0", claims={"gpu": "shared"})
     allocated = make_claim("shared", allocation=make_allocation(("gpu", "gpu-0")))
     assert sync_pod(pod, [allocated], []) == []
-    bound = make_pod("pod0", claims={"gpu": "shared"}, node="worker")
+    bound = make_pod("pod0", claims={"gpu": "shared"}, node_name="worker")
     assert sync_pod(bound, [make_claim("shared")], []) == []
 
 
 def test_reservation_pass_reserves_in_spec_order_and_stops_at_a_claim_not_yet_known() -> None:
     # make_pod lists direct claims before template claims.
     pod = make_pod(
-        "pod0", template_claims={"gpu": "t"}, claims={"b": "shared"}, node="n", statuses={"gpu": "x"}
+        "pod0", template_claims={"gpu": "t"}, claims={"b": "shared"}, node_name="n", statuses={"gpu": "x"}
     )
     not_owned = make_claim("x", allocation=make_allocation(("gpu", "gpu-0")))
     shared = make_claim("shared", allocation=make_allocation(("gpu", "gpu-1")))
@@ -186,7 +189,7 @@ def test_reservation_pass_reserves_in_spec_order_and_stops_at_a_claim_not_yet_kn
 
 
 def test_bound_pod_already_reserved_needs_nothing() -> None:
-    pod = make_pod("pod0", claims={"a": "foreign"}, node="n")
+    pod = make_pod("pod0", claims={"a": "foreign"}, node_name="n")
     foreign = make_claim("foreign", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["pod0"])
     assert sync_pod(pod, [foreign], []) == []
 
@@ -195,7 +198,7 @@ def test_bound_pod_already_reserved_needs_nothing() -> None:
 
 
 def test_reservation_of_a_live_pod_stays() -> None:
-    pod = make_pod("pod0", claims={"gpu": "c"}, node="n", phase="Running")
+    pod = make_pod("pod0", claims={"gpu": "c"}, node_name="n", phase="Running")
     claim = make_claim(
         "c", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["pod0"], finalizers=FIN
     )
@@ -216,7 +219,7 @@ def test_last_reservation_gone_deallocates_then_unfinalizes() -> None:
 
 
 def test_one_of_two_reservations_gone_keeps_the_allocation() -> None:
-    live = make_pod("pod1", claims={"gpu": "c"}, node="n", phase="Running")
+    live = make_pod("pod1", claims={"gpu": "c"}, node_name="n", phase="Running")
     claim = make_claim(
         "c", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["pod0", "pod1"], finalizers=FIN
     )
@@ -231,7 +234,7 @@ def test_one_of_two_reservations_gone_keeps_the_allocation() -> None:
         make_pod("pod0", claims={"gpu": "c"}, phase="Succeeded"),
         make_pod("pod0", claims={"gpu": "c"}, phase="Failed"),
         make_pod("pod0", claims={"gpu": "c"}, deleting=True),  # deleted before it was scheduled
-        make_pod("pod0", uid="uid-new", claims={"gpu": "c"}, node="n"),  # replaced under the same name
+        make_pod("pod0", uid="uid-new", claims={"gpu": "c"}, node_name="n"),  # replaced under the same name
     ],
     ids=["succeeded", "failed", "deleted-unscheduled", "replaced"],
 )
@@ -243,7 +246,7 @@ def test_done_or_replaced_pods_lose_their_reservation(pod: Pod) -> None:
 
 
 def test_deleted_but_scheduled_pod_keeps_its_reservation_until_the_kubelet_is_done() -> None:
-    pod = make_pod("pod0", claims={"gpu": "c"}, node="n", deleting=True, phase="Running")
+    pod = make_pod("pod0", claims={"gpu": "c"}, node_name="n", deleting=True, phase="Running")
     claim = make_claim(
         "c", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["pod0"], finalizers=FIN
     )
@@ -274,11 +277,7 @@ def test_allocated_unreserved_user_claim_is_left_alone() -> None:
 def test_generated_claim_of_a_done_pod_is_deleted() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "t"}, phase="Succeeded")
     claim = make_claim(
-        "c",
-        owner_pod=pod,
-        allocation=make_allocation(("gpu", "gpu-0")),
-        reserved_for=["pod0"],
-        finalizers=FIN,
+        "c", owner=pod, allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["pod0"], finalizers=FIN
     )
     actions = sync_claim(claim, [pod])
     assert [type(a) for a in actions] == [RemoveReservedFor, Deallocate, RemoveFinalizer, DeleteClaim]
@@ -289,7 +288,7 @@ def test_generated_claim_of_a_done_pod_is_deleted() -> None:
 
 def test_generated_claim_of_a_gone_or_replaced_pod_is_deleted() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "t"})
-    claim = make_claim("c", owner_pod=pod)
+    claim = make_claim("c", owner=pod)
     gone = sync_claim(claim, [])
     assert gone == [
         DeleteClaim(
@@ -302,8 +301,8 @@ def test_generated_claim_of_a_gone_or_replaced_pod_is_deleted() -> None:
 
 def test_generated_claim_of_a_live_pod_or_being_deleted_is_not_deleted_again() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "t"})
-    assert sync_claim(make_claim("c", owner_pod=pod), [pod]) == []
-    assert sync_claim(make_claim("c", owner_pod=pod, deleting=True), []) == []
+    assert sync_claim(make_claim("c", owner=pod), [pod]) == []
+    assert sync_claim(make_claim("c", owner=pod, deleting=True), []) == []
 
 
 def test_other_consumer_kinds_are_kept() -> None:

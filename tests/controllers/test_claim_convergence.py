@@ -85,7 +85,7 @@ class World:
 
 def test_template_pod_lifecycle_converges_and_cleans_up() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
-    world = World(pods=[pod], templates=[make_template()])
+    world = World(pods=[pod], templates=[make_template("single-gpu")])
     world.converge()
     (claim,) = world.claims.values()
     assert world.pods["pod0"].status.resource_claim_statuses[0].resource_claim_name == claim.metadata.name
@@ -116,7 +116,7 @@ def test_template_pod_lifecycle_converges_and_cleans_up() -> None:
 def test_two_pods_from_one_template_get_distinct_claims() -> None:
     world = World(
         pods=[make_pod(f"pod{i}", template_claims={"gpu": "single-gpu"}) for i in range(2)],
-        templates=[make_template()],
+        templates=[make_template("single-gpu")],
     )
     world.converge()
     assert len(world.claims) == 2
@@ -142,7 +142,7 @@ def test_random_pods_converge(specs) -> None:
             name,
             template_claims={"gpu": "single-gpu"},
             phase=state if state in ("Pending", "Running", "Succeeded", "Failed") else "Running",
-            node="n" if bound else "",
+            node_name="n" if bound else "",
             deleting=state == "deleting",
         )
         if prepared:
@@ -150,7 +150,7 @@ def test_random_pods_converge(specs) -> None:
             claims.append(
                 make_claim(
                     claim_name,
-                    owner_pod=pod,
+                    owner=pod,
                     annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"},
                     allocation=make_allocation(("gpu", f"gpu-{i}")),
                     reserved_for=[name],
@@ -159,7 +159,7 @@ def test_random_pods_converge(specs) -> None:
             )
         if state != "gone":
             pods.append(pod)
-    world = World(pods=pods, claims=claims, templates=[make_template()])
+    world = World(pods=pods, claims=claims, templates=[make_template("single-gpu")])
     world.converge(rounds=6)
 
     live = {

@@ -23,7 +23,7 @@ def _change(deps: Dependencies, kind: str, obj: ApiStruct, type_: str = "ADDED")
 def test_pod_change_marks_the_pod_its_claims_and_the_claims_it_owns_or_is_reserved_on() -> None:
     deps = Dependencies()
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"}, claims={"shared": "user-claim"})
-    owned = make_claim("pod0-gpu-xyz", owner_pod=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
+    owned = make_claim("pod0-gpu-xyz", owner=pod, annotations={POD_CLAIM_NAME_ANNOTATION: "gpu"})
     reserving = make_claim("other", reserved_for=["pod0"])
     unrelated = make_claim("unrelated", reserved_for=["pod1"])
     deps.rebuild([], [owned, reserving, unrelated])
@@ -40,12 +40,12 @@ def test_claim_change_marks_reserved_owner_and_referencing_pods_also_after_delet
     owner = make_pod("owner", template_claims={"gpu": "single-gpu"})
     user = make_pod("user", claims={"c": "c1"})
     deps.rebuild([owner, user], [])
-    claim = make_claim("c1", owner_pod=owner, reserved_for=["r1"])
+    claim = make_claim("c1", owner=owner, reserved_for=["r1"])
     _change(deps, "ResourceClaim", claim)
     dirty = deps.take()
     assert dirty.claims == {("default", "c1")}
     assert dirty.pods == {("default", n) for n in ("owner", "user", "r1")}
-    released = make_claim("c1", owner_pod=owner)
+    released = make_claim("c1", owner=owner)
     _change(deps, "ResourceClaim", released, "MODIFIED")
     assert ("default", "r1") in deps.take().pods  # the pod it was reserved for, from the index
     _change(deps, "ResourceClaim", released, "DELETED")
@@ -69,11 +69,11 @@ def test_template_change_marks_the_pods_using_it_and_a_deleted_pod_unlinks() -> 
 
 def test_sync_pod_with_only_its_claims_and_taken_names_decides_like_with_the_namespace() -> None:
     pod = make_pod("pod0", template_claims={"gpu": "single-gpu"})
-    first = sync_pod(pod, [], [make_template()])[0]
+    first = sync_pod(pod, [], [make_template("single-gpu")])[0]
     assert isinstance(first, CreateClaim)
     clash = make_claim(first.name)
-    whole = sync_pod(pod, [clash, make_claim("x")], [make_template()])
-    subset = sync_pod(pod, [], [make_template()], taken={clash.metadata.name})
+    whole = sync_pod(pod, [clash, make_claim("x")], [make_template("single-gpu")])
+    subset = sync_pod(pod, [], [make_template("single-gpu")], taken={clash.metadata.name})
     assert subset == whole and isinstance(whole[0], CreateClaim) and whole[0].name != first.name
 
 

@@ -63,7 +63,7 @@ def shared_setup(tmp_path: Path):
     claim = make_claim(
         "shared", uid="c1", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["p0", "p1"]
     )
-    pods = [make_pod(f"p{i}", claims={"gpu": "shared"}, node="node-1") for i in range(2)]
+    pods = [make_pod(f"p{i}", claims={"gpu": "shared"}, node_name="node-1") for i in range(2)]
     return Env(tmp_path, claim), claim, pods
 
 
@@ -109,7 +109,7 @@ def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     env = Env(tmp_path, mixed, gpu_only)
     other = OtherDriver()
     env.plugins["net.example.com"] = other  # type: ignore[assignment]
-    pod = make_pod("p", claims={"x": "a", "y": "b"}, node="node-1")
+    pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
     outcome = env.prepare(pod, mixed, gpu_only)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 1, "net.example.com": 1}
     assert env.plugin.calls == [("prepare", ("uid-a", "uid-b"))]
@@ -125,8 +125,9 @@ def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
 def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
     claim = make_claim(
         "c",
+        "gpu",
+        "other",
         uid="u",
-        requests=("gpu", "other"),
         allocation=make_allocation(("gpu/latest-gpu", "gpu-1"), ("other", "gpu-2")),
     )
     env = Env(tmp_path, claim)
@@ -136,7 +137,7 @@ def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
         make_container("other", claims=[("mine", "other")]),
         make_container("none"),
     ]
-    pod = make_pod("p", claims={"mine": "c"}, containers=containers, node="node-1")
+    pod = make_pod("p", claims={"mine": "c"}, containers=containers, node_name="node-1")
     assert env.prepare(pod, claim).ok
     assert env.manager.pod_cdi_devices(pod) == {
         "all": [COMMON, "k8s.gpu.example.com/gpu=u-gpu-1", COMMON, "k8s.gpu.example.com/gpu=u-gpu-2"],
@@ -148,7 +149,7 @@ def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
 
 def test_whole_call_failures_are_retried(tmp_path: Path) -> None:
     claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0")))
-    pod = make_pod("p", claims={"gpu": "c"}, node="node-1")
+    pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
     env = Env(tmp_path, claim, failures=FailureSwitches(fail_prepare_calls=2))
     outcome = env.prepare(pod, claim, attempts=3)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 3}
@@ -168,7 +169,7 @@ def test_per_claim_error_fails_the_pod_and_only_that_claim_is_asked_again(tmp_pa
     b = make_claim("b", allocation=make_allocation(("gpu", "gpu-1")))
     switches = FailureSwitches(prepare_claims={"a"})
     env = Env(tmp_path, a, b, failures=switches)
-    pod = make_pod("p", claims={"x": "a", "y": "b"}, node="node-1")
+    pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
     outcome = env.prepare(pod, a, b, attempts=2)
     assert not outcome.ok
     assert outcome.errors == [
@@ -194,7 +195,7 @@ def test_unprepare_failures_keep_the_pod_reference_until_it_succeeds(tmp_path: P
 def test_missing_plugin_and_reused_claim_name_are_errors(tmp_path: Path) -> None:
     claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0", "none.example.com")))
     env = Env(tmp_path, claim)
-    pod = make_pod("p", claims={"gpu": "c"}, node="node-1")
+    pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
     assert env.prepare(pod, claim).errors == ["DRA driver none.example.com is not registered"]
 
     env2 = Env(tmp_path / "b")
@@ -202,7 +203,7 @@ def test_missing_plugin_and_reused_claim_name_are_errors(tmp_path: Path) -> None
     env2.claims["old"] = first
     assert env2.prepare(pod, first).ok
     second = make_claim("c", uid="new", allocation=make_allocation(("gpu", "gpu-0")))
-    outcome = env2.prepare(make_pod("q", claims={"gpu": "c"}, node="node-1"), second)
+    outcome = env2.prepare(make_pod("q", claims={"gpu": "c"}, node_name="node-1"), second)
     assert outcome.errors == [
         "old ResourceClaim with same name c and different UID old still exists (previous pod force-deleted?)"
     ]
@@ -279,7 +280,7 @@ def test_checkpoint_matches_upstream_bytes_and_detects_corruption(tmp_path: Path
 
 def test_plan_prepare_refuses_unallocated_claims_without_touching_the_cache() -> None:
     manager = DRAManager()
-    pod = make_pod("p", claims={"gpu": "c"}, node="node-1")
+    pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
     ok = make_claim("ok", allocation=make_allocation(("gpu", "gpu-0")))
     unallocated = make_claim("c")
     with pytest.raises(ManagerError, match="ResourceClaim c: not allocated"):

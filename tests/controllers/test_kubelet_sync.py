@@ -24,16 +24,16 @@ from tests.builders import make_allocation, make_claim, make_pod
 
 def test_steps_for_pods_on_and_off_the_node() -> None:
     manager = DRAManager()
-    assert next_step(make_pod(node="n1"), "n1", manager) is Step.START
-    assert next_step(make_pod(node="n2"), "n1", manager) is Step.NOTHING
-    assert next_step(make_pod(node="n1", phase="Running"), "n1", manager) is Step.NOTHING
-    assert next_step(make_pod(node="n1", phase="Succeeded"), "n1", manager) is Step.NOTHING
-    assert next_step(make_pod(node="n1", deleting=True), "n1", manager) is Step.FINISH_DELETION
+    assert next_step(make_pod(node_name="n1"), "n1", manager) is Step.START
+    assert next_step(make_pod(node_name="n2"), "n1", manager) is Step.NOTHING
+    assert next_step(make_pod(node_name="n1", phase="Running"), "n1", manager) is Step.NOTHING
+    assert next_step(make_pod(node_name="n1", phase="Succeeded"), "n1", manager) is Step.NOTHING
+    assert next_step(make_pod(node_name="n1", deleting=True), "n1", manager) is Step.FINISH_DELETION
 
 
 def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
     claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["p"])
-    pod = make_pod("p", claims={"gpu": "c"}, node="node-1")
+    pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
     plugin = GpuExamplePlugin("node-1", tmp_path / "cdi", lambda ref: claim)
     plugins = {"gpu.example.com": plugin}
     manager = DRAManager()
@@ -44,7 +44,7 @@ def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
     assert next_step(running, "node-1", manager) is Step.NOTHING
     done = msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, phase="Succeeded"))
     assert next_step(done, "node-1", manager) is Step.RELEASE
-    deleting = make_pod("p", claims={"gpu": "c"}, node="node-1", deleting=True)
+    deleting = make_pod("p", claims={"gpu": "c"}, node_name="node-1", deleting=True)
     assert next_step(deleting, "node-1", manager) is Step.RELEASE
 
     # The kubelet dies; the pod is deleted from the cluster meanwhile; a new kubelet starts.

@@ -110,7 +110,7 @@ def _plugin(tmp_path: Path, claims: dict[str, ResourceClaim]) -> NvidiaGpuPlugin
 
 def test_plugin_prepares_with_cdi_specs_idempotently_and_unprepares(tmp_path: Path) -> None:
     alloc = make_allocation(("gpu", "gpu-0"), ("mig", "gpu-1-mig-1g12gb-3"), driver=DRIVER, pool="n1")
-    claim = make_claim("c", uid="u1", requests=("gpu", "mig"), allocation=alloc)
+    claim = make_claim("c", "gpu", "mig", uid="u1", allocation=alloc)
     plugin = _plugin(tmp_path, {"u1": claim})
     assert isinstance(plugin, DRAPlugin)
     ref = ClaimRef(namespace="default", uid="u1", name="c")

@@ -17,8 +17,8 @@ import pytest
 from events.api.core_v1 import Pod
 from infra.config import Settings
 from services.cli.main import main
+from tests.builders import make_pod
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import make_pod
 from tests.scheduler_service.conftest import Cluster
 
 

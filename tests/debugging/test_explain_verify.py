@@ -27,8 +27,8 @@ from services.cli.main import main
 from services.cli.verify import verify_records
 from services.runtime.client import ApiClient
 from services.scheduler.plugins.dynamicresources.plugin import DynamicResources
+from tests.builders import exact, make_claim, make_class, make_node, make_slice
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_slice
 from tests.scheduler_service.conftest import Cluster
 
 UNSCHEDULABLE = "0/3 nodes are available: 1 Insufficient cpu, 2 cannot allocate all claims."

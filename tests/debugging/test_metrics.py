@@ -9,9 +9,9 @@ import urllib.request
 from events.api.codec import encode_object
 from infra.config import Settings
 from services.runtime.client import ApiClient
+from tests.builders import make_node, make_pod
 from tests.e2e.procs import Proc
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import make_node, make_pod
 
 _SERVING = re.compile(r"Prometheus metrics on http://127\.0\.0\.1:(\d+)/metrics")
 

@@ -36,7 +36,7 @@ from services.cli.invariants import BOUND_ONCE, KEEPS_CLAIMS
 from services.cli.main import main
 from services.cli.verify import verify_records
 from services.runtime.client import ApiClient
-from tests.scheduler.builders import exact, make_claim, make_pod
+from tests.builders import exact, make_claim, make_pod
 
 NS = "default"
 CLAIM = "pod0-gpu-x7k2p"
@@ -69,7 +69,9 @@ async def _as(store: EventStore, actor: str, kind: str, name: str, events: list[
 
 async def running_pod(api: ApiClient, store: EventStore) -> Pod:
     """pod0 with its template claim, allocated, reserved, bound to node-1 and Running."""
-    (res,) = await api.apply([encode_object(make_pod("pod0", template_claims={"gpu": CLAIM}))])
+    (res,) = await api.apply(
+        [encode_object(make_pod("pod0", template_claims={"gpu": "gpu-template"}, statuses={"gpu": CLAIM}))]
+    )
     assert res.error is None, res.error
     pod = await api.get_object("Pod", "pod0", namespace=NS)
     assert isinstance(pod, Pod)

@@ -170,7 +170,7 @@ def test_terminal_and_done_pods() -> None:
     assert is_pod_terminal(make_pod(phase="Succeeded")) and is_pod_terminal(make_pod(phase="Failed"))
     assert not is_pod_terminal(make_pod(phase="Running"))
     assert is_pod_done(make_pod(deleting=True))  # deleted before it was scheduled
-    assert not is_pod_done(make_pod(deleting=True, node="n1"))  # the kubelet still has to stop it
+    assert not is_pod_done(make_pod(deleting=True, node_name="n1"))  # the kubelet still has to stop it
 
 
 def test_claim_ref() -> None:

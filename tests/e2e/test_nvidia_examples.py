@@ -24,10 +24,10 @@ from events.dra import PodResourcesPrepared
 from infra.config import Settings
 from services.drivers.nvidia_sim import DRIVER
 from services.runtime.controller import Runtime
+from tests.builders.manifests import REALWORLD
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import Proc, stop_cleanly
 from tests.e2e.test_demo import wait_for
-from tests.extended.helpers import REALWORLD
 
 NVIDIA = REALWORLD / "NVIDIA__k8s-dra-driver-gpu"
 NODE = "gh200-1"

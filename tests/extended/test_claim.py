@@ -24,11 +24,14 @@ from services.dra.extended import (
     pod_requests,
     wants_dra,
 )
-from tests.extended.helpers import REALWORLD, container, device_class, load, pod
+from tests.builders import make_class, make_container, make_pod
+from tests.builders.manifests import REALWORLD, load
 
 GPU = "example.com/gpu"
 IMPLICIT = "deviceclass.resource.kubernetes.io/gpu.example.com"
-INDEX = ExtendedResourceIndex.from_classes([device_class("gpu.example.com", GPU)])
+INDEX = ExtendedResourceIndex.from_classes(
+    [make_class("gpu.example.com", selectors=(), extended_resource_name=GPU)]
+)
 
 
 def _requests(p: Pod, index: ExtendedResourceIndex = INDEX) -> dict[str, tuple[str, int]]:
@@ -48,30 +51,31 @@ def _mappings(p: Pod) -> list[tuple[str, str, str]]:
 
 
 def test_request_index_is_position_among_sorted_request_names() -> None:
-    c = container(
-        "main",
-        requests={"memory": "1Gi", "cpu": "1", GPU: 2, IMPLICIT: 1},
-    )
+    c = make_container("main", requests={"memory": "1Gi", "cpu": "1", GPU: 2, IMPLICIT: 1})
     # sorted: cpu, deviceclass.resource.kubernetes.io/..., example.com/gpu, memory
-    assert _requests(pod(containers=(c,))) == {
+    assert _requests(make_pod("p", containers=(c,))) == {
         "container-0-request-1": ("gpu.example.com", 1),
         "container-0-request-2": ("gpu.example.com", 2),
     }
-    assert _mappings(pod(containers=(c,))) == [
+    assert _mappings(make_pod("p", containers=(c,))) == [
         ("main", IMPLICIT, "container-0-request-1"),
         ("main", GPU, "container-0-request-2"),
     ]
 
 
 def test_limits_count_as_requests_like_api_defaulting() -> None:
-    p = pod(containers=(container("c", limits={GPU: 3}),))
+    p = make_pod("p", containers=(make_container("c", limits={GPU: 3}),))
     assert pod_requests(p) == {GPU: 3}
     assert _requests(p) == {"container-0-request-0": ("gpu.example.com", 3)}
 
 
 def test_container_index_runs_over_init_then_regular() -> None:
-    sidecar = container("side", requests={GPU: 1}, sidecar=True)
-    p = pod(init=(sidecar,), containers=(container("a"), container("b", requests={GPU: 2})))
+    sidecar = make_container("side", requests={GPU: 1}, sidecar=True)
+    p = make_pod(
+        "p",
+        containers=(make_container("a"), make_container("b", requests={GPU: 2})),
+        init_containers=(sidecar,),
+    )
     assert _requests(p) == {
         "container-0-request-0": ("gpu.example.com", 1),
         "container-2-request-0": ("gpu.example.com", 2),
@@ -80,14 +84,22 @@ def test_container_index_runs_over_init_then_regular() -> None:
 
 
 def test_init_container_reuses_devices_of_later_containers() -> None:
-    p = pod(init=(container("init", requests={GPU: 1}),), containers=(container("main", requests={GPU: 1}),))
+    p = make_pod(
+        "p",
+        containers=(make_container("main", requests={GPU: 1}),),
+        init_containers=(make_container("init", requests={GPU: 1}),),
+    )
     assert _requests(p) == {"container-1-request-0": ("gpu.example.com", 1)}
     assert _mappings(p) == [("main", GPU, "container-1-request-0"), ("init", GPU, "container-1-request-0")]
     assert pod_requests(p) == {GPU: 1}
 
 
 def test_init_container_asks_only_for_the_shortfall() -> None:
-    p = pod(init=(container("init", requests={GPU: 3}),), containers=(container("main", requests={GPU: 1}),))
+    p = make_pod(
+        "p",
+        containers=(make_container("main", requests={GPU: 1}),),
+        init_containers=(make_container("init", requests={GPU: 3}),),
+    )
     assert _requests(p) == {
         "container-0-request-0": ("gpu.example.com", 2),
         "container-1-request-0": ("gpu.example.com", 1),
@@ -101,9 +113,10 @@ def test_init_container_asks_only_for_the_shortfall() -> None:
 
 
 def test_plain_init_containers_share_the_largest_request() -> None:
-    p = pod(
-        init=(container("i0", requests={GPU: 1}), container("i1", requests={GPU: 2})),
-        containers=(container("main", requests={"cpu": "1"}),),
+    p = make_pod(
+        "p",
+        containers=(make_container("main", requests={"cpu": "1"}),),
+        init_containers=(make_container("i0", requests={GPU: 1}), make_container("i1", requests={GPU: 2})),
     )
     assert _requests(p) == {"container-1-request-0": ("gpu.example.com", 2)}
     assert _mappings(p) == [("i0", GPU, "container-1-request-0"), ("i1", GPU, "container-1-request-0")]
@@ -111,14 +124,14 @@ def test_plain_init_containers_share_the_largest_request() -> None:
 
 
 def test_requests_sorted_by_name_as_strings() -> None:
-    cs = tuple(container(f"c{i}", requests={GPU: 1}) for i in range(11))
-    names = list(_requests(pod(containers=cs)))
+    cs = tuple(make_container(f"c{i}", requests={GPU: 1}) for i in range(11))
+    names = list(_requests(make_pod("p", containers=cs)))
     assert names == sorted(names)
     assert names[:3] == ["container-0-request-0", "container-1-request-0", "container-10-request-0"]
 
 
 def test_in_memory_claim_shape() -> None:
-    p = pod("demo")
+    p = make_pod("demo", containers=())
     c = new_in_memory_claim(p)
     assert c.metadata.name == IN_MEMORY_CLAIM_NAME and is_in_memory(c)
     assert c.metadata.generate_name == "demo-extended-resources-"
@@ -130,19 +143,19 @@ def test_in_memory_claim_shape() -> None:
 
 
 def test_find_existing_claim_needs_annotation_and_controller_ref() -> None:
-    p = pod("demo")
+    p = make_pod("demo", containers=())
     mine = claim_for_create(new_in_memory_claim(p))
     named = msgspec.structs.replace(
         mine, metadata=msgspec.structs.replace(mine.metadata, name="demo-extended-resources-x")
     )
-    other_pod = claim_for_create(new_in_memory_claim(pod("other")))
+    other_pod = claim_for_create(new_in_memory_claim(make_pod("other", containers=())))
     plain = ResourceClaim(metadata=ObjectMeta(name="x", namespace="default"))
     assert find_extended_resource_claim(p, [plain, other_pod, named]) is named
     assert find_extended_resource_claim(p, [plain, other_pod]) is None
 
 
 def test_claim_for_create_and_pod_status() -> None:
-    p = pod("demo", containers=(container("ctr", requests={GPU: 1}),))
+    p = make_pod("demo", containers=(make_container("ctr", requests={GPU: 1}),))
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     assert d.claim is not None
     created = claim_for_create(d.claim)
@@ -156,9 +169,9 @@ def test_claim_for_create_and_pod_status() -> None:
 
 
 def test_zero_and_unmapped_requests_do_not_want_dra() -> None:
-    assert not wants_dra(pod(containers=(container("c", requests={GPU: 0}),)), INDEX)
-    assert not wants_dra(pod(containers=(container("c", requests={"other.com/x": 1}),)), INDEX)
-    assert wants_dra(pod(containers=(container("c", requests={IMPLICIT: 1}),)), INDEX)
+    assert not wants_dra(make_pod("p", containers=(make_container("c", requests={GPU: 0}),)), INDEX)
+    assert not wants_dra(make_pod("p", containers=(make_container("c", requests={"other.com/x": 1}),)), INDEX)
+    assert wants_dra(make_pod("p", containers=(make_container("c", requests={IMPLICIT: 1}),)), INDEX)
 
 
 def _commented_yaml(text: str, start: str, stop: str) -> dict[str, object]:

@@ -16,20 +16,21 @@ from services.dra.extended import (
 from services.dra.structured import Allocator
 from services.kubelet.manager import DRAManager
 from services.kubelet.state import ClaimInfo, DeviceState
-from tests.extended.helpers import EXAMPLES, container, load, pod
+from tests.builders import make_container, make_pod
+from tests.builders.manifests import EXAMPLES, load
 
 GPU = "example.com/gpu"
 
 
 def test_each_container_gets_the_devices_of_its_own_requests() -> None:
-    (dc,) = load(EXAMPLES / "deviceclass.yaml")
-    (rs,) = load(EXAMPLES / "resourceslice-runnable.yaml")
-    n_dra, _ = load(EXAMPLES / "nodes.yaml")
+    (dc,) = load(EXAMPLES / "extended-resources" / "deviceclass.yaml")
+    (rs,) = load(EXAMPLES / "extended-resources" / "resourceslice-runnable.yaml")
+    n_dra, _ = load(EXAMPLES / "extended-resources" / "nodes.yaml")
     assert isinstance(dc, DeviceClass) and isinstance(rs, ResourceSlice)
-    p = pod(
+    p = make_pod(
         "job",
-        init=(container("setup", requests={GPU: 3}),),
-        containers=(container("main", requests={GPU: 1}), container("side", requests={GPU: 2})),
+        containers=(make_container("main", requests={GPU: 1}), make_container("side", requests={GPU: 2})),
+        init_containers=(make_container("setup", requests={GPU: 3}),),
     )
     index = ExtendedResourceIndex.from_classes([dc])
     d = decide_node(p, new_in_memory_claim(p), {}, index)

@@ -29,10 +29,13 @@ from services.dra.extended import (
     node_resources,
 )
 from services.dra.structured import AllocatedState, Allocator, InvalidInputError
-from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
+from tests.builders import make_class, make_container, make_pod
+from tests.builders.manifests import EXAMPLES, load
 
 GPU = "example.com/gpu"
-INDEX = ExtendedResourceIndex.from_classes([device_class("gpu.example.com", GPU)])
+INDEX = ExtendedResourceIndex.from_classes(
+    [make_class("gpu.example.com", selectors=(), extended_resource_name=GPU)]
+)
 
 
 def _decide(p: Pod, allocatable: dict[str, str | int | float]) -> tuple[str, str, tuple[str, ...]]:
@@ -41,19 +44,19 @@ def _decide(p: Pod, allocatable: dict[str, str | int | float]) -> tuple[str, str
 
 
 def test_device_plugin_node_is_left_to_node_fit() -> None:
-    p = pod(containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("p", containers=(make_container("c", requests={GPU: 1}),))
     assert _decide(p, {GPU: "2"}) == ("skip", "", (GPU,))
 
 
 def test_dra_node_gets_a_claim() -> None:
-    p = pod(containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("p", containers=(make_container("c", requests={GPU: 1}),))
     assert _decide(p, {"cpu": "4"})[0] == "dra"
     # allocatable present but 0 (device plugin gone) and a class maps it: DRA, as upstream
     assert _decide(p, {GPU: "0"})[0] == "dra"
 
 
 def test_unmapped_resource_missing_on_node_does_not_fit() -> None:
-    p = pod(containers=(container("c", requests={GPU: 1, "other.com/fpga": 1}),))
+    p = make_pod("p", containers=(make_container("c", requests={GPU: 1, "other.com/fpga": 1}),))
     d = decide_node(p, new_in_memory_claim(p), {"cpu": "4"}, INDEX)
     assert (d.status, d.reason, d.resource) == ("unschedulable", MSG_CANNOT_FIT, "other.com/fpga")
     assert _decide(p, {"other.com/fpga": "1"})[0] == "dra"
@@ -61,9 +64,12 @@ def test_unmapped_resource_missing_on_node_does_not_fit() -> None:
 
 def test_mixed_pod_splits_per_resource() -> None:
     index = ExtendedResourceIndex.from_classes(
-        [device_class("gpu.example.com", GPU), device_class("nic.example.com", "example.com/nic")]
+        [
+            make_class("gpu.example.com", selectors=(), extended_resource_name=GPU),
+            make_class("nic.example.com", selectors=(), extended_resource_name="example.com/nic"),
+        ]
     )
-    p = pod(containers=(container("c", requests={GPU: 1, "example.com/nic": 1}),))
+    p = make_pod("p", containers=(make_container("c", requests={GPU: 1, "example.com/nic": 1}),))
     d = decide_node(p, new_in_memory_claim(p), {GPU: "4"}, index)
     assert d.status == "dra" and d.device_plugin == (GPU,) and d.dra == {"example.com/nic": 1}
     assert d.claim is not None
@@ -73,7 +79,7 @@ def test_mixed_pod_splits_per_resource() -> None:
 
 
 def test_no_claim_means_skip_and_stale_claim_is_unschedulable() -> None:
-    p = pod(containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("p", containers=(make_container("c", requests={GPU: 1}),))
     assert decide_node(p, None, {}, INDEX).status == "skip"
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     assert d.claim is not None
@@ -83,7 +89,7 @@ def test_no_claim_means_skip_and_stale_claim_is_unschedulable() -> None:
 
 
 def test_129_devices_is_refused_with_the_claim_limit() -> None:
-    p = pod("big", containers=(container("c", requests={GPU: 129}),))
+    p = make_pod("big", containers=(make_container("c", requests={GPU: 129}),))
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     assert d.status == "error"
     assert d.reason == (
@@ -95,7 +101,9 @@ def test_129_devices_is_refused_with_the_claim_limit() -> None:
 
 
 def test_32_devices_is_still_a_claim() -> None:
-    p = pod(containers=(container("c", requests={GPU: 20}), container("d", requests={GPU: 12})))
+    p = make_pod(
+        "p", containers=(make_container("c", requests={GPU: 20}), make_container("d", requests={GPU: 12}))
+    )
     assert decide_node(p, new_in_memory_claim(p), {}, INDEX).status == "dra"
 
 
@@ -103,9 +111,9 @@ def test_32_devices_is_still_a_claim() -> None:
 
 
 def _kep() -> tuple[DeviceClass, Node, Node, Pod]:
-    (dc,) = load(EXAMPLES / "deviceclass.yaml")
-    n_dra, n_plugin = load(EXAMPLES / "nodes.yaml")
-    (dep,) = load(EXAMPLES / "deployment.yaml")
+    (dc,) = load(EXAMPLES / "extended-resources" / "deviceclass.yaml")
+    n_dra, n_plugin = load(EXAMPLES / "extended-resources" / "nodes.yaml")
+    (dep,) = load(EXAMPLES / "extended-resources" / "deployment.yaml")
     assert isinstance(dc, DeviceClass) and isinstance(n_dra, Node) and isinstance(n_plugin, Node)
     spec = dep.spec.template.spec  # type: ignore[attr-defined]
     p = Pod(metadata=ObjectMeta(name="demo-7d9f", namespace="default", uid="uid-demo"), spec=spec)
@@ -113,7 +121,7 @@ def _kep() -> tuple[DeviceClass, Node, Node, Pod]:
 
 
 def _slice(name: str) -> ResourceSlice:
-    (rs,) = load(EXAMPLES / name)
+    (rs,) = load(EXAMPLES / "extended-resources" / name)
     assert isinstance(rs, ResourceSlice)
     return rs
 
@@ -187,7 +195,7 @@ def test_kep_slice_as_written_fails_the_class_selector() -> None:
 
 def load_raw_slice() -> list[ResourceSlice]:
     """The KEP's slice as written: decodes, but validation wants spec.pool."""
-    (r,) = load_manifests(EXAMPLES / "resourceslice.yaml")
+    (r,) = load_manifests(EXAMPLES / "extended-resources" / "resourceslice.yaml")
     assert r.ok and isinstance(r.obj, ResourceSlice)
     errors = [str(e) for e in validate(r.obj)]
     assert any("spec.pool.name: Required value" in e for e in errors), errors
@@ -197,7 +205,7 @@ def load_raw_slice() -> list[ResourceSlice]:
 def test_real_allocator_agrees_on_the_claim_limit() -> None:
     dc, n_dra, _, _ = _kep()
     index = ExtendedResourceIndex.from_classes([dc])
-    p = pod("big", containers=(container("c", requests={GPU: 33}),))
+    p = make_pod("big", containers=(make_container("c", requests={GPU: 33}),))
     d = decide_node(p, new_in_memory_claim(p), {}, index)
     assert d.status == "error" and "33 exceeds the claim limit of 32" in d.reason
     requests, _ = build_requests(p, {GPU: 33}, index)

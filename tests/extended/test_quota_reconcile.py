@@ -11,8 +11,17 @@ from events.api.resource_v1 import DeviceClass, ResourceClaim
 from services.dra.extended import ExtendedResourceIndex, pod_requests
 from services.dra.quota.state import QuotaState
 from services.quota_reconciler.reconcile import reconcile
-from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
-from tests.extended.quota_helpers import bound, claim, exact, first, quota, special_claim
+from tests.builders import (
+    exact,
+    first_available,
+    make_claim,
+    make_class,
+    make_container,
+    make_pod,
+    make_quota,
+)
+from tests.builders.extended import special_claim, with_extended_claim
+from tests.builders.manifests import EXAMPLES, load
 
 GPU = "example.com/gpu"
 HARD: dict[str, str | int] = {
@@ -28,25 +37,32 @@ Event = tuple[str, object]
 
 def _log() -> list[Event]:
     """A namespace's history: a class, a quota, pods and claims, some deleted again."""
-    index_class = device_class("gpu.example.com", GPU, "2025-01-01T00:00:00Z")
-    web = pod("web", containers=(container("a", requests={GPU: 2}),))
+    index_class = make_class(
+        "gpu.example.com", selectors=(), extended_resource_name=GPU, created="2025-01-01T00:00:00Z"
+    )
+    web = make_pod("web", containers=(make_container("a", requests={GPU: 2}),))
 
     sc, maps = special_claim(
         web, ExtendedResourceIndex.from_classes([index_class]), "web-extended-resources-x"
     )
-    plugin_pod = pod("legacy", containers=(container("a", requests={GPU: 1}),))
+    plugin_pod = make_pod("legacy", containers=(make_container("a", requests={GPU: 1}),))
     return [
         ("apply", index_class),
-        ("apply", quota("gpu", HARD)),
+        ("apply", make_quota("gpu", HARD)),
         ("apply", web),
         ("apply", sc),
-        ("apply", bound(web, sc.metadata.name, maps)),
+        ("apply", with_extended_claim(web, sc.metadata.name, maps)),
         ("apply", plugin_pod),  # device-plugin node: no special claim
-        ("apply", claim("c1", [exact("a", "gpu.example.com", 3)])),
-        ("apply", claim("c2", [first("a", ("s1", "gpu.example.com", 1), ("s2", "gpu.example.com", None))])),
-        ("apply", claim("gone", [exact("a", "gpu.example.com", 5)])),
+        ("apply", make_claim("c1", exact("a", device_class="gpu.example.com", count=3))),
+        (
+            "apply",
+            make_claim(
+                "c2", first_available("a", ("s1", "gpu.example.com", 1), ("s2", "gpu.example.com", None))
+            ),
+        ),
+        ("apply", make_claim("gone", exact("a", device_class="gpu.example.com", count=5))),
         ("delete", ("ResourceClaim", "default", "gone")),
-        ("apply", quota("other-ns", {"requests.example.com/gpu": 1}, namespace="other")),
+        ("apply", make_quota("other-ns", {"requests.example.com/gpu": 1}, namespace="other")),
     ]
 
 
@@ -136,13 +152,13 @@ def test_deleting_the_pod_frees_its_quota() -> None:
 
 
 def test_kep_quota_example_tracks_both_keys() -> None:
-    (q,) = load(EXAMPLES / "quota.yaml")
-    (dc,) = load(EXAMPLES / "deviceclass.yaml")
+    (q,) = load(EXAMPLES / "extended-resources" / "quota.yaml")
+    (dc,) = load(EXAMPLES / "extended-resources" / "deviceclass.yaml")
     assert isinstance(q, ResourceQuota) and isinstance(dc, DeviceClass)
     state = QuotaState()
     state.apply(dc)
     state.apply(q)
-    state.apply(pod("demo", containers=(container("demo", limits={GPU: 1}),)))
+    state.apply(make_pod("demo", containers=(make_container("demo", limits={GPU: 1}),)))
     (out,) = reconcile(state)
     assert out.status.used == {
         "gpu.example.com.deviceclass.resource.k8s.io/devices": "1",
@@ -153,9 +169,15 @@ def test_kep_quota_example_tracks_both_keys() -> None:
 def test_incremental_totals_equal_recomputation_under_random_events() -> None:
     rng = random.Random(42)
     classes = [
-        device_class("gpu.example.com", GPU, "2025-01-01T00:00:00Z"),
-        device_class("gpu.example.com", None, "2025-01-01T00:00:00Z"),
-        device_class("alt.example.com", GPU, "2025-03-01T00:00:00Z"),
+        make_class(
+            "gpu.example.com", selectors=(), extended_resource_name=GPU, created="2025-01-01T00:00:00Z"
+        ),
+        make_class(
+            "gpu.example.com", selectors=(), extended_resource_name=None, created="2025-01-01T00:00:00Z"
+        ),
+        make_class(
+            "alt.example.com", selectors=(), extended_resource_name=GPU, created="2025-03-01T00:00:00Z"
+        ),
     ]
     state = QuotaState()
     state.apply(classes[0])
@@ -165,7 +187,7 @@ def test_incremental_totals_equal_recomputation_under_random_events() -> None:
         name = f"p{rng.randrange(6)}"
         if roll < 0.3:
             n = rng.randrange(0, 4)
-            p = pod(name, containers=(container("c", requests={GPU: n}),))
+            p = make_pod(name, containers=(make_container("c", requests={GPU: n}),))
             uid = f"uid-{name}-{rng.randrange(2)}"  # sometimes a new pod with the same name
             state.apply(msgspec.structs.replace(p, metadata=msgspec.structs.replace(p.metadata, uid=uid)))
         elif roll < 0.5:
@@ -179,9 +201,14 @@ def test_incremental_totals_equal_recomputation_under_random_events() -> None:
                 )
                 state.apply(sc)
                 if rng.random() < 0.5:
-                    state.apply(bound(owner, sc.metadata.name, maps))
+                    state.apply(with_extended_claim(owner, sc.metadata.name, maps))
         elif roll < 0.65:
-            state.apply(claim(f"c{rng.randrange(4)}", [exact("a", "gpu.example.com", rng.randrange(1, 5))]))
+            state.apply(
+                make_claim(
+                    f"c{rng.randrange(4)}",
+                    exact("a", device_class="gpu.example.com", count=rng.randrange(1, 5)),
+                )
+            )
         elif roll < 0.8:
             kind = rng.choice(["Pod", "ResourceClaim"])
             pool = state.pods if kind == "Pod" else state.claims

@@ -10,8 +10,7 @@ from services.apiserver.admission.quota import check_quota
 from services.dra.quota.scopes import covers
 from services.dra.quota.state import QuotaState
 from services.quota_reconciler.reconcile import reconcile
-from tests.extended.helpers import container, device_class, pod
-from tests.extended.quota_helpers import claim, exact
+from tests.builders import exact, make_claim, make_class, make_container, make_pod
 
 GPU = "example.com/gpu"
 
@@ -35,11 +34,11 @@ def _priority(p: Pod, cls: str) -> Pod:
 
 def test_best_effort_scope_counts_only_best_effort_pods() -> None:
     q = _quota("be", {"hard": {"requests.example.com/gpu": 10}, "scopes": ["BestEffort"]})
-    be = pod("be", containers=(container("c", requests={GPU: 1}),))
-    burst = pod("burst", containers=(container("c", requests={GPU: 2, "cpu": "1"}),))
+    be = make_pod("be", containers=(make_container("c", requests={GPU: 1}),))
+    burst = make_pod("burst", containers=(make_container("c", requests={GPU: 2, "cpu": "1"}),))
     state = QuotaState()
-    state.apply(device_class("gpu.example.com", GPU))
-    for o in (q, be, burst, claim("c", [exact("a", "gpu.example.com", 4)])):
+    state.apply(make_class("gpu.example.com", selectors=(), extended_resource_name=GPU))
+    for o in (q, be, burst, make_claim("c", exact("a", device_class="gpu.example.com", count=4))):
         state.apply(o)
     (out,) = reconcile(state)
     assert out.status.used == {"requests.example.com/gpu": "1"}  # not burst's 2, not the claim's 4
@@ -58,18 +57,18 @@ def test_priority_class_selector_and_admission() -> None:
     )
     state = QuotaState()
     state.apply(q)
-    state.apply(_priority(pod("a", containers=(container("c", requests={GPU: 1}),)), "high"))
-    low = _priority(pod("b", containers=(container("c", requests={GPU: 5}),)), "low")
+    state.apply(_priority(make_pod("a", containers=(make_container("c", requests={GPU: 1}),)), "high"))
+    low = _priority(make_pod("b", containers=(make_container("c", requests={GPU: 5}),)), "low")
     assert check_quota(low, [q], state) == []
-    high = _priority(pod("b", containers=(container("c", requests={GPU: 1}),)), "high")
+    high = _priority(make_pod("b", containers=(make_container("c", requests={GPU: 1}),)), "high")
     (err,) = check_quota(high, [q], state)
     assert "exceeded quota: high, requested: requests.example.com/gpu=1" in str(err)
-    assert check_quota(claim("c", [exact("a", "gpu.example.com", 9)]), [q], state) == []
+    assert check_quota(make_claim("c", exact("a", device_class="gpu.example.com", count=9)), [q], state) == []
 
 
 def test_terminating_scope() -> None:
     q = _quota("t", {"hard": {"pods": 5}, "scopes": ["Terminating"]})
-    p = pod("a")
+    p = make_pod("a", containers=())
     job = msgspec.structs.replace(p, spec=msgspec.structs.replace(p.spec, active_deadline_seconds=60))
     assert covers(q, job) and not covers(q, p)
     nt = _quota("nt", {"hard": {"pods": 5}, "scopes": ["NotTerminating"]})

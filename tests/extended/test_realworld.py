@@ -15,7 +15,7 @@ from services.dra.extended import (
     node_resources,
 )
 from services.dra.structured import Allocator
-from tests.extended.helpers import REALWORLD, load
+from tests.builders.manifests import REALWORLD, load
 
 EXAMPLE = REALWORLD / "kubernetes-sigs__dra-example-driver"
 NODE = Node(

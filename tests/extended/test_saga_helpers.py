@@ -13,14 +13,16 @@ from services.scheduler.sagas.extended_steps import (
     pod_with_claim_status,
     pod_without_claim_status,
 )
-from tests.extended.helpers import container, device_class, pod
+from tests.builders import make_class, make_container, make_pod
 
 GPU = "example.com/gpu"
-INDEX = ExtendedResourceIndex.from_classes([device_class("gpu.example.com", GPU)])
+INDEX = ExtendedResourceIndex.from_classes(
+    [make_class("gpu.example.com", selectors=(), extended_resource_name=GPU)]
+)
 
 
 def test_persisted_claim_name_is_deterministic_and_avoids_taken_names() -> None:
-    p = pod("web", containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("web", containers=(make_container("c", requests={GPU: 1}),))
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     assert d.claim is not None
     first = persisted_claim(d.claim, taken=())
@@ -34,14 +36,14 @@ def test_persisted_claim_name_is_deterministic_and_avoids_taken_names() -> None:
 
 
 def test_long_pod_names_are_cut_like_generate_name() -> None:
-    p = pod("x" * 60, containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("x" * 60, containers=(make_container("c", requests={GPU: 1}),))
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     assert d.claim is not None
     assert len(persisted_claim(d.claim, taken=()).metadata.name) == 63
 
 
 def test_pod_status_step_and_compensation_are_idempotent() -> None:
-    p = pod("web", containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("web", containers=(make_container("c", requests={GPU: 1}),))
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     bound = pod_with_claim_status(p, "web-extended-resources-abcde", d.mappings)
     assert bound.status.extended_resource_claim_status is not None
@@ -53,7 +55,7 @@ def test_pod_status_step_and_compensation_are_idempotent() -> None:
 
 
 def test_finalizer_removed_before_delete() -> None:
-    p = pod("web", containers=(container("c", requests={GPU: 1}),))
+    p = make_pod("web", containers=(make_container("c", requests={GPU: 1}),))
     d = decide_node(p, new_in_memory_claim(p), {}, INDEX)
     assert d.claim is not None
     c = persisted_claim(d.claim, taken=())

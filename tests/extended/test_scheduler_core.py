@@ -14,7 +14,8 @@ from events.api.resource_v1 import DeviceClass
 from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from services.scheduler.framework import Reserved, Scheduler, SchedulingError, Unschedulable
 from services.scheduler.plugins import default_plugins
-from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
+from tests.builders import make_class, make_container, make_pod
+from tests.builders.manifests import EXAMPLES, load
 from tests.extended.test_nodes import user_claim
 
 GPU = "example.com/gpu"
@@ -25,7 +26,7 @@ PLUGIN_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-xyz8"
 def _core(*extra: object) -> Scheduler:
     core = Scheduler(plugins=default_plugins())
     for name in ("deviceclass.yaml", "nodes.yaml", "resourceslice-runnable.yaml"):
-        for obj in load(EXAMPLES / name):
+        for obj in load(EXAMPLES / "extended-resources" / name):
             core.observe(obj)
     for obj in extra:
         core.observe(obj)
@@ -33,7 +34,7 @@ def _core(*extra: object) -> Scheduler:
 
 
 def _kep_pod(name: str) -> Pod:
-    (dep,) = load(EXAMPLES / "deployment.yaml")
+    (dep,) = load(EXAMPLES / "extended-resources" / "deployment.yaml")
     spec = dep.spec.template.spec  # type: ignore[attr-defined]
     return Pod(metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"), spec=spec)
 
@@ -102,7 +103,7 @@ def test_leftover_devices_serve_an_ordinary_claim_next_to_the_special_one() -> N
     assert first.node_name == DRA_NODE and first.extended is not None
     claim = user_claim("gpu.example.com", 7)
     core.observe(claim)
-    user = pod("user", containers=(container("c"),))
+    user = make_pod("user", containers=(make_container("c"),))
     user = msgspec.structs.replace(
         user,
         spec=msgspec.structs.replace(
@@ -130,7 +131,9 @@ def _pod_claim_type() -> type:
 
 def test_unmapped_extended_resource_does_not_fit_anywhere() -> None:
     core = _core()
-    result = core.schedule(pod("fpga", containers=(container("c", requests={"example.com/fpga": 1}),)))
+    result = core.schedule(
+        make_pod("fpga", containers=(make_container("c", requests={"example.com/fpga": 1}),))
+    )
     assert isinstance(result, Unschedulable)
     assert result.message.startswith("0/2 nodes are available: 2 Insufficient example.com/fpga."), (
         result.message
@@ -138,7 +141,7 @@ def test_unmapped_extended_resource_does_not_fit_anywhere() -> None:
 
 
 def test_implicit_name_and_newest_class_win() -> None:
-    newer = device_class("gpu-new", GPU, "2030-01-01T00:00:00Z")
+    newer = make_class("gpu-new", selectors=(), extended_resource_name=GPU, created="2030-01-01T00:00:00Z")
     newer = msgspec.structs.replace(
         newer, spec=msgspec.structs.replace(newer.spec, selectors=_kep_selectors())
     )
@@ -153,8 +156,9 @@ def test_implicit_name_and_newest_class_win() -> None:
     assert r.extended is not None
     (req,) = r.extended.claim.spec.devices.requests
     assert req.exactly is not None and req.exactly.device_class_name == "gpu-new"
-    implicit = pod(
-        "imp", containers=(container("c", limits={"deviceclass.resource.kubernetes.io/gpu.example.com": 2}),)
+    implicit = make_pod(
+        "imp",
+        containers=(make_container("c", limits={"deviceclass.resource.kubernetes.io/gpu.example.com": 2}),),
     )
     r2 = _place(core, implicit)
     assert r2.extended is not None
@@ -166,14 +170,14 @@ def test_implicit_name_and_newest_class_win() -> None:
 
 
 def _kep_selectors() -> tuple[object, ...]:
-    (dc,) = load(EXAMPLES / "deviceclass.yaml")
+    (dc,) = load(EXAMPLES / "extended-resources" / "deviceclass.yaml")
     assert isinstance(dc, DeviceClass)
     return tuple(dc.spec.selectors)
 
 
 def test_129_devices_is_a_scheduling_error() -> None:
     core = _core()
-    result = core.schedule(pod("big", containers=(container("c", limits={GPU: 129}),)))
+    result = core.schedule(make_pod("big", containers=(make_container("c", limits={GPU: 129}),)))
     assert isinstance(result, SchedulingError) and result.plugin == "DynamicResources"
     assert result.message == (
         "pod default/big: extended resources backed by DRA: number of requested devices 129 "
@@ -183,7 +187,7 @@ def test_129_devices_is_a_scheduling_error() -> None:
 
 def test_node_without_allocatable_uses_capacity() -> None:
     core = _core()
-    result = core.schedule(pod("cpu", containers=(container("c", requests={"cpu": "5"}),)))
+    result = core.schedule(make_pod("cpu", containers=(make_container("c", requests={"cpu": "5"}),)))
     assert isinstance(result, Unschedulable)
     assert "2 Insufficient cpu" in result.message
     assert isinstance(core.cluster.nodes[DRA_NODE].node, Node)

@@ -38,10 +38,10 @@ from services.runtime.client import ApiClient
 from services.runtime.protocol import StatusError
 from services.scheduler.framework import Reserved
 from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from tests.builders import make_class, make_container, make_device, make_node, make_pod, make_slice
+from tests.builders.manifests import REALWORLD
 from tests.controllers.shells import manifests
-from tests.extended.helpers import REALWORLD, container, device_class
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import make_device, make_node, make_slice
 from tests.scheduler_service.conftest import Cluster
 
 NVIDIA = REALWORLD / "NVIDIA__k8s-dra-driver-gpu"
@@ -175,17 +175,16 @@ async def test_nvidia_extended_resource_examples(cluster: Cluster) -> None:
 
 async def _gpu_cluster(cluster: Cluster) -> None:
     await cluster.apply(
-        device_class("gpu.example.com", GPU),
+        make_class("gpu.example.com", selectors=(), extended_resource_name=GPU),
         make_node("node-0"),
         make_slice("node-0", [make_device(f"gpu-{i}") for i in range(4)], driver="gpu.example.com"),
     )
 
 
 def _gpu_pod(name: str, n: int, finalizers: tuple[str, ...] = ()) -> Pod:
-    from tests.extended.helpers import pod
 
-    c = msgspec.structs.replace(container("main", limits={GPU: n}), image="busybox")
-    p = pod(name, containers=(c,))
+    c = make_container("main", limits={GPU: n})
+    p = make_pod(name, containers=(c,))
     meta = msgspec.structs.replace(p.metadata, uid="", finalizers=finalizers)
     return msgspec.structs.replace(p, metadata=meta)
 

@@ -18,17 +18,17 @@ from events.api.core_v1 import (
 )
 from services.apiserver.admission import admit
 from services.apiserver.admission.served import validate_object
-from tests.extended.helpers import container, pod
+from tests.builders import make_container, make_pod
 
 GPU = "example.com/gpu"
 
 
 def _pod_with(*mappings: tuple[str, str, str], claim: str = "p-extended-resources-x7k2q") -> Pod:
     base = admit(
-        pod(
+        make_pod(
             "p",
-            containers=(msgspec.structs.replace(container("main", limits={GPU: 1}), image="busybox"),),
-            init=(msgspec.structs.replace(container("setup", limits={GPU: 2}), image="busybox"),),
+            containers=(make_container("main", limits={GPU: 1}),),
+            init_containers=(make_container("setup", limits={GPU: 2}),),
         )
     )
     assert isinstance(base, Pod)

@@ -9,7 +9,7 @@ from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleas
 from events.envelope import Envelope, Event
 from events.objects import object_applied, object_deleted, status_updated
 from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
-from tests.scheduler.builders import allocation_on, make_claim
+from tests.builders import make_allocation, make_claim
 
 _T = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -32,7 +32,7 @@ def _reserved(uid: str) -> ClaimReserved:
 
 
 CREATED = object_applied(make_claim("c"))
-ALLOCATED = ClaimAllocated(allocation=allocation_on("node-0", "dev-0"))
+ALLOCATED = ClaimAllocated(allocation=make_allocation("dev-0", node="node-0"))
 
 
 def test_creator_is_the_append_that_made_the_current_incarnation() -> None:

@@ -16,20 +16,20 @@ from services.node_lifecycle.health import (
     zone_key,
     zone_states,
 )
-from tests.node_lifecycle.builders import at, lease, node
+from tests.builders import at, make_lease, registered_node
 
 CFG = LifecycleConfig()  # grace 40s, startup grace 60s
 
 
 def test_a_renewed_lease_keeps_the_node_ready() -> None:
-    n = node("a")
-    assert check_heartbeat(n, lease("a", 30), at(69), CFG) is None  # renewed 39 s ago
-    assert check_heartbeat(n, lease("a", 30), at(70), CFG) is None  # exactly the grace period: not after
+    n = registered_node("a")
+    assert check_heartbeat(n, make_lease("a", 30), at(69), CFG) is None  # renewed 39 s ago
+    assert check_heartbeat(n, make_lease("a", 30), at(70), CFG) is None  # exactly the grace period: not after
     assert check_heartbeat(n, None, at(39), CFG) is None  # no lease yet: the Ready heartbeat counts
 
 
 def test_a_silent_kubelet_turns_every_kubelet_condition_unknown() -> None:
-    lost = check_heartbeat(node("a"), lease("a", 10), at(50.5), CFG)
+    lost = check_heartbeat(registered_node("a"), make_lease("a", 10), at(50.5), CFG)
     assert lost is not None and lost.last_heartbeat == at(10) and lost.grace_period_s == 40
     assert [c.type for c in lost.conditions] == ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]
     for cond in lost.conditions:
@@ -41,24 +41,24 @@ def test_a_silent_kubelet_turns_every_kubelet_condition_unknown() -> None:
 
 
 def test_the_later_heartbeat_wins() -> None:
-    posted = node("a", registered=100)  # Ready posted at 100, lease last renewed at 10
-    assert last_heartbeat(posted, lease("a", 10)) == at(100)
-    assert check_heartbeat(posted, lease("a", 10), at(120), CFG) is None
-    assert check_heartbeat(posted, lease("a", 10), at(141), CFG) is not None
+    posted = registered_node("a", registered=100)  # Ready posted at 100, lease last renewed at 10
+    assert last_heartbeat(posted, make_lease("a", 10)) == at(100)
+    assert check_heartbeat(posted, make_lease("a", 10), at(120), CFG) is None
+    assert check_heartbeat(posted, make_lease("a", 10), at(141), CFG) is not None
 
 
 def test_a_restarted_controller_gives_every_node_a_fresh_grace_period() -> None:
-    assert check_heartbeat(node("a"), lease("a", 0), at(300), CFG, since=at(280)) is None
-    lost = check_heartbeat(node("a"), lease("a", 0), at(321), CFG, since=at(280))
+    assert check_heartbeat(registered_node("a"), make_lease("a", 0), at(300), CFG, since=at(280)) is None
+    lost = check_heartbeat(registered_node("a"), make_lease("a", 0), at(321), CFG, since=at(280))
     assert lost is not None and lost.last_heartbeat == at(280)
 
 
 def test_nothing_is_written_while_ready_is_unknown_already() -> None:
-    assert check_heartbeat(node("a", ready="Unknown"), lease("a", 0), at(500), CFG) is None
+    assert check_heartbeat(registered_node("a", ready="Unknown"), make_lease("a", 0), at(500), CFG) is None
 
 
 def test_a_node_that_never_posted_status_gets_the_startup_grace_period() -> None:
-    bare = node("hand-made", registered=5, ready=None)
+    bare = registered_node("hand-made", registered=5, ready=None)
     assert check_heartbeat(bare, None, at(64), CFG) is None  # 60 s from creation
     lost = check_heartbeat(bare, None, at(66), CFG)
     assert lost is not None and lost.grace_period_s == 60
@@ -69,13 +69,13 @@ def test_a_node_that_never_posted_status_gets_the_startup_grace_period() -> None
 
 def test_only_changed_conditions_are_written() -> None:
     pressure = NodeCondition(type="DiskPressure", status="Unknown", reason="x")
-    lost = check_heartbeat(node("a", conditions=[pressure]), lease("a", 0), at(41), CFG)
+    lost = check_heartbeat(registered_node("a", conditions=[pressure]), make_lease("a", 0), at(41), CFG)
     assert lost is not None and "DiskPressure" not in [c.type for c in lost.conditions]
 
 
 def test_zone_states_after_compute_zone_state() -> None:
     def zone(name: str, z: str, ready: str = "True") -> Node:
-        return node(name, labels={"topology.kubernetes.io/zone": z}, ready=ready)
+        return registered_node(name, labels={"topology.kubernetes.io/zone": z}, ready=ready)
 
     nodes = [
         zone("a1", "a", "Unknown"),
@@ -91,17 +91,20 @@ def test_zone_states_after_compute_zone_state() -> None:
     assert states[zone_key(nodes[0])].state == FULL_DISRUPTION
     assert states[zone_key(nodes[2])].state == PARTIAL_DISRUPTION
     assert states[zone_key(nodes[6])].state == NORMAL
-    excluded = node("x", ready="Unknown", labels={EXCLUDE_DISRUPTION_LABEL: ""})
+    excluded = registered_node("x", ready="Unknown", labels={EXCLUDE_DISRUPTION_LABEL: ""})
     assert zone_states([excluded], CFG) == {}
 
 
 def test_zone_key_prefers_the_beta_labels() -> None:
-    n = node(
+    n = registered_node(
         "a", labels={"topology.kubernetes.io/zone": "z", "failure-domain.beta.kubernetes.io/zone": "old"}
     )
     assert zone_key(n) == ":\x00:old"
-    assert zone_key(node("a")) == ""
-    assert zone_key(replace(node("a"), metadata=replace(node("a").metadata, labels={}))) == ""
+    assert zone_key(registered_node("a")) == ""
+    assert (
+        zone_key(replace(registered_node("a"), metadata=replace(registered_node("a").metadata, labels={})))
+        == ""
+    )
 
 
 def test_go_durations_and_timestamps() -> None:

@@ -7,7 +7,7 @@ from msgspec.structs import replace
 from events.api.meta import OwnerReference
 from services.kubelet.lease import lease_object, lease_outdated, renew_interval
 from services.kubelet.node import is_ready, ready_status
-from tests.node_lifecycle.builders import at, node
+from tests.builders import at, registered_node
 
 
 def test_the_lease_a_kubelet_keeps() -> None:
@@ -31,7 +31,7 @@ def test_a_renewal_is_enough_unless_holder_duration_or_owner_is_wrong() -> None:
 
 
 def test_posting_ready_again_keeps_transition_times_that_did_not_change() -> None:
-    lost = node("a", ready="Unknown")
+    lost = registered_node("a", ready="Unknown")
     status = ready_status(lost, at(100))
     by_type = {c.type: c for c in status.conditions}
     assert is_ready(replace(lost, status=status)) and not is_ready(lost)

@@ -10,7 +10,7 @@ from services.node_lifecycle.config import LifecycleConfig
 from services.node_lifecycle.controller import decide_nodes, node_events
 from services.node_lifecycle.health import zone_states
 from services.node_lifecycle.taints import NOT_READY, UNREACHABLE, UNSCHEDULABLE, taint_change
-from tests.node_lifecycle.builders import at, lease, node, taint
+from tests.builders import at, make_lease, make_taint, registered_node
 
 CFG = LifecycleConfig()
 NOW = at(100)
@@ -28,12 +28,15 @@ def change_for(n: Node, *others: Node) -> tuple[set[tuple[str, str]], set[tuple[
     return keys(change.add), keys(change.remove)
 
 
-HEALTHY = node("healthy")
+HEALTHY = registered_node("healthy")
 
 
 def test_unknown_gets_both_unreachable_taints_with_time_added() -> None:
     change = taint_change(
-        node("a", ready="Unknown"), zone_states([node("a", ready="Unknown"), HEALTHY], CFG), NOW, CFG
+        registered_node("a", ready="Unknown"),
+        zone_states([registered_node("a", ready="Unknown"), HEALTHY], CFG),
+        NOW,
+        CFG,
     )
     assert change is not None and change.remove == ()
     assert change.add == (
@@ -44,51 +47,70 @@ def test_unknown_gets_both_unreachable_taints_with_time_added() -> None:
 
 
 def test_not_ready_gets_the_not_ready_taints() -> None:
-    assert change_for(node("a", ready="False"), HEALTHY) == (
+    assert change_for(registered_node("a", ready="False"), HEALTHY) == (
         {(NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute")},
         set(),
     )
 
 
 def test_a_flip_swaps_the_taints_at_once() -> None:
-    was_unreachable = node("a", ready="False", taints=[taint(effect="NoSchedule"), taint()])
+    was_unreachable = registered_node(
+        "a",
+        ready="False",
+        taints=[
+            make_taint(UNREACHABLE, effect="NoSchedule", added=0),
+            make_taint(UNREACHABLE, effect="NoExecute", added=0),
+        ],
+    )
     added, removed = change_for(was_unreachable, HEALTHY)
     assert added == {(NOT_READY, "NoSchedule"), (NOT_READY, "NoExecute")}
     assert removed == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
 
 
 def test_ready_again_removes_the_controller_taints_only() -> None:
-    mine = [taint(effect="NoSchedule"), taint()]
+    mine = [
+        make_taint(UNREACHABLE, effect="NoSchedule", added=0),
+        make_taint(UNREACHABLE, effect="NoExecute", added=0),
+    ]
     users = [Taint(key="gpu", value="true", effect="NoSchedule"), Taint(key="drain", effect="NoExecute")]
-    added, removed = change_for(node("a", taints=[*mine, *users]), HEALTHY)
+    added, removed = change_for(registered_node("a", taints=[*mine, *users]), HEALTHY)
     assert added == set() and removed == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
-    assert taint_change(node("a", taints=users), {}, NOW, CFG) is None
+    assert taint_change(registered_node("a", taints=users), {}, NOW, CFG) is None
 
 
 def test_pressure_conditions_and_cordon_become_no_schedule_taints() -> None:
     pressure = NodeCondition(type="DiskPressure", status="True")
-    added, _ = change_for(node("a", conditions=[pressure], unschedulable=True), HEALTHY)
+    added, _ = change_for(registered_node("a", conditions=[pressure], unschedulable=True), HEALTHY)
     assert added == {("node.kubernetes.io/disk-pressure", "NoSchedule"), (UNSCHEDULABLE, "NoSchedule")}
-    uncordoned = node("a", taints=[Taint(key=UNSCHEDULABLE, effect="NoSchedule")])
+    uncordoned = registered_node("a", taints=[Taint(key=UNSCHEDULABLE, effect="NoSchedule")])
     assert change_for(uncordoned, HEALTHY) == (set(), {(UNSCHEDULABLE, "NoSchedule")})
 
 
 def test_no_eviction_taints_while_no_node_is_ready() -> None:
     # every node down: the control plane is more likely cut off (master disruption mode)
-    a = node("a", ready="Unknown", taints=[taint(effect="NoSchedule"), taint()])
-    b = node("b", ready="Unknown")
+    a = registered_node(
+        "a",
+        ready="Unknown",
+        taints=[
+            make_taint(UNREACHABLE, effect="NoSchedule", added=0),
+            make_taint(UNREACHABLE, effect="NoExecute", added=0),
+        ],
+    )
+    b = registered_node("b", ready="Unknown")
     assert change_for(a, b) == (set(), {(UNREACHABLE, "NoExecute")})
     assert change_for(b, a) == ({(UNREACHABLE, "NoSchedule")}, set())
 
 
 def test_a_partially_disrupted_small_zone_gets_no_new_eviction_taints() -> None:
-    down = [node(f"d{i}", ready="Unknown") for i in range(3)]
-    up = node("up")  # 3 of 4 not Ready: partial disruption, a small zone: eviction rate 0
+    down = [registered_node(f"d{i}", ready="Unknown") for i in range(3)]
+    up = registered_node("up")  # 3 of 4 not Ready: partial disruption, a small zone: eviction rate 0
     assert change_for(down[0], *down[1:], up) == ({(UNREACHABLE, "NoSchedule")}, set())
     # a swap still happens at once, and a large zone keeps tainting
-    assert change_for(node("d0", ready="False", taints=[taint()]), *down[1:], up)[0] >= {
-        (NOT_READY, "NoExecute")
-    }
+    assert change_for(
+        registered_node("d0", ready="False", taints=[make_taint(UNREACHABLE, effect="NoExecute", added=0)]),
+        *down[1:],
+        up,
+    )[0] >= {(NOT_READY, "NoExecute")}
     small = LifecycleConfig(large_cluster_threshold=3)
     zones = zone_states([*down, up], small)
     change = taint_change(down[0], zones, NOW, small)
@@ -96,8 +118,8 @@ def test_a_partially_disrupted_small_zone_gets_no_new_eviction_taints() -> None:
 
 
 def test_one_pass_marks_the_silent_node_and_taints_it_in_one_decision() -> None:
-    nodes = [node("a"), node("b", registered=90)]
-    leases = {"a": lease("a", 50), "b": lease("b", 95)}
+    nodes = [registered_node("a"), registered_node("b", registered=90)]
+    leases = {"a": make_lease("a", 50), "b": make_lease("b", 95)}
     (decision,) = decide_nodes(nodes, leases, NOW, CFG)
     assert decision.node_name == "a" and decision.became_not_ready
     facts = node_events(decision, NOW, observed_seq=7)
@@ -115,8 +137,8 @@ def test_one_pass_marks_the_silent_node_and_taints_it_in_one_decision() -> None:
     assert keys(folded.spec.taints) == {(UNREACHABLE, "NoSchedule"), (UNREACHABLE, "NoExecute")}
     # the next pass has nothing to add; the kubelet back (Ready posted) -> the taints go
     assert decide_nodes([folded, nodes[1]], leases, at(101), CFG) == []
-    back = fold(folded, "NodeStatusUpdated", status_updated("Node", node("a").status), 20)
-    (again,) = decide_nodes([back, nodes[1]], {**leases, "a": lease("a", 101)}, at(102), CFG)
+    back = fold(folded, "NodeStatusUpdated", status_updated("Node", registered_node("a").status), 20)
+    (again,) = decide_nodes([back, nodes[1]], {**leases, "a": make_lease("a", 101)}, at(102), CFG)
     assert again.lost is None and not again.became_not_ready
     (untainted,) = node_events(again, at(102))
     assert isinstance(untainted, NodeUntainted) and untainted.reason == "Ready=True"

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
 import pytest
 
-from events.api.core_v1 import Container, ResourceRequirements
+from events.api.core_v1 import Container
 from services.kubelet.devices import (
     DeviceCheckpointError,
     DeviceManager,
@@ -17,28 +16,24 @@ from services.kubelet.devices import (
     read_checkpoint,
     write_checkpoint,
 )
-from tests.builders import make_pod
+from tests.builders import make_container, make_pod
 
 GPU = "example.com/gpu"
 
 
-def _ctr(name: str, n: int, restart: str | None = None) -> Container:
-    return Container(name=name, resources=ResourceRequirements(limits={GPU: str(n)}), restart_policy=restart)
-
-
-def _pod(name: str, *containers: Container, init: tuple[Container, ...] = ()):
-    pod = make_pod(name, containers=list(containers))
-    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, init_containers=init))
+def _ctr(name: str, n: int, sidecar: bool = False) -> Container:
+    """A container with ``n`` device-plugin GPUs."""
+    return make_container(name, limits={GPU: n}, sidecar=sidecar)
 
 
 def test_ids_assignment_and_release() -> None:
     m = DeviceManager({GPU: 3, "other.com/nic": 1})
     assert m.registered == {"example.com/gpu": ["gpu-0", "gpu-1", "gpu-2"], "other.com/nic": ["nic-0"]}
-    a = _pod("a", _ctr("x", 1), _ctr("y", 1))
+    a = make_pod("a", containers=[_ctr("x", 1), _ctr("y", 1)])
     assert m.allocate(a) and not m.allocate(a)  # idempotent
     assert m.container_devices("uid-a", "x") == [(GPU, ("gpu-0",))]
     assert m.cdi_devices("uid-a", "y") == ["example.com/gpu=gpu-1"]
-    b = _pod("b", _ctr("z", 2))
+    b = make_pod("b", containers=[_ctr("z", 2)])
     with pytest.raises(
         DevicesUnavailable, match=r"unavailable for example.com/gpu. Requested: 2, Available: 1"
     ):
@@ -51,7 +46,9 @@ def test_ids_assignment_and_release() -> None:
 
 def test_init_container_devices_are_reused_sidecar_devices_are_not() -> None:
     m = DeviceManager({GPU: 3})
-    pod = _pod("p", _ctr("main", 1), init=(_ctr("init", 2), _ctr("side", 1, restart="Always")))
+    pod = make_pod(
+        "p", containers=[_ctr("main", 1)], init_containers=[_ctr("init", 2), _ctr("side", 1, sidecar=True)]
+    )
     m.allocate(pod)
     init, side, main = (m.container_devices("uid-p", c)[0][1] for c in ("init", "side", "main"))
     # as upstream's device manager: the sidecar may take a finished init container's device but
@@ -61,7 +58,7 @@ def test_init_container_devices_are_reused_sidecar_devices_are_not() -> None:
 
 def test_checkpoint_round_trip_and_corruption(tmp_path: Path) -> None:
     m = DeviceManager({GPU: 2})
-    m.allocate(_pod("p", _ctr("c", 2)))
+    m.allocate(make_pod("p", containers=[_ctr("c", 2)]))
     path = write_checkpoint(tmp_path, m)
     assert path == tmp_path / "device-plugins" / "kubelet_internal_checkpoint"
     restored = DeviceManager({GPU: 2}, read_checkpoint(tmp_path))

@@ -53,9 +53,9 @@ def test_container_gets_only_the_devices_of_its_request() -> None:
     )
     pod = make_pod(
         "pod",
-        node="node-1",
+        node_name="node-1",
         claims={"c": "two"},
-        containers=[make_container("a", [("c", "first")]), make_container("b", ["c"])],
+        containers=[make_container("a", claims=[("c", "first")]), make_container("b", claims=["c"])],
     )
     view = pod_view(pod, DRAManager([two]))
     a, b = view.containers
@@ -66,7 +66,7 @@ def test_container_gets_only_the_devices_of_its_request() -> None:
 
 def test_subrequest_results_count_for_their_request() -> None:
     info = _info("c", ("gpu-0", "gpu/small", ("x/0",)))
-    pod = make_pod("pod", claims={"c": "c"}, containers=[make_container("a", [("c", "gpu")])])
+    pod = make_pod("pod", claims={"c": "c"}, containers=[make_container("a", claims=[("c", "gpu")])])
     assert pod_view(pod, DRAManager([info])).containers[0].claims[0].devices == (_dev("gpu-0", "x/0"),)
 
 
@@ -74,7 +74,8 @@ def test_template_claim_by_status_and_unprepared_claim_left_out() -> None:
     info = _info("pod-gpu-abcde", ("gpu-3", "gpu", ("x/3",)))
     pod = make_pod("pod", template_claims={"gpu": "t", "other": "t"}, statuses={"gpu": "pod-gpu-abcde"})
     pod = msgspec.structs.replace(
-        pod, spec=msgspec.structs.replace(pod.spec, containers=(make_container("ctr", ["gpu", "other"]),))
+        pod,
+        spec=msgspec.structs.replace(pod.spec, containers=(make_container("ctr", claims=["gpu", "other"]),)),
     )
     (ctr,) = pod_view(pod, DRAManager([info])).containers
     assert ctr.claims == (ClaimView("pod-gpu-abcde", "default", (_dev("gpu-3", "x/3"),)),)
@@ -82,9 +83,9 @@ def test_template_claim_by_status_and_unprepared_claim_left_out() -> None:
 
 def test_sidecars_first_ordinary_init_containers_not_reported() -> None:
     info = _info("c", ("gpu-0", "", ("x/0",)))
-    init = make_container("init", ["c"])
-    sidecar = msgspec.structs.replace(make_container("sidecar", ["c"]), restart_policy="Always")
-    pod = make_pod("pod", claims={"c": "c"}, containers=[make_container("main", ["c"])])
+    init = make_container("init", claims=["c"])
+    sidecar = make_container("sidecar", claims=["c"], sidecar=True)
+    pod = make_pod("pod", claims={"c": "c"}, containers=[make_container("main", claims=["c"])])
     pod = msgspec.structs.replace(
         pod, spec=msgspec.structs.replace(pod.spec, init_containers=(init, sidecar))
     )
@@ -144,14 +145,14 @@ def test_classic_claims_and_device_plugin_devices() -> None:
 
 def test_which_pods_are_listed() -> None:
     pods = [
-        make_pod("running", node="node-1", phase="Running"),
-        make_pod("pending", node="node-1"),
-        make_pod("elsewhere", node="node-2", phase="Running"),
-        make_pod("done", node="node-1", phase="Succeeded"),
-        make_pod("failed", node="node-1", phase="Failed"),
-        make_pod("deleting-held", node="node-1", phase="Running", deleting=True),
-        make_pod("deleting-released", node="node-1", phase="Running", deleting=True),
-        make_pod("a-first", namespace="aaa", node="node-1", phase="Running"),
+        make_pod("running", node_name="node-1", phase="Running"),
+        make_pod("pending", node_name="node-1"),
+        make_pod("elsewhere", node_name="node-2", phase="Running"),
+        make_pod("done", node_name="node-1", phase="Succeeded"),
+        make_pod("failed", node_name="node-1", phase="Failed"),
+        make_pod("deleting-held", node_name="node-1", phase="Running", deleting=True),
+        make_pod("deleting-released", node_name="node-1", phase="Running", deleting=True),
+        make_pod("a-first", namespace="aaa", node_name="node-1", phase="Running"),
     ]
     listed = active_pods(pods, "node-1", lambda uid: uid == "uid-deleting-held")
     assert [(p.metadata.namespace, p.metadata.name) for p in listed] == [

@@ -10,7 +10,8 @@ from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from services.scheduler.framework import Reserved, Unschedulable
 from services.scheduler.plugins.dynamicresources import prebind_claim
-from tests.scheduler.builders import bound, gpu_cluster, make_pod, next_result, pod_with_template_claim
+from tests.builders import bound_to, make_pod, pod_with_template_claim
+from tests.builders.scheduler import gpu_cluster, next_result
 
 
 def _devices(result: Reserved) -> list[tuple[str, str]]:
@@ -54,7 +55,7 @@ def test_interleaved_cycles_never_double_book() -> None:
         elif pending and action < 0.8:
             result, pod, claim = pending.pop(rng.randrange(len(pending)))
             core.observe(prebind_claim(claim, result.claims[0]))
-            core.observe(bound(pod, result.node_name))
+            core.observe(bound_to(pod, result.node_name))
         elif pending:
             result, pod, claim = pending.pop(rng.randrange(len(pending)))
             core.unreserve(pod)  # saga compensation before anything was written
@@ -99,7 +100,7 @@ def test_bound_pod_replaces_the_assumed_pod() -> None:
     assert isinstance(result, Reserved)
     node = core.cluster.nodes[result.node_name]
     assert node.requested["cpu"] == 1000 and node.pods["default/p"].assumed
-    core.observe(bound(pod, result.node_name))
+    core.observe(bound_to(pod, result.node_name))
     assert node.requested["cpu"] == 1000 and not node.pods["default/p"].assumed
     assert not core.cluster.assumed.pods
 

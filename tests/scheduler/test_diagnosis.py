@@ -9,15 +9,8 @@ from services.scheduler.framework import (
     pod_scheduled_condition,
 )
 from services.scheduler.framework.status import unresolvable, unschedulable
-from tests.scheduler.builders import (
-    cluster,
-    exact,
-    make_class,
-    make_node,
-    make_pod,
-    make_slice,
-    pod_with_template_claim,
-)
+from tests.builders import exact, make_class, make_node, make_pod, make_slice, pod_with_template_claim
+from tests.builders.scheduler import cluster
 
 
 def _diag(*statuses: tuple[str, tuple[str, ...]]) -> Diagnosis:
@@ -74,7 +67,15 @@ def test_no_reasons_keeps_the_colon() -> None:
 def test_condition_and_event_carry_the_message() -> None:
     pod, claim = pod_with_template_claim("p", exact(count=3))
     core = cluster(make_class(), make_node("n1"), make_slice("n1", 2), make_node("n2", cpu="1"), claim)
-    result = core.schedule(make_pod("big", cpu="2", template_claims={"gpu": "p-gpu"}, uid=pod.metadata.uid))
+    result = core.schedule(
+        make_pod(
+            "big",
+            cpu="2",
+            template_claims={"gpu": "gpu-template"},
+            statuses={"gpu": "p-gpu"},
+            uid=pod.metadata.uid,
+        )
+    )
     assert isinstance(result, Unschedulable)
     assert result.message == "0/2 nodes are available: 1 Insufficient cpu, 1 cannot allocate all claims."
     cond = pod_scheduled_condition(result)

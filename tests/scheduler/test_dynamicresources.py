@@ -10,23 +10,22 @@ from events.api.resource_v1 import DeviceConstraint
 from services.dra.resourceclaim import resolve_claims
 from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
 from services.scheduler.plugins.dynamicresources import DynamicResources
-from tests.scheduler.builders import (
-    allocation_on,
-    cluster,
+from tests.builders import (
+    bound_to,
     exact,
     first_available,
-    gpu_cluster,
-    label_selector,
+    make_allocation,
     make_claim,
     make_class,
     make_device,
     make_node,
+    make_node_selector,
     make_pod,
     make_slice,
     pod_with_template_claim,
-    results_of,
     with_status,
 )
+from tests.builders.scheduler import cluster, gpu_cluster, results_of
 
 
 def _pre_enqueue(core, pod):
@@ -37,7 +36,7 @@ def test_pre_enqueue_reasons() -> None:
     core = gpu_cluster(1)
     pod, claim = pod_with_template_claim("p")
     assert _pre_enqueue(core, pod).message == 'could not find ResourceClaim "default/p-gpu"'
-    not_created = make_pod("q", template_claims={})
+    not_created = make_pod("q", template_claims={}, statuses={})
     not_created = msgspec.structs.replace(
         not_created, spec=msgspec.structs.replace(not_created.spec, resource_claims=pod.spec.resource_claims)
     )
@@ -58,7 +57,7 @@ def test_pre_enqueue_reasons() -> None:
 
 def test_template_claim_not_needed_is_skipped() -> None:
     core = gpu_cluster(1)
-    pod = make_pod("p", template_claims={"gpu": None})
+    pod = make_pod("p", template_claims={"gpu": "gpu-template"}, statuses={"gpu": None})
     assert resolve_claims(pod, core.cluster) == []
     result = core.schedule(pod)
     assert isinstance(result, Reserved) and result.claims == ()
@@ -70,7 +69,7 @@ def test_missing_class_is_a_prefilter_rejection() -> None:
     core.observe(claim)
     result = core.schedule(pod)
     assert isinstance(result, Unschedulable)
-    assert result.message == "0/3 nodes are available: request req: device class tpu does not exist."
+    assert result.message == "0/3 nodes are available: request gpu: device class tpu does not exist."
     assert result.unschedulable_plugins == {"DynamicResources"}
 
 
@@ -104,14 +103,14 @@ def test_shared_claim_in_flight_for_another_pod() -> None:
 def test_reserved_for_full_means_in_use() -> None:
     core = gpu_cluster(1)
     pods = [make_pod(f"u{i}") for i in range(256)]
-    core.observe(with_status(make_claim("busy"), allocation_on("node-000", "dev-0"), pods))
+    core.observe(with_status(make_claim("busy"), make_allocation("dev-0", node="node-000"), pods))
     result = core.schedule(make_pod("late", claims={"gpu": "busy"}))
     assert isinstance(result, Unschedulable) and result.pre_filter_message == "resourceclaim in use"
 
 
 def test_allocated_claim_pins_the_node() -> None:
     core = gpu_cluster(3)
-    claim = with_status(make_claim("c"), allocation_on("node-002", "dev-3"))
+    claim = with_status(make_claim("c"), make_allocation("dev-3", node="node-002"))
     core.observe(claim)
     result = core.schedule(make_pod("p", claims={"gpu": "c"}))
     assert isinstance(result, Reserved) and result.node_name == "node-002"
@@ -120,7 +119,7 @@ def test_allocated_claim_pins_the_node() -> None:
     assert (binding.consumer.resource, binding.consumer.name, binding.consumer.uid) == (
         "pods",
         "p",
-        "uid-default-p",
+        "uid-p",
     )
 
 
@@ -133,8 +132,8 @@ def test_post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_run() ->
         make_node("node-001", cpu="1"),
         make_slice("node-001", 4),
     )
-    stale = with_status(make_claim("a-stale"), allocation_on("node-001", "dev-0"))
-    busy = with_status(make_claim("b-busy"), allocation_on("node-001", "dev-1"), [make_pod("other")])
+    stale = with_status(make_claim("a-stale"), make_allocation("dev-0", node="node-001"))
+    busy = with_status(make_claim("b-busy"), make_allocation("dev-1", node="node-001"), [make_pod("other")])
     core.observe(stale)
     core.observe(busy)
     pod = make_pod("p", cpu="4", claims={"first": "b-busy", "second": "a-stale"})
@@ -150,7 +149,7 @@ def test_post_filter_deallocates_a_claim_allocated_where_the_pod_cannot_run() ->
 
 def test_post_filter_without_candidates() -> None:
     core = gpu_cluster(1, cpu="1")
-    busy = with_status(make_claim("busy"), allocation_on("node-000", "dev-0"), [make_pod("other")])
+    busy = with_status(make_claim("busy"), make_allocation("dev-0", node="node-000"), [make_pod("other")])
     core.observe(busy)
     result = core.schedule(make_pod("p", cpu="2", claims={"gpu": "busy"}))
     assert isinstance(result, Unschedulable)
@@ -176,7 +175,7 @@ def test_bin_packing_keeps_room_for_big_requests() -> None:
 
 def test_score_prefers_the_fuller_node() -> None:
     core = gpu_cluster(3, 4)
-    used = with_status(make_claim("used"), allocation_on("node-001", "dev-0", "dev-1"))
+    used = with_status(make_claim("used"), make_allocation("dev-0", "dev-1", node="node-001"))
     core.observe(used)
     for i in range(2):
         pod, claim = pod_with_template_claim(f"p{i}")
@@ -187,7 +186,7 @@ def test_score_prefers_the_fuller_node() -> None:
 
 def test_prioritized_list_beats_bin_packing() -> None:
     core = gpu_cluster(2, 2)
-    core.observe(with_status(make_claim("used"), allocation_on("node-000", "dev-0")))
+    core.observe(with_status(make_claim("used"), make_allocation("dev-0", node="node-000")))
     pod, claim = pod_with_template_claim("p", first_available("gpu", ("pair", "gpu", 2), ("one", "gpu", 1)))
     core.observe(claim)
     result = core.schedule(pod)
@@ -222,18 +221,18 @@ def test_constraint_failure_is_cached_per_node_until_room_comes_back() -> None:
     # passes: it ignores constraints), so the allocator decides and the answer is cached.
     devices = [make_device(f"dev-{i}", numa=i) for i in range(3)]
     core = cluster(make_class(), make_node("n1"), make_slice("n1", devices))
-    constraint = DeviceConstraint(requests=("req",), match_attribute="gpu.example.com/numa")
+    constraint = DeviceConstraint(requests=("gpu",), match_attribute="gpu.example.com/numa")
     plugin = core.profile.plugin("DynamicResources")
     assert isinstance(plugin, DynamicResources)
     for name in ("p", "q"):
-        pod = make_pod(name, template_claims={"gpu": f"{name}-gpu"})
+        pod = make_pod(name, template_claims={"gpu": "gpu-template"}, statuses={"gpu": f"{name}-gpu"})
         core.observe(make_claim(f"{name}-gpu", exact(count=2), owner=pod, constraints=[constraint]))
         result = core.schedule(pod)
         assert isinstance(result, Unschedulable)
         assert result.message == "0/1 nodes are available: 1 cannot allocate all claims."
     assert len(plugin._negative) == 1  # the same spec on the same node: one entry, reused
     (stamp,) = plugin._negative.values()
-    core.observe(make_claim("z", allocation=allocation_on("n1", "dev-0", pool="n1")))
+    core.observe(make_claim("z", allocation=make_allocation("dev-0", node="n1", pool="n1")))
     core.observe_deleted("ResourceClaim", "default", "z")  # a release on n1
     assert core.cluster.devices.release_stamp("n1") != stamp
 
@@ -252,7 +251,7 @@ def test_cel_runtime_error_is_a_scheduling_error() -> None:
 
 def test_all_mode_needs_every_matching_device_free() -> None:
     core = gpu_cluster(2, 3)
-    core.observe(with_status(make_claim("used"), allocation_on("node-000", "dev-1")))
+    core.observe(with_status(make_claim("used"), make_allocation("dev-1", node="node-000")))
     pod, claim = pod_with_template_claim("p", exact(mode="All"))
     core.observe(claim)
     result = core.schedule(pod)
@@ -265,7 +264,7 @@ def test_all_mode_needs_every_matching_device_free() -> None:
 
 def test_admin_access_ignores_usage() -> None:
     core = gpu_cluster(1, 1)
-    core.observe(with_status(make_claim("used"), allocation_on("node-000", "dev-0")))
+    core.observe(with_status(make_claim("used"), make_allocation("dev-0", node="node-000")))
     pod, claim = pod_with_template_claim("p", exact(admin=True))
     core.observe(claim)
     result = core.schedule(pod)
@@ -274,7 +273,9 @@ def test_admin_access_ignores_usage() -> None:
 
 
 def test_network_attached_devices_by_node_selector() -> None:
-    shared = make_slice(None, 2, pool="fabric", name="fabric", node_selector=label_selector("rack", "r1"))
+    shared = make_slice(
+        None, 2, pool="fabric", name="fabric", node_selector=make_node_selector(("rack", "In", ("r1",)))
+    )
     core = cluster(
         make_class(),
         make_node("a", labels={"rack": "r2"}),
@@ -293,16 +294,18 @@ def test_network_attached_devices_by_node_selector() -> None:
 
 def test_reserved_decision_data_for_prebind() -> None:
     core = gpu_cluster(1)
-    pod = make_pod("p", claims={"mine": "pre"}, template_claims={"gpu": "p-gpu"})
+    pod = make_pod(
+        "p", claims={"mine": "pre"}, template_claims={"gpu": "gpu-template"}, statuses={"gpu": "p-gpu"}
+    )
     core.observe(make_claim("p-gpu", exact(count=2), owner=pod))
-    core.observe(with_status(make_claim("pre"), allocation_on("node-000", "dev-9"), [pod]))
+    core.observe(with_status(make_claim("pre"), make_allocation("dev-9", node="node-000"), [pod]))
     result = core.schedule(pod)
     assert isinstance(result, Reserved)
     # "pre" is reserved for the pod already: listed with nothing to allocate (the saga checks
     # who reserved it before relying on it: another scheduler instance's attempt may have)
     binding, pre = sorted(result.claims, key=lambda b: b.claim.name)
     assert str(pre.claim) == "default/pre" and pre.allocation is None and pre.consumer.uid == pod.metadata.uid
-    assert str(binding.claim) == "default/p-gpu" and binding.claim.uid == "uid-claim-default-p-gpu"
+    assert str(binding.claim) == "default/p-gpu" and binding.claim.uid == "uid-p-gpu"
     assert [r.device for r in results_of(binding)] == ["dev-0", "dev-1"]
     assert binding.allocation is not None and binding.allocation.node_selector is not None
 
@@ -394,9 +397,8 @@ def test_slice_changes_reach_the_index() -> None:
 
 
 def test_node_removed_and_added_back_keeps_its_pods() -> None:
-    from tests.scheduler.builders import bound
 
-    core = cluster(make_node("n1", cpu="2"), bound(make_pod("x", cpu="1500m"), "n1"))
+    core = cluster(make_node("n1", cpu="2"), bound_to(make_pod("x", cpu="1500m"), "n1"))
     core.observe_deleted("Node", "", "n1")
     core.observe(make_node("n1", cpu="2"))
     result = core.schedule(make_pod("p", cpu="1"))

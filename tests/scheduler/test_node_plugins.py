@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 
 from services.scheduler.framework import Code, CycleState, Reserved, Unschedulable
 from services.scheduler.framework.resources import is_extended_resource, is_scalar_resource, pod_requests
-from tests.scheduler.builders import (
-    bound,
-    cluster,
-    container,
-    make_node,
-    make_pod,
-    taint,
-    toleration,
-)
+from tests.builders import bound_to, make_container, make_node, make_pod, make_taint, make_toleration
+from tests.builders.scheduler import cluster
 
 
 def test_pod_requests_sum_containers_peak_init_and_overhead() -> None:
     pod = make_pod(
         "p",
-        containers=[container("a", cpu="500m", memory="1Gi"), container("b", cpu="250m")],
-        init_containers=[container("init", cpu="2", memory="100Mi")],
+        containers=[
+            make_container("a", requests={"cpu": "500m", "memory": "1Gi"}),
+            make_container("b", requests={"cpu": "250m"}),
+        ],
+        init_containers=[make_container("init", requests={"cpu": "2", "memory": "100Mi"})],
         overhead={"cpu": "100m"},
     )
     # max(750m, 2000m) + 100m overhead; memory max(1Gi, 100Mi)
@@ -30,11 +25,11 @@ def test_pod_requests_sum_containers_peak_init_and_overhead() -> None:
 
 
 def test_pod_requests_sidecars_run_alongside() -> None:
-    sidecar = msgspec.structs.replace(container("sidecar", cpu="300m"), restart_policy="Always")
+    sidecar = make_container("sidecar", requests={"cpu": "300m"}, sidecar=True)
     pod = make_pod(
         "p",
-        containers=[container("main", cpu="1")],
-        init_containers=[sidecar, container("late-init", cpu="1")],
+        containers=[make_container("main", requests={"cpu": "1"})],
+        init_containers=[sidecar, make_container("late-init", requests={"cpu": "1"})],
     )
     # regular: 1 + sidecar 0.3 = 1.3; init peak: late-init 1 + sidecar 0.3 = 1.3
     assert pod_requests(pod)["cpu"] == 1300
@@ -61,7 +56,7 @@ def test_insufficient_cpu_and_memory_reasons_in_order() -> None:
 
 
 def test_fit_counts_bound_and_assumed_pods() -> None:
-    core = cluster(make_node("n1", cpu="2"), bound(make_pod("old", cpu="1500m"), "n1"))
+    core = cluster(make_node("n1", cpu="2"), bound_to(make_pod("old", cpu="1500m"), "n1"))
     assert isinstance(core.schedule(make_pod("p", cpu="1")), Unschedulable)
     core.observe_deleted("Pod", "default", "old")
     first = core.schedule(make_pod("a", cpu="1"))
@@ -73,7 +68,7 @@ def test_fit_counts_bound_and_assumed_pods() -> None:
 
 def test_too_many_pods_and_extended_resources() -> None:
     node = make_node("n1", pods=1, extra={"example.com/fpga": "2"})
-    core = cluster(node, bound(make_pod("x"), "n1"))
+    core = cluster(node, bound_to(make_pod("x"), "n1"))
     result = core.schedule(make_pod("p", requests={"example.com/fpga": "3"}))
     assert isinstance(result, Unschedulable)
     assert result.message == "0/1 nodes are available: 1 Insufficient example.com/fpga, 1 Too many pods."
@@ -81,7 +76,7 @@ def test_too_many_pods_and_extended_resources() -> None:
 
 def test_request_beyond_allocatable_is_unresolvable() -> None:
     core = cluster(
-        make_node("n1", cpu="1"), make_node("n2", cpu="4"), bound(make_pod("x", cpu="3500m"), "n2")
+        make_node("n1", cpu="1"), make_node("n2", cpu="4"), bound_to(make_pod("x", cpu="3500m"), "n2")
     )
     state_pod = make_pod("p", cpu="2")
     result = core.schedule(state_pod)
@@ -97,15 +92,17 @@ def test_request_beyond_allocatable_is_unresolvable() -> None:
 
 
 def test_taints_and_tolerations() -> None:
-    tainted = make_node("n1", taints=[taint("gpu", "true"), taint("soft", effect="PreferNoSchedule")])
+    tainted = make_node(
+        "n1", taints=[make_taint("gpu", "true"), make_taint("soft", effect="PreferNoSchedule")]
+    )
     result = _result(tainted, pod=make_pod("p"))
     assert isinstance(result, Unschedulable)
     assert result.message == "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}."
-    ok = make_pod("q", tolerations=[toleration("gpu", "true", operator="Equal")])
+    ok = make_pod("q", tolerations=[make_toleration("gpu", value="true", operator="Equal")])
     assert isinstance(_result(tainted, pod=ok), Reserved)
-    exists_all = make_pod("r", tolerations=[toleration(operator="Exists")])
+    exists_all = make_pod("r", tolerations=[make_toleration(operator="Exists")])
     assert isinstance(_result(tainted, pod=exists_all), Reserved)
-    wrong_value = make_pod("s", tolerations=[toleration("gpu", "false")])
+    wrong_value = make_pod("s", tolerations=[make_toleration("gpu", value="false")])
     assert isinstance(_result(tainted, pod=wrong_value), Unschedulable)
 
 
@@ -117,7 +114,9 @@ def test_cordoned_node() -> None:
     assert result.message == ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable.")
     tolerant = make_pod(
         "q",
-        tolerations=[toleration("node.kubernetes.io/unschedulable", effect="NoSchedule", operator="Exists")],
+        tolerations=[
+            make_toleration("node.kubernetes.io/unschedulable", effect="NoSchedule", operator="Exists")
+        ],
     )
     reserved = _result(make_node("n1", unschedulable=True), pod=tolerant)
     assert isinstance(reserved, Reserved) and reserved.node_name == "n1"

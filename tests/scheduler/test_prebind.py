@@ -14,7 +14,7 @@ from services.scheduler.plugins.dynamicresources import (
     prebind_claim,
     unreserve_claim,
 )
-from tests.scheduler.builders import allocation_on, make_claim, make_pod, with_status
+from tests.builders import make_allocation, make_claim, make_pod, with_status
 
 POD = make_pod("p")
 CONSUMER = ResourceClaimConsumerReference(resource="pods", name="p", uid=POD.metadata.uid)
@@ -26,7 +26,7 @@ def _binding(claim, allocation) -> ClaimBinding:
 
 def test_prebind_writes_finalizer_allocation_and_reservation() -> None:
     claim = make_claim("c")
-    allocation = allocation_on("n1", "dev-0")
+    allocation = make_allocation("dev-0", node="n1")
     written = prebind_claim(claim, _binding(claim, allocation))
     assert written.metadata.finalizers == (DELETE_PROTECTION_FINALIZER,)
     assert written.status.allocation == allocation
@@ -41,7 +41,7 @@ def test_prebind_writes_finalizer_allocation_and_reservation() -> None:
 
 
 def test_prebind_reserve_only_for_allocated_claims() -> None:
-    allocation = allocation_on("n1", "dev-0")
+    allocation = make_allocation("dev-0", node="n1")
     claim = with_status(make_claim("c"), allocation, [make_pod("other")])
     written = prebind_claim(claim, _binding(claim, None))
     assert [r.name for r in written.status.reserved_for] == ["other", "p"]
@@ -60,11 +60,11 @@ def test_prebind_reserve_only_for_allocated_claims() -> None:
 )
 def test_prebind_conflicts(change: str, message: str) -> None:
     claim = make_claim("c")
-    allocation = allocation_on("n1", "dev-0")
+    allocation = make_allocation("dev-0", node="n1")
     binding = _binding(claim, allocation)
     current = claim
     if change == "allocated-elsewhere":
-        current = with_status(claim, allocation_on("n2", "dev-5"))
+        current = with_status(claim, make_allocation("dev-5", node="n2"))
     elif change == "deleted":
         current = msgspec.structs.replace(
             claim, metadata=msgspec.structs.replace(claim.metadata, deletion_timestamp="2026-01-01T00:00:00Z")
@@ -80,7 +80,7 @@ def test_prebind_conflicts(change: str, message: str) -> None:
 
 
 def test_unreserve_removes_only_the_pod() -> None:
-    claim = with_status(make_claim("c"), allocation_on("n1", "dev-0"), [make_pod("other"), POD])
+    claim = with_status(make_claim("c"), make_allocation("dev-0", node="n1"), [make_pod("other"), POD])
     out = unreserve_claim(claim, POD)
     assert [r.name for r in out.status.reserved_for] == ["other"]
     assert out.status.allocation is not None  # the claim controller deallocates, as upstream
@@ -88,10 +88,10 @@ def test_unreserve_removes_only_the_pod() -> None:
 
 
 def test_deallocation_for_reallocation() -> None:
-    claim = with_status(make_claim("c"), allocation_on("n1", "dev-0"), [POD])
+    claim = with_status(make_claim("c"), make_allocation("dev-0", node="n1"), [POD])
     out = deallocated(claim, ClaimRef.of(claim), POD)
     assert out.status.allocation is None and out.status.reserved_for == ()
     assert deallocated(out, ClaimRef.of(claim), POD) is out
-    used = with_status(make_claim("c"), allocation_on("n1", "dev-0"), [make_pod("other")])
+    used = with_status(make_claim("c"), make_allocation("dev-0", node="n1"), [make_pod("other")])
     with pytest.raises(PreBindConflict, match="in use by another consumer"):
         deallocated(used, ClaimRef.of(used), POD)

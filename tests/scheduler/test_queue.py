@@ -7,20 +7,18 @@ import msgspec
 from events.api.core_v1 import PodResourceClaimStatus
 from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
 from services.scheduler.plugins.dynamicresources import prebind_claim
-from tests.scheduler.builders import (
-    allocation_on,
-    bound,
-    cluster,
-    gpu_cluster,
+from tests.builders import (
+    bound_to,
+    make_allocation,
     make_claim,
     make_class,
     make_node,
     make_pod,
     make_slice,
-    next_result,
     pod_with_template_claim,
     with_status,
 )
+from tests.builders.scheduler import cluster, gpu_cluster, next_result
 
 
 class Clock:
@@ -80,7 +78,7 @@ def test_unschedulable_pod_waits_for_a_helpful_event() -> None:
     assert isinstance(result, Unschedulable) and result.unschedulable_plugins == {"DynamicResources"}
     assert _where(core, pod) == "unschedulable"
     # Events the DRA plugin did not register for leave the pod alone.
-    core.observe(bound(make_pod("other"), "n1"))
+    core.observe(bound_to(make_pod("other"), "n1"))
     core.observe_deleted("Pod", "default", "other")
     assert _where(core, pod) == "unschedulable"
     clock.now += 30
@@ -107,7 +105,7 @@ def test_recent_failure_goes_to_backoff_not_active() -> None:
 def test_claim_hints() -> None:
     clock = Clock()
     core = _core(make_class(), make_node("n1"), make_slice("n1", 1), clock=clock)
-    holder = with_status(make_claim("holder"), allocation_on("n1", "dev-0", pool="n1"))
+    holder = with_status(make_claim("holder"), make_allocation("dev-0", node="n1", pool="n1"))
     core.observe(holder)
     pod, claim = pod_with_template_claim("p")
     core.observe(claim)
@@ -169,7 +167,7 @@ def test_in_flight_events_are_not_lost() -> None:
 
 def test_node_resources_hints() -> None:
     clock = Clock()
-    core = _core(make_node("n1", cpu="2"), bound(make_pod("big", cpu="2"), "n1"), clock=clock)
+    core = _core(make_node("n1", cpu="2"), bound_to(make_pod("big", cpu="2"), "n1"), clock=clock)
     pod = make_pod("p", cpu="1")
     core.observe(pod)
     result = next_result(core)
@@ -238,7 +236,7 @@ def test_reserved_pod_leaves_the_queue_and_compensation_puts_it_back() -> None:
     again = next_result(core)
     assert isinstance(again, Reserved)
     core.observe(prebind_claim(claim, again.claims[0]))
-    core.observe(bound(pod, again.node_name))
+    core.observe(bound_to(pod, again.node_name))
     assert "default/p" not in core.queue
 
 

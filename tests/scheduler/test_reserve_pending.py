@@ -22,7 +22,7 @@ from services.scheduler.framework import (
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.status import Code, error, pending, unschedulable
 from services.scheduler.plugins import default_plugins
-from tests.scheduler.builders import make_node, make_pod
+from tests.builders import make_node, make_pod
 
 WAIT = "waiting for the gate to open"
 

@@ -17,17 +17,16 @@ import pytest
 
 from events.api.core_v1 import Pod
 from services.scheduler.framework import Reserved, SchedulerConfig, num_feasible_nodes_to_find
-from tests.scheduler.builders import (
-    allocation_on,
-    cluster,
+from tests.builders import (
     exact,
-    gpu_cluster,
+    make_allocation,
     make_claim,
     make_class,
     make_node,
     make_pod,
     pod_with_template_claim,
 )
+from tests.builders.scheduler import cluster, gpu_cluster
 
 
 def walk_start(pod: Pod, num_nodes: int) -> int:
@@ -128,7 +127,7 @@ def test_the_sample_is_the_window_after_the_start(uid: str) -> None:
         taken = make_claim(
             f"used-{node}",
             exact(count=used),
-            allocation=allocation_on(node, *(f"dev-{i}" for i in range(used))),
+            allocation=make_allocation(*(f"dev-{i}" for i in range(used)), node=node),
         )
         core.observe(taken)
     core.observe(claim)

@@ -12,22 +12,20 @@ from services.scheduler.framework import Reserved, SchedulerConfig, Unschedulabl
 from services.scheduler.plugins import default_plugins
 from services.scheduler.plugins.dynamicresources import DynamicResources, prebind_claim
 from services.scheduler.plugins.dynamicresources.precheck import compile_slots, precheck
-from tests.scheduler.builders import (
-    allocation_on,
-    bound,
-    cluster,
+from tests.builders import (
+    bound_to,
     exact,
     first_available,
-    gpu_cluster,
+    make_allocation,
     make_claim,
     make_class,
     make_device,
     make_node,
     make_slice,
     pod_with_template_claim,
-    results_of,
     with_status,
 )
+from tests.builders.scheduler import cluster, gpu_cluster, results_of
 
 
 def test_fill_500_nodes_with_5000_one_device_pods() -> None:
@@ -53,7 +51,7 @@ def test_fill_500_nodes_with_5000_one_device_pods() -> None:
         assert key not in used, f"{key} given to {used[key]} and {result.pod.name}"
         used[key] = result.pod.name
         core.observe(prebind_claim(claim, binding))  # what the saga writes comes back
-        core.observe(bound(pod, result.node_name))
+        core.observe(bound_to(pod, result.node_name))
     reserved = [r for r in results if isinstance(r, Reserved)]
     failed = [r for r in results if not isinstance(r, Reserved)]
     assert len(reserved) == 5000 and len(used) == 5000  # every device exactly once
@@ -119,12 +117,12 @@ def test_precheck_never_rejects_what_the_allocator_accepts() -> None:
         ]
         core = cluster(
             make_class(),
-            make_class("fast", expression='device.attributes["gpu.example.com"].model != "l4"'),
+            make_class("fast", selectors=['device.attributes["gpu.example.com"].model != "l4"']),
             make_node("n1"),
             make_slice("n1", devices),
         )
         if devices and rng.random() < 0.5:
-            core.observe(with_status(make_claim("used"), allocation_on("n1", devices[0].name)))
+            core.observe(with_status(make_claim("used"), make_allocation(devices[0].name, node="n1")))
         selectors = []
         if rng.random() < 0.5:
             selectors.append(f'device.attributes["gpu.example.com"].model == "{rng.choice(models)}"')

@@ -15,7 +15,7 @@ from events.api.core_v1 import Pod
 from services.scheduler.framework import CycleState, NodeInfo, Reserved, Scheduler, SchedulerConfig
 from services.scheduler.framework.interface import MAX_NODE_SCORE
 from services.scheduler.plugins import default_plugins
-from tests.scheduler.builders import make_class, make_node, make_slice, pod_with_template_claim
+from tests.builders import make_class, make_node, make_slice, pod_with_template_claim
 
 
 class LabelPreference:

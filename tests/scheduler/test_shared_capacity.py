@@ -30,16 +30,16 @@ from events.quantity import Quantity
 from services.dra.structured import DeviceID
 from services.scheduler.framework import Reserved, Scheduler, Unschedulable
 from services.scheduler.plugins.dynamicresources import prebind_claim
-from tests.scheduler.builders import (
+from tests.builders import (
     DRIVER,
-    bound,
-    cluster,
+    bound_to,
     make_class,
     make_node,
     make_slice,
     pod_with_template_claim,
     with_status,
 )
+from tests.builders.scheduler import cluster
 
 GI = 1 << 30
 DEVICE = DeviceID(DRIVER, "node-0", "gpu-0")
@@ -136,7 +136,7 @@ def write(core: Scheduler, pod: Pod, claim: ResourceClaim, result: Reserved) -> 
     """PreBind and bind as the saga does: the written claim and the bound pod come back."""
     written = prebind_claim(claim, result.claims[0])
     core.observe(written)
-    core.observe(bound(pod, result.node_name))
+    core.observe(bound_to(pod, result.node_name))
     return written
 
 
@@ -262,7 +262,7 @@ def test_restart_rebuilds_the_consumed_capacity_from_the_claims() -> None:
         core.observe(claim)
         result = core.schedule(pod)
         assert isinstance(result, Reserved)
-        objects += [write(core, pod, claim, result), bound(pod, result.node_name)]
+        objects += [write(core, pod, claim, result), bound_to(pod, result.node_name)]
     before = check_ledger(core)
     assert before == 8 * GI
 
@@ -341,7 +341,7 @@ def test_random_interleavings_decide_exactly_by_the_capacity_left() -> None:
             used = ledger_memory(core)
             objects: list[object] = []
             for name, (pod, claim, _) in pods.items():
-                objects += [written[name], bound(pod, "node-0")] if name in written else [claim]
+                objects += [written[name], bound_to(pod, "node-0")] if name in written else [claim]
             core = new_core(*objects)
             assert ledger_memory(core) == used
             outcomes["restarts"] += 1

@@ -21,7 +21,7 @@ from sagas.engine import SagaEngine, Step, StepContext
 from services.runtime.client import ApiClient
 from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
 from services.scheduler.service import SchedulerService
-from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
+from tests.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
 
 
 class Cluster:
@@ -52,7 +52,9 @@ class Cluster:
         """A pod with the template claim ``gpu`` and its generated claim (as the claim controller
         would create it: owned by the pod, recorded in the pod's resourceClaimStatuses)."""
         claim_name = f"{name}-gpu"
-        await self.apply(make_pod(name, template_claims={"gpu": claim_name}, **kw))
+        await self.apply(
+            make_pod(name, template_claims={"gpu": "gpu-template"}, statuses={"gpu": claim_name}, **kw)
+        )
         pod = await self.api.get_object("Pod", name, namespace="default")
         assert isinstance(pod, Pod)
         await self.apply(make_claim(claim_name, exact(), owner=pod))

@@ -32,7 +32,7 @@ from sagas.engine import SagaState
 from services.scheduler.framework import Reserved
 from services.scheduler.sagas.pod_scheduling import PodSchedulingInput
 from services.scheduler.service import SchedulerService
-from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
+from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster
 
 Q_SAGA = "scheduler-b-ps-q"  # the other pod's scheduling attempt (another instance)
@@ -68,14 +68,21 @@ async def build(cluster: Cluster, instances: Instances) -> tuple[Pod, Pod, Sched
         store.subject("ResourceClaim", "default", "shared"),
         [
             ClaimAllocated(
-                allocation=allocation_on("node-0", "dev-3"), node_name="node-0", pod_uid=q.metadata.uid
+                allocation=make_allocation("dev-3", node="node-0"), node_name="node-0", pod_uid=q.metadata.uid
             ),
             ClaimReserved(consumer=consumer(q)),
         ],
         expected_last_seq=None,
         correlation_id=Q_SAGA,
     )
-    await cluster.apply(make_pod("p", claims={"s": "shared", "j": "joint"}, template_claims={"gpu": "p-gpu"}))
+    await cluster.apply(
+        make_pod(
+            "p",
+            claims={"s": "shared", "j": "joint"},
+            template_claims={"gpu": "gpu-template"},
+            statuses={"gpu": "p-gpu"},
+        )
+    )
     p = await cluster.get_pod("p")
     await cluster.apply(make_claim("p-gpu", exact(), owner=p))
     statuses = (PodResourceClaimStatus(name="gpu", resource_claim_name="p-gpu"),)

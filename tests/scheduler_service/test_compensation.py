@@ -21,8 +21,8 @@ from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved, PodBound
 from events.objects import object_applied, object_deleted
 from sagas.engine import SagaStatus
 from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
+from tests.builders import exact, make_allocation, make_claim
 from tests.helpers import wait_for_value
-from tests.scheduler.builders import allocation_on, exact, make_claim
 from tests.scheduler_service.conftest import Cluster
 from tests.scheduler_service.interrupt import BeforeAppend, HeldBefore
 from tests.scheduler_service.scenario import (
@@ -128,7 +128,9 @@ async def test_prebind_failing_midway_undoes_the_claims_it_wrote(
     await store.append(
         store.subject("ResourceClaim", "default", "p-gpu"),
         ClaimAllocated(
-            allocation=allocation_on("node-0", other_device), node_name="node-0", pod_uid=p.metadata.uid
+            allocation=make_allocation(other_device, node="node-0"),
+            node_name="node-0",
+            pod_uid=p.metadata.uid,
         ),
         expected_last_seq=None,
         correlation_id=OTHER,

@@ -14,8 +14,8 @@ from events.api.core_v1 import Pod
 from events.dra import ClaimAllocated
 from events.envelope import Event
 from infra.config import Settings
+from tests.builders import make_allocation
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import allocation_on
 from tests.scheduler_service.conftest import Cluster
 from tests.scheduler_service.test_races import _draflow_log
 
@@ -45,7 +45,7 @@ async def test_claim_changed_under_prebind(cluster: Cluster, settings: Settings,
                 other = "dev-1" if result.device == "dev-0" else "dev-0"
                 await cluster.store.append(
                     claim_subject,
-                    ClaimAllocated(allocation=allocation_on("node-0", other), node_name="node-0"),
+                    ClaimAllocated(allocation=make_allocation(other, node="node-0"), node_name="node-0"),
                     expected_last_seq=None,
                     correlation_id="other-scheduler",
                 )

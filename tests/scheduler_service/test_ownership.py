@@ -24,7 +24,7 @@ from services.scheduler.framework import Reserved
 from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.service import SchedulerService
-from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
+from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster, HeldBind
 
 
@@ -34,7 +34,7 @@ async def _setup(cluster: Cluster) -> tuple[Pod, SchedulerService, SchedulerServ
     await cluster.apply(make_claim("shared", exact()))
     subject = cluster.store.subject("ResourceClaim", "default", "shared")
     await cluster.store.append(
-        subject, ClaimAllocated(allocation=allocation_on("node-0", "dev-0")), expected_last_seq=None
+        subject, ClaimAllocated(allocation=make_allocation("dev-0", node="node-0")), expected_last_seq=None
     )
     await cluster.apply(make_pod("p", claims={"gpu": "shared"}))
     a = await cluster.make("scheduler-a")
@@ -118,9 +118,7 @@ async def test_reallocation_leaves_a_claim_another_attempt_reserved_for_the_pod(
         pod_name="p",
         pod_uid=pod.metadata.uid,
     )
-    realloc = await b.engine.start(
-        REALLOCATION, f"scheduler-b-realloc-{pod.metadata.uid}", inp
-    )
+    realloc = await b.engine.start(REALLOCATION, f"scheduler-b-realloc-{pod.metadata.uid}", inp)
     held.release()
     done = await asyncio.wait_for(first, 10)
     await _assert_bound_and_reserved(cluster, pod, first_id)

@@ -20,7 +20,7 @@ from events.envelope import Envelope, Event
 from sagas.engine import SagaStatus
 from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.service import SchedulerService
-from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
+from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster
 from tests.scheduler_service.interrupt import BeforeAppend, StopAfterAppend, stop_dead
 from tests.scheduler_service.scenario import Instances, consumer, load_claim, saga_trail
@@ -36,7 +36,10 @@ async def _setup(cluster: Cluster, instances: Instances) -> tuple[Pod, str, Sche
     p = await cluster.get_pod("p")
     await cluster.store.append(
         _subject(cluster),
-        [ClaimAllocated(allocation=allocation_on("node-0", "dev-0")), ClaimReserved(consumer=consumer(p))],
+        [
+            ClaimAllocated(allocation=make_allocation("dev-0", node="node-0")),
+            ClaimReserved(consumer=consumer(p)),
+        ],
         expected_last_seq=None,
     )
     svc = await instances.start("scheduler-a")
@@ -164,7 +167,7 @@ async def test_stopped_after_its_deallocation_the_next_instance_does_not_dealloc
     log = await cluster.store.events(f"{cluster.store.root}.ev.>")
     assert [e.type for e in saga_trail(log, sid)] == ["SagaStarted", "SagaStepStarted"]
 
-    again: list[Event] = [ClaimAllocated(allocation=allocation_on("node-0", "dev-1"))]
+    again: list[Event] = [ClaimAllocated(allocation=make_allocation("dev-1", node="node-0"))]
     if next_attempt == "by-another-instance":
         again.append(ClaimReserved(consumer=consumer(p)))
     corr = "scheduler-b-ps-p" if next_attempt == "by-another-instance" else ""

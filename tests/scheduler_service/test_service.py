@@ -5,8 +5,8 @@ from __future__ import annotations
 from events.api.core_v1 import Pod
 from events.dra import DELETE_PROTECTION_FINALIZER, ClaimAllocated, ClaimDeallocated
 from events.objects import KubeEvent, decode_stored
+from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster
 
 
@@ -72,7 +72,7 @@ async def test_claim_allocated_where_the_pod_cannot_run_is_reallocated(cluster: 
     claim = await cluster.claim("shared")
     subject = cluster.store.subject("ResourceClaim", "default", "shared")
     # allocated on node-0 (nobody reserves it), but the pod may only run on node-1
-    wrong = allocation_on("node-0", "dev-0")
+    wrong = make_allocation("dev-0", node="node-0")
     await cluster.store.append(
         subject, ClaimAllocated(allocation=wrong, node_name="node-0"), expected_last_seq=None
     )

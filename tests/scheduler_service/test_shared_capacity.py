@@ -25,9 +25,9 @@ from events.api.resource_v1 import (
 from events.quantity import Quantity
 from infra.config import Settings
 from services.claim_controller.service import ClaimControllerService
+from tests.builders import make_claim, make_class, make_node, make_pod, make_slice
 from tests.controllers.shells import Running, run
 from tests.helpers import assert_eventually
-from tests.scheduler.builders import make_claim, make_class, make_node, make_pod, make_slice
 from tests.scheduler_service.conftest import Cluster
 
 GI = 1 << 30

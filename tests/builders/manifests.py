@@ -1,0 +1,21 @@
+"""Objects from the repository's manifest files (examples, upstream's real-world copies)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from events.api.loader import load_manifests
+from services.apiserver.admission import admit
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+REALWORLD = ROOT / "tests" / "data" / "realworld"
+
+
+def load(path: Path) -> list[object]:
+    """Every document of a manifest file, decoded and admitted (defaults applied)."""
+    out: list[object] = []
+    for r in load_manifests(path):
+        assert r.ok and r.obj is not None, r.error
+        out.append(admit(r.obj))
+    return out
