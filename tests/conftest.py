@@ -5,6 +5,10 @@
   subject root, so streams do not overlap and tests stay independent while the suite stays fast.
 * ``own_nats_server`` (function): a private server for tests that stop or restart it.
 * ``event_store``: an :class:`~infra.eventstore.EventStore` connected to the test's stream.
+* ``apiserver`` / ``api``: the apiserver in-process on that stream, and a client of it.
+* ``runtime``: a controller runtime (log-fed cache) on that stream.
+
+Processes a test starts (``tests/processes.py``) are killed when it ends.
 """
 
 from __future__ import annotations
@@ -20,11 +24,23 @@ from infra.eventstore import EventStore
 from infra.natsd import LocalNatsServer
 from services.apiserver.server import ApiServer
 from services.runtime.client import ApiClient
+from services.runtime.controller import Runtime
+from tests.processes import Proc
 
 # Services export spans by default (to 127.0.0.1:4318, where a developer's own `honcho start` may
 # listen). The processes tests start trace only when a test asks for it with
-# OTEL_TRACES_EXPORTER=otlp and an endpoint of its own (see tests/foundation/test_tracing.py).
+# OTEL_TRACES_EXPORTER=otlp and an endpoint of its own (see tests/infra/test_tracing.py).
 os.environ["OTEL_TRACES_EXPORTER"] = "none"
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    """Every process a test started with :class:`~tests.processes.Proc` and did not stop is killed
+    when the test ends, whatever its outcome (a failed assertion leaves nothing running)."""
+    before = set(map(id, Proc.running))
+    yield
+    for proc in [p for p in Proc.running if id(p) not in before]:
+        proc.kill()
 
 
 @pytest.fixture(scope="session")
@@ -95,3 +111,14 @@ async def api(apiserver: ApiServer, settings: Settings) -> AsyncIterator[ApiClie
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture
+async def runtime(event_store: EventStore) -> AsyncIterator[Runtime]:
+    """A controller runtime (log-fed cache) on the test's own stream."""
+    rt = Runtime(event_store, actor="test-runtime")
+    await rt.start()
+    try:
+        yield rt
+    finally:
+        await rt.stop()

@@ -57,6 +57,19 @@ async def wait_for_value(
     return holder[0]
 
 
+async def wait_for(check: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Call ``check`` every 0.2 s until it returns True or a truthy non-list; a list is what is still
+    missing, and the failure message shows the last one (``what: [...]``)."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last is True or (last and not isinstance(last, list)):
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{what}: {last!r}")
+
+
 def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 10.0, interval_s: float = 0.02) -> None:
     """Synchronous polling (for subprocess-driven tests)."""
     deadline = time.monotonic() + timeout_s

@@ -25,7 +25,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 PACKAGES = ("events", "infra", "projections", "sagas", "services")
 SHARED = ("services.dra", "services.runtime")
 

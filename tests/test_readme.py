@@ -13,10 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.e2e.honcho import HonchoSystem
 from tests.helpers import free_port_offset
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+from tests.processes import HonchoSystem
 
 
 def quickstart_commands() -> list[str]:
@@ -53,8 +52,14 @@ spec:
   containers: [{name: c, image: busybox}]
 """
 # what a clean Ctrl-C never prints: tracebacks, and the collisions of a system that shares a port
-NEVER = ("Traceback", "CancelledError", "KeyboardInterrupt", "cannot serve metrics", "is in use",
-         "cannot export spans")
+NEVER = (
+    "Traceback",
+    "CancelledError",
+    "KeyboardInterrupt",
+    "cannot serve metrics",
+    "is in use",
+    "cannot export spans",
+)
 
 
 def test_quickstart_system_starts_answers_traces_and_stops_cleanly(tmp_path: Path) -> None:

@@ -68,7 +68,7 @@ STATUS_KEPT_ON_CREATE = frozenset({"Node"})
 # the binding's spec.nodeName (PodBound), the node IPAM's podCIDR(s), the cloud provider's
 # providerID and a Lease's renewTime (each renewal is a LeaseRenewed fact, not an apply). An apply
 # that leaves one unset keeps the stored value. Every domain event that writes outside status and
-# finalizers must be listed here or in CONTROLLER_ITEMS (tests/apiserver/test_server_set_fields.py
+# finalizers must be listed here or in CONTROLLER_ITEMS (tests/services/apiserver/test_server_set_fields.py
 # checks each registered reducer against these tables).
 SERVER_SET_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "Pod": (("spec", "node_name"),),

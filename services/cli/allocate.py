@@ -1,6 +1,6 @@
 """``draflow allocate SCENARIO.yaml``: run the structured allocator on one scenario file.
 
-A scenario (schema: tests/allocator/vectors/README.md, the conformance vector format) names the
+A scenario (schema: tests/services/dra/structured/vectors/README.md, the conformance vector format) names the
 node being tried, the objects (Node, DeviceClass, ResourceSlice, ResourceClaim, DeviceTaintRule)
 and the claims to allocate together. Prints one JSON object::
 

@@ -6,10 +6,9 @@ from pathlib import Path
 
 from events.api.loader import load_manifests
 from services.apiserver.admission import admit
+from tests.paths import EXAMPLES, REALWORLD, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-REALWORLD = ROOT / "tests" / "data" / "realworld"
+__all__ = ["EXAMPLES", "REALWORLD", "ROOT", "load"]
 
 
 def load(path: Path) -> list[object]:

@@ -48,7 +48,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.paths import ROOT
+
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 ELLIPSIS = "…"
 DEFAULT_WAIT_S = 30.0

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from infra.ports import Ports
 from tests.docs.sessions import DOCS, ROOT, Block, Mismatch, Shell, new_tmp, parse_doc, run_block
-from tests.e2e.honcho import VENV_BIN, HonchoSystem
 from tests.helpers import free_port_offset
+from tests.processes import VENV_BIN, HonchoSystem
 
 
 @dataclass(repr=False)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
+from tests.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES_DIR = ROOT / "examples" / "dra-example-driver"
 EXAMPLES = (
     "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,7 +18,6 @@ from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
 from services.runtime.controller import Runtime
-from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.demo import (
     EXAMPLES,
     EXAMPLES_DIR,
@@ -31,7 +29,11 @@ from tests.e2e.demo import (
     check_intended,
     check_workloads,
 )
-from tests.e2e.procs import Proc, stop_cleanly
+from tests.helpers import wait_for
+from tests.processes import Proc, stop_cleanly
+from tests.shells import manifests, start_runtime
+
+pytestmark = pytest.mark.kep4381
 
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("services.claim_controller", [], "claim-controller: following"),
@@ -63,17 +65,6 @@ async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]
             await events.close()
     finally:
         await stop_cleanly(procs)
-
-
-async def wait_for(check, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last is True or (last and not isinstance(last, list)):
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what}: {last!r}")
 
 
 def _state(probe: Runtime) -> tuple[dict[tuple[str, str], Pod], dict[tuple[str, str], ResourceClaim]]:

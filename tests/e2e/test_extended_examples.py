@@ -25,9 +25,11 @@ from events.dra import PodResourcesPrepared
 from infra.config import Settings
 from services.runtime.controller import Runtime
 from tests.builders.manifests import REALWORLD
-from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import ROOT, Proc, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.helpers import wait_for
+from tests.processes import ROOT, Proc, stop_cleanly
+from tests.shells import manifests, start_runtime
+
+pytestmark = pytest.mark.kep5004
 
 EXAMPLE = REALWORLD / "kubernetes-sigs__dra-example-driver"
 EXTENDED_CLASS = ROOT / "examples" / "extended-resources" / "gpu-example-extended.yaml"

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,11 +32,14 @@ from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
 from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from services.runtime.controller import Runtime
-from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import Proc, stop_cleanly
-from tests.e2e.test_demo import _prepared_everywhere, wait_for
+from tests.e2e.test_demo import _prepared_everywhere
+from tests.helpers import wait_for
+from tests.paths import ROOT
+from tests.processes import Proc, stop_cleanly
+from tests.shells import manifests, start_runtime
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.kep5004
+
 KEP = ROOT / "examples" / "extended-resources"
 DRA_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-zrw2"
 PLUGIN_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-xyz8"

@@ -14,11 +14,10 @@ from typing import IO
 
 from infra.config import Settings
 from infra.ports import Ports
-from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.demo import EXAMPLES, EXAMPLES_DIR, NODES, check_intended
-from tests.e2e.procs import ROOT
-from tests.e2e.test_demo import wait_for
-from tests.helpers import free_port_offset
+from tests.helpers import free_port_offset, wait_for
+from tests.processes import ROOT
+from tests.shells import manifests, start_runtime
 
 
 def _start(env: dict[str, str], log: IO[str]) -> subprocess.Popen[bytes]:

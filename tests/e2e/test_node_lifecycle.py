@@ -31,9 +31,9 @@ import pytest
 from events.api.core_v1 import Node, Pod
 from infra.config import Settings
 from services.runtime.controller import Runtime
-from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import ROOT, Proc, service_env, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.helpers import wait_for
+from tests.processes import ROOT, Proc, service_env, stop_cleanly
+from tests.shells import manifests, start_runtime
 
 EXAMPLE = ROOT / "examples" / "node-lifecycle" / "unreachable.yaml"
 DEVICE_CLASS = ROOT / "examples" / "dra-example-driver" / "deviceclass.yaml"

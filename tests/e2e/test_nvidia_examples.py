@@ -25,9 +25,11 @@ from infra.config import Settings
 from services.drivers.nvidia_sim import DRIVER
 from services.runtime.controller import Runtime
 from tests.builders.manifests import REALWORLD
-from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import Proc, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.helpers import wait_for
+from tests.processes import Proc, stop_cleanly
+from tests.shells import manifests, start_runtime
+
+pytestmark = pytest.mark.kep4381
 
 NVIDIA = REALWORLD / "NVIDIA__k8s-dra-driver-gpu"
 NODE = "gh200-1"

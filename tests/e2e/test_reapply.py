@@ -22,10 +22,12 @@ from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
 from services.cli.verify import verify_records
 from services.runtime.controller import Runtime
-from tests.controllers.shells import start_runtime
 from tests.e2e.demo import EXAMPLES_DIR
-from tests.e2e.procs import ROOT, Proc, service_env, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.helpers import wait_for
+from tests.processes import ROOT, Proc, service_env, stop_cleanly
+from tests.shells import start_runtime
+
+pytestmark = pytest.mark.kep4381
 
 NS = "basic-resourceclaimtemplate"
 FILES = ("deviceclass.yaml", "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml")

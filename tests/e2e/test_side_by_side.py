@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 
 from infra.ports import Ports
-from tests.e2e.honcho import HonchoSystem
 from tests.helpers import free_port_offset
+from tests.processes import HonchoSystem
 
 # the receiver, NATS, and two services that serve metrics (the full Procfile runs in test_readme)
 PROCESSES = ("nats", "apiserver", "scheduler", "otlp")

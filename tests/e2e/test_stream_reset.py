@@ -12,17 +12,17 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.service import EXIT_STREAM_RESET
-from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import Proc, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.helpers import wait_for
+from tests.paths import ROOT
+from tests.processes import Proc, stop_cleanly
+from tests.shells import manifests, start_runtime
 
 NODE = "node-1"
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "dra-example-driver"
+EXAMPLES = ROOT / "examples" / "dra-example-driver"
 DOCS = ["deviceclass.yaml", "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml"]
 NS = "basic-resourceclaimtemplate"
 

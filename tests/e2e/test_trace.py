@@ -13,10 +13,10 @@ from services.apiserver.server import ApiServer
 from services.claim_controller.service import ClaimControllerService
 from services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
 from services.drivers.gpu_example.publisher import SlicePublisher
-from tests.controllers.shells import eventually, manifests, run, start_runtime
-from tests.controllers.test_shells import TEMPLATE_POD
-from tests.e2e.procs import Proc
-from tests.foundation.test_tracing import Collector
+from tests.infra.test_tracing import Collector
+from tests.processes import Proc
+from tests.services.test_shells import TEMPLATE_POD
+from tests.shells import eventually, manifests, run, start_runtime
 
 SPAN_KIND_CONSUMER = 5
 
@@ -42,8 +42,8 @@ async def test_kubelet_starts_the_pod_in_the_schedulers_trace(
     driver, _ = await run(settings, "driver", SlicePublisher)
     probe, events = await start_runtime(settings, "probe")
     procs = [
-        Proc(settings, "services.kubelet", ["--node", "node-1"], **env),
-        Proc(settings, "services.scheduler", [], **env),
+        Proc(settings, "services.kubelet", ["--node", "node-1"], env),
+        Proc(settings, "services.scheduler", [], env),
     ]
     try:
         await asyncio.to_thread(procs[0].expect, "kubelet node-1: registered")

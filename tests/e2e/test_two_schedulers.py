@@ -28,9 +28,11 @@ from infra.config import Settings
 from infra.eventstore import EventStore
 from projections.objects import fold
 from services.runtime.controller import Runtime
-from tests.controllers.shells import manifests, start_runtime
-from tests.e2e.procs import ROOT, Proc, stop_cleanly
-from tests.e2e.test_demo import wait_for
+from tests.helpers import wait_for
+from tests.processes import ROOT, Proc, stop_cleanly
+from tests.shells import manifests, start_runtime
+
+pytestmark = pytest.mark.kep5004
 
 NS = "race-gpu"
 PODS = ROOT / "examples" / "debugging" / "twelve-gpu-pods.yaml"

@@ -2,8 +2,8 @@
 
 ``python -m services.kubelet.podresources.gen`` rewrites ``v1/api_pb2.py``, ``v1/api_pb2.pyi`` and
 ``v1/api_pb2_grpc.py`` in place; ``generate(out_dir)`` writes them elsewhere, which is how
-``tests/podresources/test_generated.py`` checks that the committed files are what the proto gives
-(grpcio-tools is pinned in the ``test`` extra, so the output is reproducible). The proto is
+``tests/services/kubelet/podresources/test_generated.py`` checks that the committed files are what
+the proto gives (grpcio-tools is pinned in the ``test`` extra, so the output is reproducible). The proto is
 compiled with the project root as include path, so the generated modules import each other by
 their package path.
 """

@@ -1,0 +1,93 @@
+"""The shared service runner: waits for nats-server, works, exits 0 on SIGTERM; the launcher."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from infra.config import Settings
+from infra.errors import ConcurrencyError
+from infra.eventstore import AppendRequest, EventStore
+from infra.natsd import LocalNatsServer, free_port
+from tests.conftest import settings_for
+from tests.helpers import wait_until
+from tests.paths import ROOT
+from tests.processes import Proc
+from tests.widgets import WidgetCreated, WidgetResized
+
+TRACE_SERVICES = "tests.infra.trace_services"
+
+
+def test_service_waits_for_nats_then_stops_on_sigterm(tmp_path: Path) -> None:
+    server = LocalNatsServer(tmp_path / "store", port=free_port())
+    settings = settings_for(server, tmp_path / "data")
+    env = {"DRAFLOW_LOG_LEVEL": "INFO"}
+    producer = Proc(settings, TRACE_SERVICES, ["producer"], env, merge_stderr=True)
+    try:
+        # honcho starts services and nats-server at the same time: the service's third connection
+        # attempt failing proves it went on retrying after failures instead of giving up
+        for _ in range(3):
+            producer.expect("producer: disconnected from NATS", anywhere=True)
+        assert producer.proc.poll() is None, "the service gave up instead of retrying"
+        server.start()
+        producer.expect("APPENDED")
+        producer.proc.send_signal(signal.SIGTERM)
+        assert producer.wait(timeout_s=5) == 0
+    finally:
+        if producer.proc.poll() is None:
+            producer.proc.kill()
+            producer.wait()
+        server.stop()
+
+
+def test_sigterm_while_waiting_for_nats_exits_cleanly(tmp_path: Path) -> None:
+    settings = Settings(nats_url=f"nats://127.0.0.1:{free_port()}", data_dir=tmp_path, stream="S", root="s")
+    waiting = Proc(settings, TRACE_SERVICES, ["producer"], {"DRAFLOW_LOG_LEVEL": "INFO"}, merge_stderr=True)
+    waiting.expect("producer: connecting to", anywhere=True)  # up, and retrying the connection
+    time.sleep(0.3)
+    waiting.proc.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout_s=5) == 0
+
+
+def test_launcher_runs_nats_server_from_the_environment(tmp_path: Path) -> None:
+    """What the Procfile's first line does: nats-server -js on the URL's port, store in the data dir."""
+    port = free_port()
+    env = {**os.environ, "DRAFLOW_NATS_URL": f"nats://127.0.0.1:{port}", "DRAFLOW_DATA_DIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "infra.natsd"], cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    try:
+        wait_until(lambda: (tmp_path / "nats" / "jetstream").is_dir())
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert Path(cmdline[0].decode()).name == "nats-server"  # the launcher exec'd it: same pid
+        assert b"-js" in cmdline and str(port).encode() in cmdline
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+async def test_append_many_reports_each_outcome(event_store: EventStore) -> None:
+    a = event_store.subject("Widget", "d", "a")
+    (sa,) = await event_store.append(a, WidgetCreated(name="a"), expected_last_seq=0)
+    reqs = [
+        AppendRequest(a, [WidgetResized(size=1)], sa),  # fine
+        AppendRequest(event_store.subject("Widget", "d", "b"), [WidgetCreated(name="b")], 0),
+        AppendRequest(a, [WidgetResized(size=2)], sa),  # stale: the first request moved `a` on
+        AppendRequest(
+            event_store.subject("Widget", "d", "c"), [WidgetCreated(name="c"), WidgetResized(size=3)], 0
+        ),
+    ]
+    out = await event_store.append_many(reqs, return_exceptions=True)
+    assert out[0] == (sa + 1,) and out[1] == (sa + 2,)
+    assert isinstance(out[2], ConcurrencyError)
+    assert out[3] == (sa + 3, sa + 4)
+    try:
+        await event_store.append_many([AppendRequest(a, [WidgetResized(size=9)], sa)])
+    except ConcurrencyError:
+        pass
+    else:
+        raise AssertionError("a stale request must raise without return_exceptions")

@@ -1,0 +1,61 @@
+"""``draflow apply`` against ResourceQuota: kubectl's Forbidden line, the other documents still go."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tests.services.cli.conftest import Result
+
+Draflow = Callable[..., Result]
+
+QUOTA = """\
+apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: claims
+spec:
+  hard:
+    count/resourceclaims.resource.k8s.io: 1
+"""
+CLAIMS = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: a
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata:
+  name: b
+spec:
+  devices:
+    requests:
+    - name: gpu
+      exactly: {deviceClassName: gpu.example.com}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: after
+"""
+
+
+def test_over_quota_claim_is_forbidden(draflow: Draflow) -> None:
+    assert draflow("apply", "-f", "-", stdin=QUOTA).code == 0
+    res = draflow("apply", "-f", "-", stdin=CLAIMS)
+    assert res.code == 1
+    assert res.out.splitlines() == ["resourceclaim.resource.k8s.io/a created", "namespace/after created"]
+    assert res.err.strip() == (
+        'Error from server (Forbidden): error when creating "STDIN": resourceclaims.resource.k8s.io "b" '
+        "is forbidden: exceeded quota: claims, requested: count/resourceclaims.resource.k8s.io=1, "
+        "used: count/resourceclaims.resource.k8s.io=1, limited: count/resourceclaims.resource.k8s.io=1"
+    )
+    assert draflow("get", "rc", "b").code == 1
+    # an unchanged re-apply of the admitted claim is not charged again
+    again = draflow("apply", "-f", "-", stdin=CLAIMS.split("---")[0])
+    assert again.out == "resourceclaim.resource.k8s.io/a unchanged\n", again.err
