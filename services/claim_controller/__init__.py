@@ -10,6 +10,7 @@ from services.claim_controller.controller import (
     release_reservations,
     sync_claim,
     sync_pod,
+    sync_pod_from,
 )
 from services.dra.claimactions import (
     AddReservedFor,
@@ -48,4 +49,5 @@ __all__ = [
     "release_reservations",
     "sync_claim",
     "sync_pod",
+    "sync_pod_from",
 ]

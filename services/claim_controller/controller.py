@@ -8,7 +8,8 @@ move them toward the desired state; a second call on the result returns nothing.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -35,6 +36,7 @@ from services.dra.resourceclaim import (
     is_pod_done,
     is_pod_terminal,
     is_reserved_for_pod,
+    named_claims,
     owning_pod,
     pod_consumer_ref,
     pod_owner_reference,
@@ -47,6 +49,7 @@ __all__ = [
     "find_pod_resource_claim",
     "sync_claim",
     "sync_pod",
+    "sync_pod_from",
 ]
 
 FAILED_CLAIM_CREATION = "FailedResourceClaimCreation"
@@ -191,6 +194,30 @@ class _PodSync:
             else:
                 merged.append(entry)
         return tuple(merged)
+
+
+Lookup = Callable[[str, str, str], Any]  # (kind, namespace, name) -> the object or None
+
+
+def sync_pod_from(
+    pod: Pod, get: Lookup, owned: Iterable[str], taken: Container[str]
+) -> list[ClaimAction]:
+    """``sync_pod`` on exactly what it reads, looked up by key: the claims the pod names or owns
+    (``owned``: the names of the claims it controls) and the templates it uses. The service calls
+    it on its cache; ``draflow verify-replay`` on the log folded to the decision's position."""
+    ns = pod.metadata.namespace
+    claims = [
+        c
+        for c in (get("ResourceClaim", ns, n) for n in sorted(named_claims(pod) | set(owned)))
+        if isinstance(c, ResourceClaim)
+    ]
+    template_names = {c.resource_claim_template_name or "" for c in pod.spec.resource_claims} - {""}
+    templates = [
+        t
+        for t in (get("ResourceClaimTemplate", ns, n) for n in sorted(template_names))
+        if isinstance(t, ResourceClaimTemplate)
+    ]
+    return sync_pod(pod, claims, templates, taken=taken)
 
 
 def sync_pod(

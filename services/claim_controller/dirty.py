@@ -18,18 +18,11 @@ from dataclasses import dataclass, field
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from projections.objects import Change
-from services.dra.resourceclaim import owning_pod
+from services.dra.resourceclaim import named_claims, owning_pod
 
-__all__ = ["Dependencies", "Dirty", "claim_pod_names", "pod_claim_names"]
+__all__ = ["Dependencies", "Dirty", "claim_pod_names"]
 
 Key = tuple[str, str]  # (namespace, name)
-
-
-def pod_claim_names(pod: Pod) -> set[str]:
-    """Claims a pod names: by ``resourceClaimName`` or recorded in its status."""
-    names = {c.resource_claim_name for c in pod.spec.resource_claims if c.resource_claim_name}
-    names.update(s.resource_claim_name for s in pod.status.resource_claim_statuses if s.resource_claim_name)
-    return names
 
 
 def claim_pod_names(claim: ResourceClaim) -> set[str]:
@@ -112,7 +105,7 @@ class Dependencies:
             claims = set(self._claim_pods.sources(namespace, name))
             claims |= self._owned.sources(namespace, obj.metadata.uid)
             claims |= self._index_pod(namespace, name, None if change.type == "DELETED" else obj)
-            claims |= pod_claim_names(obj)
+            claims |= named_claims(obj)
             self.dirty.claims.update((namespace, c) for c in claims)
         elif kind == "ResourceClaim" and isinstance(obj, ResourceClaim):
             self.dirty.claims.add((namespace, name))
@@ -129,7 +122,7 @@ class Dependencies:
         claims: set[str] = set()
         if pod is not None:
             templates = {c.resource_claim_template_name or "" for c in pod.spec.resource_claims} - {""}
-            claims = pod_claim_names(pod)
+            claims = named_claims(pod)
         self._pod_templates.assign(ns, name, templates)
         return self._pod_claims.assign(ns, name, claims)
 

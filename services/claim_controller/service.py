@@ -18,8 +18,8 @@ import time
 
 from events.api.resource_v1 import ResourceClaim
 from projections.objects import Change
-from services.claim_controller.controller import sync_claim, sync_pod
-from services.claim_controller.dirty import Dependencies, claim_pod_names, pod_claim_names
+from services.claim_controller.controller import sync_claim, sync_pod_from
+from services.claim_controller.dirty import Dependencies, claim_pod_names
 from services.runtime.claimwrites import execute
 from services.runtime.controller import Runtime
 
@@ -91,15 +91,8 @@ class ClaimControllerService:
         pod = rt.get("Pod", ns, name)
         if pod is None or pod.metadata.deletion_timestamp is not None or not pod.spec.resource_claims:
             return  # sync_pod leaves these alone
-        claim_names = pod_claim_names(pod) | self.deps.owned_by(ns, pod.metadata.uid)
-        claims = [c for c in (rt.get("ResourceClaim", ns, n) for n in sorted(claim_names)) if c is not None]
-        template_names = {c.resource_claim_template_name for c in pod.spec.resource_claims}
-        templates = [
-            t
-            for t in (rt.get("ResourceClaimTemplate", ns, n) for n in sorted(template_names) if n)
-            if t is not None
-        ]
-        actions = sync_pod(pod, claims, templates, taken=_ClaimNames(rt, ns))
+        owned = self.deps.owned_by(ns, pod.metadata.uid)
+        actions = sync_pod_from(pod, rt.get, owned, _ClaimNames(rt, ns))
         if actions:
             async with rt.step("Pod", ns, name, "claim-controller sync pod"):
                 await execute(rt, actions)

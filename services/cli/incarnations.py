@@ -20,6 +20,7 @@ from events.api.core_v1 import Pod
 from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved
 from events.envelope import Envelope, Event
 from projections.objects import fold
+from services.dra.resourceclaim import named_claims
 
 __all__ = [
     "ClaimLife",
@@ -115,10 +116,7 @@ def names_of(inc: Incarnation) -> set[str]:
     pods = [obj for e in inc.events if isinstance(obj := getattr(e.data, "object", None), Pod)]
     pods += [inc.pod] if inc.pod is not None else []
     for pod in pods:
-        names |= {rc.resource_claim_name for rc in pod.spec.resource_claims if rc.resource_claim_name}
-        names |= {
-            st.resource_claim_name for st in pod.status.resource_claim_statuses if st.resource_claim_name
-        }
+        names |= named_claims(pod)
     for env in inc.events:
         for st in getattr(env.data, "statuses", ()) or ():
             if getattr(st, "resource_claim_name", None):

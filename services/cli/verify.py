@@ -2,8 +2,11 @@
 
 The log is read straight from JetStream and folded in order, exactly as the services fold it; at
 every point where a service recorded a decision, the *current* code decides again on the state
-that decision was taken on, and the two are compared. Nothing is appended (publishing is
-disabled: no service object is built, only the pure deciders run), and no spans are emitted.
+that decision was taken on, and the two are compared. The deciders are the services' own
+functions (the scheduler core and its sagas' ``assume_decided`` / ``release_decided``, the claim
+controller's ``sync_pod_from``, the quota reconciler's ``fold_change`` / ``reconcile``), never a
+second copy of their rules. Nothing is appended (publishing is disabled: no service object is
+built, only the pure deciders run), and no spans are emitted.
 
 Decisions checked:
 
@@ -13,8 +16,10 @@ Decisions checked:
   the live scheduler had them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
   at its ``snapshot_seq``). Logs written before those fields existed fall back to the position in
   the saga id and to the sequence right before the event.
-* **claim controller** — every ResourceClaim generated from a template (name and spec, from
-  ``sync_pod`` on the state right before the claim was created).
+* **claim controller** — every ResourceClaim generated from a template (name and spec, from the
+  controller's own ``sync_pod_from`` on the state right before the claim was created).
+* **quota reconciler** — every ResourceQuota status it wrote: one its own ``reconcile`` would have
+  written on the log since the quota's previous event (``fold_change`` folds as it does).
 * **invariants** — decisions no code may take (``services.cli.invariants``): every write to a
   bound pod (a pod is bound once: nothing changes its ``spec.nodeName``) and every released
   reservation (a running pod keeps its claims), checked on the state the event was appended to.
@@ -43,29 +48,36 @@ from typing import Any
 import msgspec
 
 from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
+from events.api.resource_v1 import ResourceClaim
 from events.codec import DecodeError, decode
 from events.dra import PodUnschedulable
 from events.envelope import Envelope, Event
 from events.saga import SagaStarted, SagaStepCompensated
-from events.subjects import decode_token
+from events.subjects import parse_subject
 from infra import tracing
 from infra.eventstore import RawRecord
 from projections.objects import ObjectIndex
+from services.claim_controller import CreateClaim, sync_pod_from
 from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
 from services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from services.cli.main import UserError
 from services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from services.dra.quota.state import QuotaState
+from services.dra.resourceclaim import POD_CLAIM_NAME_ANNOTATION, owning_pod
+from services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
+from services.scheduler.sagas.pod_scheduling import (
+    POD_SCHEDULING,
+    PodSchedulingInput,
+    assume_decided,
+    release_decided,
+)
 
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 
 _SAGA_POSITION = re.compile(r"-(\d+)(?:-\d+)?$")
-_CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", "DeviceClass", "ResourceQuota"})
-_QUOTA_KINDS = frozenset({"DeviceClass", "Pod", "ResourceClaim", "ResourceQuota"})
-_FOLDED_KINDS = _CLAIM_KINDS | FOLDED_KINDS
-POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+_CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+_FOLDED_KINDS = _CLAIM_KINDS | TRACKED | FOLDED_KINDS
 _QUOTA_STATUS = "ResourceQuotaStatusUpdated"
 DEFAULT_INSTANCE = "scheduler"  # DRAFLOW_SCHEDULER_ID's default
 
@@ -120,6 +132,7 @@ class _Decision:
     name: str = field(compare=False, default="")
     uid: str = field(compare=False, default="")
     instance: str = field(compare=False, default="")  # the scheduler instance that decided
+    plan: PodSchedulingInput | None = field(compare=False, default=None)  # a PodScheduling decision
 
 
 def _builtins(x: Any) -> Any:
@@ -166,14 +179,12 @@ class Verifier:
         self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0, "node": 0}
         self.invariants = 0  # events checked against services.cli.invariants
         self._violation: Divergence | None = None  # the first one found while folding
-        from services.dra.quota.state import QuotaState
-
-        self.quota = QuotaState()
+        self.quota = QuotaState()  # folded as the quota reconciler folds it
         # quota (namespace, name) -> every status the reconciler could have written since the quota's
         # last event (it decides on a snapshot that may lag the log a little)
         self._quota_candidates: dict[tuple[str, str], list[Any]] = {}
-        self._saga_pods: dict[str, tuple[str, str]] = {}  # PodScheduling saga id -> (instance, "ns/name")
-        self._prefix = f"{root}.ev."
+        # PodScheduling saga id -> (scheduler instance, its decision)
+        self._saga_plans: dict[str, tuple[str, PodSchedulingInput]] = {}
 
     # -- which records are decisions ------------------------------------------------------------------
     def decisions(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> list[_Decision]:
@@ -199,6 +210,7 @@ class Verifier:
                         str(inp.get("name", "")),
                         str(inp.get("uid", "")),
                         instance,
+                        msgspec.convert(inp, PodSchedulingInput),
                     )
                 )
             elif isinstance(d, PodUnschedulable):
@@ -217,9 +229,8 @@ class Verifier:
         return sorted(out)
 
     def _ns_name(self, subject: str) -> tuple[str, str]:
-        parts = subject[len(self._prefix) :].split(".")
-        ns = "" if parts[1] == "_" else decode_token(parts[1])
-        return ns, decode_token(parts[2])
+        ref = parse_subject(subject, self.root)
+        return ref.namespace or "", ref.name
 
     # -- folding ---------------------------------------------------------------------------------------
     def apply(self, rec: RawRecord, env: Envelope[Event] | None) -> None:
@@ -227,33 +238,28 @@ class Verifier:
             snapshot.apply_records([rec])
         if env is None:
             return
-        parts = rec.subject[len(self._prefix) :].split(".")
-        if len(parts) == 3 and parts[0] in _FOLDED_KINDS:
-            kind, ns, name = (
-                parts[0],
-                "" if parts[1] == "_" else decode_token(parts[1]),
-                decode_token(parts[2]),
-            )
+        try:
+            ref = parse_subject(rec.subject, self.root)
+        except ValueError:
+            ref = None
+        if ref is not None and ref.kind in _FOLDED_KINDS:
+            kind, ns, name = ref.kind, ref.namespace or "", ref.name
             before = self.objects.get(kind, ns, name) if kind in ("Pod", "ResourceClaim") else None
             change = self.objects.apply_envelope(kind, ns, name, env)
             if before is not None and rec.seq >= self.from_seq and self._violation is None:
                 self._check_invariants(rec, env, kind, ns, name, before)
-            if change is not None and kind in _QUOTA_KINDS:
-                if change.type == "DELETED":
-                    self.quota.delete(kind, ns, name)
-                else:
-                    self.quota.apply(change.object)  # type: ignore[arg-type]
+            if change is not None and kind in TRACKED:
+                fold_change(self.quota, kind, ns, name, change)
                 self._quota_moved(
                     None if kind == "DeviceClass" else ns, (ns, name) if kind == "ResourceQuota" else None
                 )
         d = env.data
         if isinstance(d, SagaStepCompensated) and d.step == "reserve":
-            # the live scheduler dropped the assumed decision right before recording this
-            owner = self._saga_pods.get(rec.subject.rsplit(".", 1)[-1])
-            if owner is not None:
-                core = self.snapshots[owner[0]].core
-                for event in core.cluster.forget(owner[1]):
-                    core.queue.on_event(event)
+            # the live scheduler's unreserve dropped the assumed decision right before recording this
+            decided = self._saga_plans.get(rec.subject.rsplit(".", 1)[-1])
+            if decided is not None:
+                instance, plan = decided
+                release_decided(self.snapshots[instance], plan)
 
     def _check_invariants(
         self, rec: RawRecord, env: Envelope[Event], kind: str, ns: str, name: str, before: Any
@@ -290,15 +296,16 @@ class Verifier:
             )
 
     def _quota_moved(self, namespace: str | None, reset: tuple[str, str] | None) -> None:
-        """Record the status each quota of ``namespace`` (None: all) would get now."""
-        from services.dra.quota.state import status_of
-
+        """Record the status each quota of ``namespace`` (None: all) would get now: what the
+        reconciler's ``reconcile`` would write, or the status it has when it would write nothing."""
         if reset is not None:
             self._quota_candidates.pop(reset, None)
+        written = reconcile(self.quota, namespace)
+        statuses = {(q.metadata.namespace, q.metadata.name): q.status for q in written}
         for key, quota in self.quota.quotas.items():
             if namespace is not None and key[0] != namespace:
                 continue
-            status = _builtins(status_of(quota, self.quota.quota_usage(quota), self.quota.index))
+            status = _builtins(statuses.get(key, quota.status))
             seen = self._quota_candidates.setdefault(key, [])
             if not seen or seen[-1] != status:
                 seen.append(status)
@@ -395,8 +402,6 @@ class Verifier:
         )
 
     def _check_claim(self, dec: _Decision) -> Divergence | None:
-        from services.claim_controller import CreateClaim, sync_pod
-
         d = dec.env.data
         claim = getattr(d, "object", None)
         assert isinstance(claim, ResourceClaim)
@@ -410,16 +415,12 @@ class Verifier:
             claims = [
                 c for c in self.objects.items("ResourceClaim", dec.namespace) if isinstance(c, ResourceClaim)
             ]
-            templates = [
-                t
-                for t in self.objects.items("ResourceClaimTemplate", dec.namespace)
-                if isinstance(t, ResourceClaimTemplate)
-            ]
+            owned = {c.metadata.name for c in claims if (o := owning_pod(c)) and o.uid == owner.uid}
             taken = {c.metadata.name for c in claims}
             pod_claim = claim.metadata.annotations.get(POD_CLAIM_NAME_ANNOTATION, "")
             creates = [
                 a
-                for a in sync_pod(pod, claims, templates, taken=taken)
+                for a in sync_pod_from(pod, self.objects.get, owned, taken)
                 if isinstance(a, CreateClaim) and a.pod_claim_name == pod_claim
             ]
             if not creates:
@@ -447,30 +448,16 @@ class Verifier:
     def _assume_recorded(self, dec: _Decision) -> None:
         """Put a recorded PodScheduling decision in the assume cache (what its saga's reserve does)."""
         pod = self._pod(dec)
-        d = dec.env.data
-        if pod is None or pod.spec.node_name or not isinstance(d, SagaStarted):
-            return
-        plan = msgspec.convert(d.input, PodSchedulingInput)
-        allocs = []
-        for c in plan.claims:
-            claim, _ = self._snapshot(dec).get("ResourceClaim", c.namespace, c.name)
-            if (
-                c.allocation is not None
-                and isinstance(claim, ResourceClaim)
-                and claim.status.allocation is None
-            ):
-                allocs.append((claim, c.allocation))
-        cluster = self._snapshot(dec).core.cluster
-        cluster.assume_allocations(pod, plan.node_name, allocs)
-        cluster.assume_pod(pod, plan.node_name)
+        if pod is not None and dec.plan is not None:
+            assume_decided(self._snapshot(dec), pod, dec.plan)
 
     # -- driving -----------------------------------------------------------------------------------------
     def run(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> Divergence | None:
         decisions = self.decisions(records)
-        self._saga_pods = {
-            d.env.subject.rsplit(".", 1)[-1]: (d.instance, f"{d.namespace}/{d.name}")
+        self._saga_plans = {
+            d.env.subject.rsplit(".", 1)[-1]: (d.instance, d.plan)
             for d in decisions
-            if d.kind == "schedule"
+            if d.plan is not None
         }
         instances = sorted({d.instance for d in decisions if d.kind in ("schedule", "unschedulable")})
         for instance in instances or [DEFAULT_INSTANCE]:

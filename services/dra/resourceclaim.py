@@ -37,6 +37,7 @@ __all__ = [
     "is_pod_done",
     "is_pod_terminal",
     "is_reserved_for_pod",
+    "named_claims",
     "owning_pod",
     "pod_claim_names",
     "pod_consumer_ref",
@@ -105,6 +106,15 @@ def resolve_claim_name(pod: Pod, pod_claim: PodResourceClaim) -> ClaimName:
         f'pod "{meta.namespace}/{meta.name}", spec.resourceClaim "{pod_claim.name}": '
         "none of the supported fields are set"
     )
+
+
+def named_claims(pod: Pod) -> set[str]:
+    """The claims a pod names without resolving anything: ``spec.resourceClaims[].resourceClaimName``
+    and the generated names recorded in ``status.resourceClaimStatuses`` (what a change to the pod
+    can make dirty, and what a claim change can wake)."""
+    names = {c.resource_claim_name for c in pod.spec.resource_claims if c.resource_claim_name}
+    names.update(s.resource_claim_name for s in pod.status.resource_claim_statuses if s.resource_claim_name)
+    return names
 
 
 def pod_claim_names(pod: Pod) -> list[tuple[str, bool]]:

@@ -1,23 +1,42 @@
-"""Which ResourceQuota statuses to write: the quota reconciler's decision, pure and replayable."""
+"""Which ResourceQuota statuses to write: the quota reconciler's decision, pure and replayable.
+
+``fold_change`` keeps a ``QuotaState`` in step with the folded objects and ``reconcile`` decides;
+the service calls both, and so does ``draflow verify-replay`` when it checks a recorded status.
+"""
 
 from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import ResourceQuota
+from events.api.core_v1 import Pod, ResourceQuota
+from events.api.resource_v1 import DeviceClass, ResourceClaim
+from projections.objects import Change
 from services.dra.quota.state import QuotaState, status_of
 
-__all__ = ["reconcile"]
+__all__ = ["TRACKED", "fold_change", "reconcile"]
+
+TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND})
 
 
-def reconcile(state: QuotaState) -> list[ResourceQuota]:
-    """Every quota whose status differs from what the state implies, with the new status.
+def fold_change(state: QuotaState, kind: str, namespace: str, name: str, change: Change) -> None:
+    """One object change (of a ``TRACKED`` kind) into ``state``."""
+    if change.type == "DELETED":
+        state.delete(kind, namespace, name)
+    elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota):
+        state.apply(change.object)
+
+
+def reconcile(state: QuotaState, namespace: str | None = None) -> list[ResourceQuota]:
+    """Every quota (of ``namespace``; None: all) whose status differs from what the state implies,
+    with the new status.
 
     The service appends one status event per returned quota; an empty list means all quotas are
     up to date (so replaying the same events appends nothing new).
     """
     out: list[ResourceQuota] = []
-    for _, quota in sorted(state.quotas.items()):
+    for key, quota in sorted(state.quotas.items()):
+        if namespace is not None and key[0] != namespace:
+            continue
         status = status_of(quota, state.quota_usage(quota), state.index)
         if status != quota.status:
             out.append(msgspec.structs.replace(quota, status=status))

@@ -17,14 +17,13 @@ import logging
 from typing import Any
 
 from events.api.codec import object_meta
-from events.api.core_v1 import Pod, ResourceQuota
-from events.api.resource_v1 import DeviceClass, ResourceClaim
+from events.api.core_v1 import ResourceQuota
 from events.codec import DecodeError, decode
 from events.subjects import parse_subject
 from infra.eventstore import EventStore, RawRecord
 from projections.objects import ObjectIndex
 from services.dra.quota.state import QuotaState
-from services.quota_reconciler.reconcile import reconcile
+from services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
 from services.runtime.client import ApiClient
 from services.runtime.protocol import StatusError
 from services.runtime.tail import Tail
@@ -33,7 +32,6 @@ __all__ = ["ACTOR", "QuotaReconciler"]
 
 ACTOR = "quota-reconciler"
 RETRY_S = 1.0
-TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND})
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +63,8 @@ class QuotaReconciler:
                 self.index.touch(kind, namespace, name, rec.seq)
                 continue
             change = self.index.apply_envelope(kind, namespace, name, env)
-            if change is None:
-                continue
-            if change.type == "DELETED":
-                self.state.delete(kind, namespace, name)
-            elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota):
-                self.state.apply(change.object)
+            if change is not None:
+                fold_change(self.state, kind, namespace, name, change)
         if records:
             self.position = records[-1].seq
 

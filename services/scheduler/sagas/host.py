@@ -15,7 +15,7 @@ from events.envelope import Envelope, Event
 from projections.objects import fold
 from services.scheduler.framework import Scheduler
 
-__all__ = ["MAX_CONFLICTS", "SchedulerHost", "SchedulingConflict", "read_object"]
+__all__ = ["MAX_CONFLICTS", "DecisionView", "SchedulerHost", "SchedulingConflict", "read_object"]
 
 MAX_CONFLICTS = 8  # reload-and-retry rounds on one subject before giving up (compensate)
 
@@ -24,12 +24,18 @@ class SchedulingConflict(Exception):
     """The decision no longer holds (pod or claim changed by someone else): compensate."""
 
 
-class SchedulerHost(Protocol):
-    """What the saga steps need from the scheduler service that runs them."""
+class DecisionView(Protocol):
+    """A scheduling core and the objects it folded: what assuming or releasing a decision reads.
+    The scheduler service is one; ``draflow verify-replay``'s replayed snapshot is another."""
 
     core: Scheduler
 
     def get(self, kind: str, namespace: str, name: str) -> tuple[Any, int]: ...
+
+
+class SchedulerHost(DecisionView, Protocol):
+    """What the saga steps need from the scheduler service that runs them."""
+
     async def load(self, kind: str, namespace: str, name: str) -> tuple[Any, int]: ...
     async def history(self, kind: str, namespace: str, name: str) -> list[Envelope[Event]]: ...
     def subject(self, kind: str, namespace: str, name: str) -> str: ...

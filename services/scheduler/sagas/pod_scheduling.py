@@ -72,13 +72,21 @@ from services.scheduler.sagas.extended_claim import (
 from services.scheduler.sagas.extended_steps import pod_with_claim_status
 from services.scheduler.sagas.host import (
     MAX_CONFLICTS,
+    DecisionView,
     SchedulerHost,
     SchedulingConflict,
     read_object,
 )
 from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
 
-__all__ = ["POD_SCHEDULING", "POD_SCHEDULING_SAGA", "ClaimPlan", "PodSchedulingInput"]
+__all__ = [
+    "POD_SCHEDULING",
+    "POD_SCHEDULING_SAGA",
+    "ClaimPlan",
+    "PodSchedulingInput",
+    "assume_decided",
+    "release_decided",
+]
 
 POD_SCHEDULING = "PodScheduling"
 
@@ -187,9 +195,41 @@ def _check_owner(
 
 
 
-def current_pod(rt: SchedulerHost, plan: PodSchedulingInput) -> Pod | None:
+def current_pod(rt: DecisionView, plan: PodSchedulingInput) -> Pod | None:
     pod, _ = rt.get("Pod", plan.namespace, plan.name)
     return pod if isinstance(pod, Pod) and pod.metadata.uid == plan.uid else None
+
+
+def assume_decided(view: DecisionView, pod: Pod, plan: PodSchedulingInput) -> None:
+    """Count a decision in the assume cache as the scheduler that took it did (its claims'
+    allocations not in the log yet, the special claim's before it exists, the pod on its node),
+    unless the pod is bound or the decision is assumed already. ``reserve`` calls it when another
+    process resumes the saga; ``draflow verify-replay`` for decisions it replays unchecked."""
+    cluster = view.core.cluster
+    if pod.spec.node_name or plan.key in cluster.assumed.pods:
+        return
+    allocs: list[tuple[ResourceClaim, AllocationResult]] = []
+    ext = plan.extended_claim
+    for c in plan.claims:
+        claim, _ = view.get("ResourceClaim", c.namespace, c.name)
+        if claim is None and ext is not None and plan.creates(c):
+            claim = ext  # the special claim, not created yet
+        if c.allocation is not None and isinstance(claim, ResourceClaim):
+            if claim.status.allocation is None:
+                allocs.append((claim, c.allocation))
+    cluster.assume_allocations(pod, plan.node_name, allocs)
+    cluster.assume_pod(pod, plan.node_name)
+
+
+def release_decided(view: DecisionView, plan: PodSchedulingInput) -> None:
+    """Drop an assumed decision (the pod goes back to the queue): ``unreserve``, and ``draflow
+    verify-replay`` where the log shows that compensation."""
+    pod = current_pod(view, plan)
+    if pod is not None:
+        view.core.unreserve(pod)
+    else:
+        for event in view.core.cluster.forget(plan.key):
+            view.core.queue.on_event(event)
 
 
 async def reserve(ctx: Ctx) -> dict[str, Any]:
@@ -199,31 +239,12 @@ async def reserve(ctx: Ctx) -> dict[str, Any]:
         raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
     if pod.spec.node_name and pod.spec.node_name != plan.node_name:
         raise SchedulingConflict(f"pod {plan.key} is bound to {pod.spec.node_name} already")
-    cluster = rt.core.cluster
-    if not pod.spec.node_name and plan.key not in cluster.assumed.pods:
-        # resumed by a process that did not make the decision: assume it here too
-        allocs: list[tuple[ResourceClaim, AllocationResult]] = []
-        ext = plan.extended_claim
-        for c in plan.claims:
-            claim, _ = rt.get("ResourceClaim", c.namespace, c.name)
-            if claim is None and ext is not None and plan.creates(c):
-                claim = ext  # the special claim, not created yet
-            if c.allocation is not None and isinstance(claim, ResourceClaim):
-                if claim.status.allocation is None:
-                    allocs.append((claim, c.allocation))
-        cluster.assume_allocations(pod, plan.node_name, allocs)
-        cluster.assume_pod(pod, plan.node_name)
+    assume_decided(rt, pod, plan)  # resumed by a process that did not take the decision
     return {"node": plan.node_name}
 
 
 async def unreserve(ctx: Ctx) -> None:
-    plan, rt = ctx.input, ctx.deps
-    pod = current_pod(rt, plan)
-    if pod is not None:
-        rt.core.unreserve(pod)
-    else:
-        for event in rt.core.cluster.forget(plan.key):
-            rt.core.queue.on_event(event)
+    release_decided(ctx.deps, ctx.input)
 
 
 async def prebind(ctx: Ctx) -> dict[str, Any]:

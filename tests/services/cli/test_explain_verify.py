@@ -208,7 +208,7 @@ async def test_verify_replay_checks_quota_statuses(
 ) -> None:
     """The real quota reconciler writes ResourceQuota status; verify-replay re-computes it with
     today's code, and catches a changed usage rule."""
-    import services.dra.quota.state as quota_pkg
+    import services.quota_reconciler.reconcile as reconcile_mod
     from services.quota_reconciler.service import QuotaReconciler
     from tests.services.apiserver.test_quota import CLASS, QUOTA, claim, pod
 
@@ -238,12 +238,12 @@ async def test_verify_replay_checks_quota_statuses(
     assert divergence is None, divergence
     assert verifier.checked["quota"] == rec.writes >= 2
 
-    original = quota_pkg.status_of
+    original = reconcile_mod.status_of
 
     def counts_double(quota: Any, usage: Any, index: Any) -> Any:  # the injected bug
         return original(quota, {k: 2 * v for k, v in usage.items()}, index)
 
-    monkeypatch.setattr(quota_pkg, "status_of", counts_double)
+    monkeypatch.setattr(reconcile_mod, "status_of", counts_double)  # the reconciler's own decision
     _, divergence = verify_records(records, event_store.root)
     assert divergence is not None and divergence.event == "ResourceQuota default/gpu status"
     assert divergence.expected["status"] != divergence.actual["status"]

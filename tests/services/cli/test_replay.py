@@ -159,3 +159,19 @@ def test_verify_replay_reads_the_old_golden_log(
     )
     code, _, err = run(capsys, "verify-replay", "--to-seq", "500")
     assert code == 1 and "outside the log" in err
+
+
+def test_verify_replay_re_decides_claims_with_the_claim_controller(
+    imported: Settings, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claims made from templates are re-decided by the claim controller's own ``sync_pod_from``
+    (what its service runs): a changed naming rule there is the first difference."""
+    import services.claim_controller.controller as controller
+
+    monkeypatch.setattr(controller, "generate_claim_name_prefix", lambda pod, claim: f"{pod}-x-{claim}-")
+    code, out, err = run(capsys, "verify-replay", "-o", "json")
+    assert code == 1, out + err
+    divergence = json.loads(out)["divergence"]
+    assert divergence["event"].startswith("ResourceClaim ") and " created for pod " in divergence["event"]
+    assert divergence["expected"]["spec"] == divergence["actual"]["spec"]
+    assert divergence["actual"]["name"].startswith(divergence["expected"]["name"].split("-")[0] + "-x-")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.resourceclaim import ClaimProblem, resolve_claims
+from services.dra.resourceclaim import ClaimProblem, named_claims, resolve_claims
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import EventRegistration
@@ -34,9 +34,7 @@ def registrations() -> list[EventRegistration]:
 def queue_keys(pod: Pod) -> list[str]:
     """The claims (``namespace/name``) a waiting pod refers to, for ``claim_key`` narrowing."""
     ns = pod.metadata.namespace
-    names = [e.resource_claim_name for e in pod.spec.resource_claims if e.resource_claim_name]
-    names += [s.resource_claim_name for s in pod.status.resource_claim_statuses if s.resource_claim_name]
-    return [f"{ns}/{name}" for name in names]
+    return [f"{ns}/{name}" for name in sorted(named_claims(pod))]
 
 
 def claim_key(event: ClusterEvent) -> str | None:
