@@ -239,3 +239,57 @@ def test_pure_modules_import_no_io_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+# -- docs/architecture.md says the same --------------------------------------------------------------
+
+_BASE = ("events", "infra", "projections", "sagas", "services.dra", "services.runtime")
+
+
+def _table(text: str, after: str) -> list[list[str]]:
+    """The rows (cells, backticks and trailing slashes dropped) of the first table after ``after``."""
+    lines = text.split(after, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip().replace("`", "").rstrip("/") for c in line.strip("|").split("|")])
+    return rows
+
+
+def _layers(cell: str) -> list[str]:
+    """``events, services/dra; no service`` -> ``["events", "services.dra"]``."""
+    names = [n.strip() for n in cell.split(";")[0].split(",")]
+    return [n.replace("/", ".") for n in names if n and n not in ("nothing of ours", "itself")]
+
+
+def test_the_architecture_page_states_these_rules() -> None:
+    """docs/architecture.md's import table, its named exceptions and its map of the services are
+    the rules and the tree this module checks: the page cannot drift from them."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    services = sorted(
+        f"services/{p.parent.name}"
+        for p in (ROOT / "services").glob("*/__init__.py")
+        if p.parent.name not in ("dra", "runtime")
+    )
+    mapped = {row[0] for row in _table(text, "## The package map")}
+    mapped |= {row[0] for row in _table(text, "The components, one process each")}
+    assert [s for s in services if s not in mapped] == [], "services missing from the package map"
+
+    rules = _table(text, "## Which package may import which")
+    assert rules, "no import table"
+    someone = "services.someservice"
+    for importers, allowed in rules:
+        for importer in [i.strip().replace("/", ".") for i in importers.split(",")]:
+            importer = someone if importer == "services.<name>" else importer
+            may = set(_layers(allowed))
+            for target in (*_BASE, "services.other"):
+                want = target in may or target == importer
+                assert _allowed(importer, target) == want, (importer, target, want)
+
+    exceptions = {row[0].replace("/", "."): row[1] for row in _table(text, "Named exceptions")}
+    assert exceptions.keys() == EXCEPTIONS.keys()
+    for importer, cell in exceptions.items():
+        allowed, _ = EXCEPTIONS[importer]
+        assert (("*",) if cell == "any service" else (cell.replace("/", "."),)) == allowed, importer

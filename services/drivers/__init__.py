@@ -1,1 +1,2 @@
-"""DRA drivers: the kubelet plugin boundary (``api``), CDI spec helpers (``cdi``), example drivers."""
+"""DRA drivers: the example drivers and CDI spec helpers (``cdi``); the kubelet plugin boundary they
+implement is ``services.dra.kubeletplugin``."""

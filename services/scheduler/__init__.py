@@ -1,1 +1,2 @@
-"""The scheduler service: allocates devices to claims (``structured/``) using CEL selectors (``cel/``)."""
+"""The scheduler: the pure core (``framework/``), its plugins (``plugins/``), the service shell
+(``service/``) and the sagas it runs (``sagas/``); the DRA rules it applies are ``services.dra``'s."""
