@@ -13,7 +13,15 @@ from importlib import import_module
 
 from events.api.base import ApiStruct
 
-__all__ = ["ResourceType", "WireType", "lookup_resource", "lookup_wire", "register", "resource_types"]
+__all__ = [
+    "ResourceType",
+    "WireType",
+    "lookup_resource",
+    "lookup_wire",
+    "register",
+    "resource_types",
+    "wire_types",
+]
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,12 @@ def register(resource: ResourceType, *wire: WireType) -> None:
 def lookup_wire(api_version: str, kind: str) -> WireType | None:
     _ensure_loaded()
     return _WIRE.get((api_version, kind))
+
+
+def wire_types() -> list[WireType]:
+    """Every served (apiVersion, kind): the storage versions and the older wire versions."""
+    _ensure_loaded()
+    return list(_WIRE.values())
 
 
 def lookup_resource(name: str) -> ResourceType | None:
