@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 from aiohttp import web
+from msgspec.structs import replace
 
 from events.api.base import ApiStruct
 from events.api.codec import object_meta
@@ -68,8 +69,15 @@ class Watcher:
 
 
 class WatchCache:
-    def __init__(self, store: ApiStore, encodings: EncodingCache, capacity: int = 100_000) -> None:
+    def __init__(
+        self,
+        store: ApiStore,
+        encodings: EncodingCache,
+        capacity: int = 100_000,
+        bookmark_every_s: float = BOOKMARK_EVERY_S,
+    ) -> None:
         self.store = store
+        self.bookmark_every_s = bookmark_every_s
         self.encodings = encodings
         self.ring: deque[Entry] = deque()
         self.capacity = capacity
@@ -103,12 +111,17 @@ class WatchCache:
     def _on_change(self, kind: str, namespace: str, name: str, change: Change) -> None:
         key = (kind, namespace, name)
         prev = self._last.get(key)
+        obj = change.object
         if change.type == "DELETED":
             self._last.pop(key, None)
             self.encodings.forget(kind, namespace, name)
+            # as upstream: the deleted object carries the deletion's version, so a client resuming
+            # from the last version it saw does not see the deletion again
+            meta = object_meta(obj)
+            obj = replace(obj, metadata=replace(meta, resource_version=str(change.seq)))
         else:
-            self._last[key] = change.object
-        self._pending.append(Entry(change.seq, kind, namespace, name, change.type, change.object, prev))
+            self._last[key] = obj
+        self._pending.append(Entry(change.seq, kind, namespace, name, change.type, obj, prev))
         if change.seq <= self.store.position:
             self._on_position(self.store.position)
 
@@ -249,7 +262,7 @@ async def serve_watch(
             if not watcher.queue:
                 watcher.wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(remaining, BOOKMARK_EVERY_S)):
+                    async with asyncio.timeout(min(remaining, cache.bookmark_every_s)):
                         await watcher.wake.wait()
             if watcher.overflowed:
                 break
@@ -260,7 +273,7 @@ async def serve_watch(
                     batch.append(chunk)
             if batch:
                 await resp.write(b"".join(batch))
-            elif bookmarks and loop.time() - last_bookmark >= BOOKMARK_EVERY_S:
+            elif bookmarks and loop.time() - last_bookmark >= cache.bookmark_every_s:
                 await resp.write(bookmark(cache.position))
                 last_bookmark = loop.time()
     except (ConnectionResetError, asyncio.CancelledError):

@@ -121,3 +121,14 @@ async def test_describe_with_events(kube: Kube, api: ApiClient) -> None:
     assert "Warning  FailedScheduling" in events and "default-scheduler  0/0 nodes are available" in events
     node = await kubectl(kube, "describe", "node", "node-x", check=False)
     assert node.rc == 1 and 'nodes "node-x" not found' in node.err
+
+
+async def test_explain(kube: Kube) -> None:
+    out = (await kubectl(kube, "explain", "resourceclaim.spec")).out
+    assert "GROUP:      resource.k8s.io" in out and "KIND:       ResourceClaim" in out
+    assert "VERSION:    v1" in out
+    assert "devices\t<DeviceClaim>" in out
+    deeper = (await kubectl(kube, "explain", "resourceclaims.spec.devices.requests")).out
+    assert "exactly\t<ExactDeviceRequest>" in deeper and "firstAvailable\t<[]DeviceSubRequest>" in deeper
+    pod = (await kubectl(kube, "explain", "pod.spec.resourceClaims")).out
+    assert "resourceClaimTemplateName\t<string>" in pod
