@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.explain": ("explain",),
     "services.cli.verify": ("verify-replay",),
     "services.cli.replay": ("replay", "rebuild"),
+    "services.cli.up": ("up", "examples"),
 }
 
 
