@@ -325,6 +325,7 @@ class KubeApi:
                 ) from None
         limit = int(q.get("limit", "0") or 0)
         after = tuple(q["continue"].split("/", 1)) if q.get("continue") else None
+        await self.watches.consistent()  # from here on synchronous: one snapshot
         position = self.store.position
         objs: list[ApiStruct] = []
         encoded: list[bytes] = []

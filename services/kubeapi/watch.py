@@ -56,11 +56,14 @@ class Entry(NamedTuple):
 class Watcher:
     kind: str
     namespace: str | None
+    since: int = 0  # changes at or before this version are not this watcher's
     queue: deque[Entry] = field(default_factory=deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
 
     def push(self, entry: Entry) -> None:
+        if entry.seq <= self.since:
+            return  # released after the watch began, but older than the version it asked for
         if len(self.queue) >= MAX_BACKLOG:
             self.overflowed = True
         else:
@@ -83,10 +86,12 @@ class WatchCache:
         self.capacity = capacity
         self.floor = 0  # changes after this sequence are all in the ring
         self.position = 0  # changes up to here are released
+        self.latest = 0  # the newest change folded (this process's appends run ahead of the log)
         self._pending: list[Entry] = []
         self._last: dict[tuple[str, str, str], ApiStruct] = {}
         self._watchers: dict[str, set[Watcher]] = {}
         self._started = False
+        self._catching_up: asyncio.Future[None] | None = None
         self.closed = asyncio.Event()
 
     def start(self) -> None:
@@ -112,6 +117,7 @@ class WatchCache:
         key = (kind, namespace, name)
         prev = self._last.get(key)
         obj = change.object
+        self.latest = max(self.latest, change.seq)
         if change.type == "DELETED":
             self._last.pop(key, None)
             self.encodings.forget(kind, namespace, name)
@@ -124,6 +130,21 @@ class WatchCache:
         self._pending.append(Entry(change.seq, kind, namespace, name, change.type, obj, prev))
         if change.seq <= self.store.position:
             self._on_position(self.store.position)
+        elif change.seq == self.position + 1:
+            # the very next sequence (this process's own append, the log had nothing in between):
+            # nothing can come before it, so it need not wait for the log to deliver it again
+            self._on_position(change.seq)
+        elif self._catching_up is None:
+            # this process's own append, folded before the log delivered it: have the log follower
+            # read now rather than at its next wake-up, so the change reaches watchers sooner
+            self._catching_up = asyncio.ensure_future(self._catch_up(change.seq))
+
+    async def _catch_up(self, seq: int) -> None:
+        try:
+            with contextlib.suppress(TimeoutError):
+                await self.store.wait_position(seq, 5.0)
+        finally:
+            self._catching_up = None
 
     def _on_position(self, position: int) -> None:
         if not self._pending:
@@ -143,12 +164,22 @@ class WatchCache:
             self.floor = self.ring.popleft().seq
         self.position = max(self.position, position)
 
+    async def consistent(self, attempts: int = 3) -> None:
+        """Until the store has folded everything up to the newest change it holds: a LIST read
+        then is a snapshot at ``store.position`` (its resourceVersion), nothing newer mixed in."""
+        for _ in range(attempts):
+            target = self.latest
+            if target <= self.store.position:
+                return
+            with contextlib.suppress(TimeoutError):
+                await self.store.wait_position(target, 5.0)
+
     def subscribe(self, kind: str, namespace: str | None, since: int) -> tuple[Watcher, list[Entry]] | None:
         """A watcher of ``kind`` plus the released changes after ``since``; None when ``since`` is
         older than the cache holds (410 Gone)."""
         if since < self.floor:
             return None
-        watcher = Watcher(kind, namespace)
+        watcher = Watcher(kind, namespace, since)
         backlog = (
             [
                 e
