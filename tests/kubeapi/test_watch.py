@@ -183,7 +183,7 @@ async def test_too_old_resource_version_is_gone_and_bookmarks(
         status = error["object"]
         assert (status["code"], status["reason"]) == (410, "Expired")
         assert status["message"].startswith(f"too old resource version: {start} (")
-        now = apiserver.store.position
+        now = await _list_rv(tiny, "/api/v1/namespaces")
         events = await _watch_lines(
             tiny, f"/api/v1/namespaces?watch=1&resourceVersion={now}&allowWatchBookmarks=true", lambda e: True
         )
