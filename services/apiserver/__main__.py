@@ -69,11 +69,23 @@ def make_serve(
             if kube_api is not None:
                 from services.kubeapi.run import kubeconfig_path, start_kube_api
 
-                kube = await start_kube_api(server, ctx.settings, kube_api)
-                print(
-                    f"apiserver: Kubernetes API on {kube.url} (kubeconfig: {kubeconfig_path(ctx.settings)})",
-                    flush=True,
-                )
+                try:
+                    kube = await start_kube_api(server, ctx.settings, kube_api)
+                except OSError as exc:  # the port is taken: serve NATS anyway, as with metrics
+                    host, port = kube_api
+                    print(
+                        f"apiserver: cannot serve the Kubernetes API on {host}:{port}: "
+                        f"{exc.strerror or exc} (another system on this machine? give each system its "
+                        "own DRAFLOW_PORT_OFFSET)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                else:
+                    print(
+                        f"apiserver: Kubernetes API on {kube.url} "
+                        f"(kubeconfig: {kubeconfig_path(ctx.settings)})",
+                        flush=True,
+                    )
             # Tests and the demo wait for this line: the API answers from here on.
             print(f"apiserver: serving {ctx.settings.root}.api.* on {ctx.settings.nats_url}", flush=True)
             await ctx.stop.wait()

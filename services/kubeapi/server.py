@@ -150,7 +150,11 @@ class KubeApi:
         await self._runner.setup()
         ctx: ssl.SSLContext | None = self.credentials.ssl_context() if self.credentials else None
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=ctx, reuse_address=True)
-        await site.start()
+        try:
+            await site.start()
+        except OSError:
+            await self.stop()
+            raise
         if self.port == 0:
             server: Any = site._server  # the ephemeral port the OS chose (tests)
             self.port = server.sockets[0].getsockname()[1]
