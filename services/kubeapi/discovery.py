@@ -83,6 +83,18 @@ def _entries(r: Resource) -> list[dict[str, Any]]:
                 "verbs": ["get", "patch", "update"],
             }
         )
+    if r.kind == "Deployment":
+        out.append(
+            {
+                "name": f"{r.plural}/scale",
+                "singularName": "",
+                "namespaced": True,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }
+        )
     return out
 
 

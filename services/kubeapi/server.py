@@ -44,6 +44,7 @@ from services.kubeapi.auth import Credentials
 from services.kubeapi.encoding import EncodingCache, list_json, object_json, status_json
 from services.kubeapi.patch import PatchError, apply_patch
 from services.kubeapi.resources import Resource, by_path
+from services.kubeapi.scale import SCALABLE, scale_of
 from services.kubeapi.ssa import ApplyConflict, check_config, server_side_apply
 from services.kubeapi.tables import table_json
 from services.kubeapi.watch import WatchCache, serve_watch
@@ -198,6 +199,8 @@ class KubeApi:
         target = self._target(parts)
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if target.sub == "scale" and target.res.kind in SCALABLE and target.name:
+            return await self._scale(request, target)
         if target.sub and target.sub != "status":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not target.name:
@@ -570,6 +573,63 @@ class KubeApi:
                 await self.store.sync(target.res.kind, target.namespace or "", target.name)
         assert last is not None
         raise last
+
+    async def _scale(self, request: web.Request, target: Target) -> web.Response:
+        """``…/deployments/<name>/scale``: GET, PUT, PATCH (services.kubeapi.scale)."""
+        if request.method == "GET":
+            return _dump(scale_of(self._as_dict(target, self._stored(target))))
+        if request.method not in ("PUT", "PATCH"):
+            raise ApiError(
+                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+            )
+        raw = await request.read()
+        last: ApiError | None = None
+        for _ in range(MAX_ATTEMPTS):
+            current = self._as_dict(target, self._stored(target))
+            scale = scale_of(current)
+            try:
+                if request.method == "PUT":
+                    wanted = self._body_of(raw, request.content_type)
+                else:
+                    wanted = apply_patch(scale, raw, request.content_type, None)
+            except PatchError as exc:
+                raise ApiError(exc.code, exc.reason, exc.message) from None
+            replicas = (wanted.get("spec") or {}).get("replicas") if isinstance(wanted, dict) else None
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'Scale.autoscaling "{target.name}" is invalid: spec.replicas: Invalid value: '
+                    f"{replicas!r}: must be greater than or equal to 0",
+                )
+            pinned = str((wanted.get("metadata") or {}).get("resourceVersion") or "")
+            new = dict(current, spec=dict(current.get("spec") or {}, replicas=replicas))
+            new["metadata"] = dict(
+                current["metadata"], resourceVersion=pinned or current["metadata"]["resourceVersion"]
+            )
+            req = self._update_request(request, target, new, current)
+            try:
+                await self._write_object("apply", req, target, 200)
+            except ApiError as exc:
+                if exc.code != 409 or pinned:
+                    raise
+                last = exc
+                continue
+            return _dump(scale_of(self._as_dict(target, self._stored(target))))
+        assert last is not None
+        raise last
+
+    def _body_of(self, raw: bytes, ctype: str) -> Any:
+        if ctype not in _BODY_TYPES:
+            raise ApiError(
+                415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {ctype}"
+            )
+        try:
+            return yaml.safe_load(raw) if ctype.endswith("yaml") else msgspec.json.decode(raw)
+        except Exception as exc:
+            raise ApiError(
+                400, "BadRequest", f"the body of the request was in an unknown format: {exc}"
+            ) from None
 
     async def _delete(self, request: web.Request, target: Target) -> web.Response:
         opts = await self._delete_options(request)

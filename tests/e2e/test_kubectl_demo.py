@@ -1,7 +1,8 @@
 """The demo through the real kubectl, as on a cluster: ``honcho start`` (the Procfile's apiserver
 serves the Kubernetes API and writes ``$DRAFLOW_DATA_DIR/kubeconfig``), then kubectl applies the
 dra-example-driver examples, watches the pods go Pending -> Running, waits for them, reads claims,
-describes, and deletes the namespaces."""
+describes, and deletes the namespaces; then the KEP-5004 manifests (server-side apply), kubectl
+scale, the special claims and the quota's usage."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from infra.ports import Ports
 from tests.e2e.demo import EXAMPLES, EXAMPLES_DIR
 from tests.e2e.honcho import VENV_BIN, HonchoSystem
+from tests.e2e.procs import ROOT
 from tests.helpers import free_port_offset
 
 NAMESPACES = [name.split("--", 1)[0] for name in EXAMPLES]
@@ -39,9 +41,13 @@ def test_kubectl_runs_the_demo(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, f"kubectl never got an answer:\n{system.output()[-4000:]}"
             time.sleep(0.3)
         assert f"https://127.0.0.1:{ports.kube_api}" in (data / "kubeconfig").read_text()
-        # every kubelet registered its node
+        # every kubelet registered its node, the driver created its DeviceClass (kubectl apply racing
+        # the driver's create would get AlreadyExists, as on a cluster)
         deadline = time.monotonic() + 60
-        while len(_kubectl(env, "get", "nodes", "-o", "name").stdout.split()) < 4:
+        while (
+            len(_kubectl(env, "get", "nodes", "-o", "name").stdout.split()) < 4
+            or _kubectl(env, "get", "deviceclass", "gpu.example.com").returncode != 0
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.3)
 
@@ -100,6 +106,46 @@ def test_kubectl_runs_the_demo(tmp_path: Path) -> None:
         deleted = _kubectl(env, "delete", "namespace", *NAMESPACES, "--timeout=120s", timeout=150)
         assert deleted.returncode == 0, deleted.stderr
         assert _kubectl(env, "get", "resourceclaims", "-A", "-o", "name").stdout == ""
+
+        # KEP-5004 as written: the class maps example.com/gpu, quota and a Deployment asking for it
+        kep = ROOT / "examples" / "extended-resources"
+        assert _kubectl(env, "apply", "-f", str(kep / "gpu-example-extended.yaml")).returncode == 0
+        applied = _kubectl(
+            env, "apply", "--server-side", "-f", str(kep / "quota.yaml"), "-f", str(kep / "deployment.yaml")
+        )
+        assert applied.returncode == 0, applied.stderr
+        scaled = _kubectl(env, "scale", "deployment", "demo", "--replicas=3")
+        assert scaled.stdout.strip() == "deployment.apps/demo scaled", scaled.stderr
+        deadline = time.monotonic() + 120
+        while len(_kubectl(env, "get", "pods", "-l", "app=demo", "-o", "name").stdout.split()) < 3:
+            assert time.monotonic() < deadline, "the Deployment never had three pods"
+            time.sleep(0.5)
+        waited = _kubectl(
+            env, "wait", "--for=condition=Ready", "pod", "-l", "app=demo", "--timeout=120s", timeout=150
+        )
+        assert waited.returncode == 0 and waited.stdout.count("condition met") == 3, waited.stderr
+        special = _kubectl(
+            env,
+            "get",
+            "resourceclaims",
+            "-o",
+            r"jsonpath={range .items[*]}{.metadata.annotations.resource\.kubernetes\.io/"
+            r"extended-resource-claim}{'\n'}{end}",
+        )
+        assert special.stdout.split() == ["true", "true", "true"], special.stdout + special.stderr
+        deadline = time.monotonic() + 60
+        while (
+            used := _kubectl(
+                env,
+                "get",
+                "resourcequota",
+                "gpu",
+                "-o",
+                "jsonpath={.status.used.requests\\.example\\.com/gpu}",
+            ).stdout
+        ) != "3":
+            assert time.monotonic() < deadline, f"quota used: {used!r}"
+            time.sleep(0.5)
     finally:
         if watcher is not None:
             watcher.terminate()

@@ -261,3 +261,27 @@ async def test_status_subresource(kube: Kube, api: ApiClient) -> None:
         kube, "PATCH", path, body=json.dumps(patch).encode(), content_type="application/merge-patch+json"
     )
     assert code == 200 and json.loads(body)["status"]["phase"] == "Succeeded"
+
+
+async def test_kubectl_scale(kube: Kube, api: ApiClient) -> None:
+    await kubectl(kube, "apply", "-f", str(KEP5004 / "deployment.yaml"))
+    out = await kubectl(kube, "scale", "deployment", "demo", "--replicas=3")
+    assert out.out.strip() == "deployment.apps/demo scaled"
+    assert (await api.get("Deployment", "demo"))["spec"]["replicas"] == 3
+    stale = await kubectl(
+        kube, "scale", "deployment", "demo", "--replicas=4", "--current-replicas=1", check=False
+    )
+    assert stale.rc == 1 and "Expected replicas to be 1, was 3" in stale.err
+    code, body = await http(kube, "GET", "/apis/apps/v1/namespaces/default/deployments/demo/scale")
+    scale = json.loads(body)
+    assert (scale["kind"], scale["spec"]["replicas"], scale["status"]["selector"]) == ("Scale", 3, "app=demo")
+    scale["spec"]["replicas"] = -1
+    code, body = await http(
+        kube,
+        "PUT",
+        "/apis/apps/v1/namespaces/default/deployments/demo/scale",
+        body=json.dumps(scale).encode(),
+    )
+    assert code == 422
+    resources = (await kubectl(kube, "api-resources", "--api-group=apps", "-o", "name")).out.split()
+    assert resources == ["deployments.apps"]
