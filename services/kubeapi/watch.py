@@ -220,7 +220,7 @@ async def serve_watch(
     except ValueError:
         timeout = 1800.0
     if rv and not rv.isdigit():
-        from services.kubeapi.server import ApiError
+        from services.kubeapi.http import ApiError
 
         raise ApiError(400, "BadRequest", f'invalid resource version "{rv}"')
     since = int(rv) if rv and rv != "0" else cache.position
