@@ -31,11 +31,13 @@ from services.apiserver.selectors import SelectorError, parse_field_selector, pa
 from services.kubeapi.encoding import list_json, object_json, status_json
 from services.kubeapi.http import ApiError, Handlers, Target, dump, gk, json_response, user_agent_manager
 from services.kubeapi.patch import PatchError, apply_patch
+from services.kubeapi.protobuf import ProtobufError, decode_body
 from services.kubeapi.scale import scale_of
 from services.kubeapi.ssa import ApplyConflict, check_config, server_side_apply
 
 __all__ = ["BODY_TYPES", "Writes"]
 
+PROTOBUF = "application/vnd.kubernetes.protobuf"
 BODY_TYPES = frozenset({"application/json", "application/yaml", "application/apply-patch+yaml"})
 MAX_ATTEMPTS = 5  # a patch is re-applied on a newer object this often before the 409 stands
 
@@ -44,6 +46,12 @@ class Writes(Handlers):
     async def _body(self, request: web.Request) -> Any:
         raw = await request.read()
         ctype = request.content_type
+        if ctype == PROTOBUF:
+            try:
+                return decode_body(raw)
+            except ProtobufError as exc:
+                message = f"the body of the request was in an unknown format: {exc}"
+                raise ApiError(415, "UnsupportedMediaType", message) from None
         if ctype not in BODY_TYPES:
             accepted = ", ".join(sorted(BODY_TYPES))
             raise ApiError(
