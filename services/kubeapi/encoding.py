@@ -37,7 +37,10 @@ class EncodingCache:
     def __init__(self) -> None:
         self._cache: dict[tuple[str, str, str], tuple[ApiStruct, str, bytes]] = {}
 
-    def get(self, res: Resource, obj: ApiStruct, version: str = "") -> bytes:
+    def get(self, res: Resource, obj: ApiStruct, version: str = "", *, keep: bool = True) -> bytes:
+        """``keep=False``: encode without remembering (a deleted object's last state)."""
+        if not keep:
+            return object_json(res, obj, version)
         meta = obj.metadata  # type: ignore[attr-defined]
         key = (res.kind, meta.namespace, meta.name)
         hit = self._cache.get(key)

@@ -36,6 +36,7 @@ from services.kubeapi.tables import table_json
 __all__ = ["WatchCache", "serve_watch"]
 
 BOOKMARK_EVERY_S = 5.0
+_LINES = 4096  # encoded event lines shared by watchers
 MAX_BACKLOG = 50_000  # a watcher this far behind is closed (it lists and watches again)
 _encode = msgspec.json.Encoder().encode
 
@@ -92,6 +93,7 @@ class WatchCache:
         self._watchers: dict[str, set[Watcher]] = {}
         self._started = False
         self._catching_up: asyncio.Future[None] | None = None
+        self._lines: dict[tuple[int, str, str], bytes] = {}
         self.closed = asyncio.Event()
 
     def start(self) -> None:
@@ -174,6 +176,19 @@ class WatchCache:
             with contextlib.suppress(TimeoutError):
                 await self.store.wait_position(target, 5.0)
 
+    def line(self, entry: Entry, version: str, res: Resource) -> bytes:
+        """The watch event line of a change for an unselected JSON watch, encoded once for all
+        such watchers (the last ``_LINES`` changes are kept)."""
+        key = (entry.seq, entry.kind, version)
+        data = self._lines.get(key)
+        if data is None:
+            keep = entry.type != "DELETED"
+            data = _event(entry.type, self.encodings.get(res, entry.obj, version, keep=keep))
+            self._lines[key] = data
+            if len(self._lines) > _LINES:
+                self._lines.pop(next(iter(self._lines)))
+        return data
+
     def subscribe(self, kind: str, namespace: str | None, since: int) -> tuple[Watcher, list[Entry]] | None:
         """A watcher of ``kind`` plus the released changes after ``since``; None when ``since`` is
         older than the cache holds (410 Gone)."""
@@ -239,8 +254,8 @@ async def serve_watch(
     watcher, backlog = sub
     first_table = [True]
 
-    def render(obj: ApiStruct) -> bytes:
-        data = cache.encodings.get(res, obj, version)
+    def render(obj: ApiStruct, keep: bool = True) -> bytes:
+        data = cache.encodings.get(res, obj, version, keep=keep)
         if not as_table:
             return data
         out = table_json(res, [obj], [data], int(object_meta(obj).resource_version or 0), include)
@@ -256,11 +271,15 @@ async def serve_watch(
         obj = {"kind": res.wire_kind, "apiVersion": res.api_version(version), "metadata": meta}
         return _event("BOOKMARK", _encode(obj))
 
+    everything = not q.get("labelSelector") and not q.get("fieldSelector")
+
     def translate(entry: Entry) -> bytes | None:
+        if everything and not as_table:  # the common case: one encoding shared by every watcher
+            return cache.line(entry, version, res)
         now = entry.type != "DELETED" and selected(entry.obj)
         before = entry.prev is not None and selected(entry.prev)
         if entry.type == "DELETED":
-            return _event("DELETED", render(entry.obj)) if before else None
+            return _event("DELETED", render(entry.obj, keep=False)) if before else None
         if now and not before:
             return _event("ADDED", render(entry.obj))
         if now:
