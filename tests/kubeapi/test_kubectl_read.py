@@ -119,6 +119,19 @@ async def test_describe_with_events(kube: Kube, api: ApiClient) -> None:
     assert "Name:         pod0" in out and "Status:       Pending" in out
     events = out.split("Events:", 1)[1]
     assert "Warning  FailedScheduling" in events and "default-scheduler  0/0 nodes are available" in events
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "gpu", "namespace": NS},
+        "spec": {
+            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
+        },
+    }
+    await api.apply([claim])
+    await api.record_event("ResourceClaim", "gpu", "Waiting", "no device yet", namespace=NS, component="me")
+    described = (await kubectl(kube, "describe", "resourceclaim", "gpu", "-n", NS)).out
+    assert "Device Class Name:  gpu.example.com" in described
+    assert "Normal  Waiting" in described.split("Events:", 1)[1]
     node = await kubectl(kube, "describe", "node", "node-x", check=False)
     assert node.rc == 1 and 'nodes "node-x" not found' in node.err
 
