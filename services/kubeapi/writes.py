@@ -18,6 +18,7 @@ import yaml
 from aiohttp import web
 
 from events.api.codec import decode_object, object_meta
+from services.apiserver.admission.cel import cel_expressions, precheck
 from services.apiserver.admission.served import default_object
 from services.apiserver.protocol import (
     ApplyItem,
@@ -104,6 +105,7 @@ class Writes(Handlers):
     async def _write_object(self, verb: str, req: ApplyRequest, target: Target, status: int) -> web.Response:
         """One create or update through the apiserver's handler; the reply is the stored object."""
         if req.dry_run:  # decided exactly as the real write, nothing appended
+            await precheck(cel_expressions([item.manifest for item in req.items]))  # off the loop
             try:
                 plan = self.api.applier.plan(req.items[0], req, verb == "create", {})
             except StatusError as exc:
