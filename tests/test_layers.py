@@ -291,5 +291,5 @@ def test_the_architecture_page_states_these_rules() -> None:
     exceptions = {row[0].replace("/", "."): row[1] for row in _table(text, "Named exceptions")}
     assert exceptions.keys() == EXCEPTIONS.keys()
     for importer, cell in exceptions.items():
-        allowed, _ = EXCEPTIONS[importer]
-        assert (("*",) if cell == "any service" else (cell.replace("/", "."),)) == allowed, importer
+        named, _ = EXCEPTIONS[importer]
+        assert (("*",) if cell == "any service" else (cell.replace("/", "."),)) == named, importer

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 from events.api.base import ApiStruct
 
-__all__ = ["ResourceType", "Served", "WireType", "lookup_resource", "lookup_wire", "resource_types"]
+__all__ = [
+    "ResourceType",
+    "Served",
+    "WireType",
+    "lookup_resource",
+    "lookup_wire",
+    "resource_types",
+    "wire_types",
+]
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,12 @@ def _index(resource: ResourceType, *wire: WireType) -> None:
 def lookup_wire(api_version: str, kind: str) -> WireType | None:
     _ensure_loaded()
     return _WIRE.get((api_version, kind))
+
+
+def wire_types() -> list[WireType]:
+    """Every served (apiVersion, kind): the storage versions and the older wire versions."""
+    _ensure_loaded()
+    return list(_WIRE.values())
 
 
 def lookup_resource(name: str) -> ResourceType | None:

@@ -12,7 +12,6 @@ import argparse
 import re
 from typing import Any
 
-from services.cli import printers
 from services.cli.common import (
     ResourceInfo,
     add_connection_args,
@@ -23,6 +22,7 @@ from services.cli.common import (
     server_error,
 )
 from services.cli.get import parse_targets
+from services.runtime import printers
 from services.runtime.client import ApiClient
 from services.runtime.protocol import StatusError
 

@@ -11,9 +11,9 @@ import sys
 from typing import Any
 
 from events.api.codec import encode_object
-from services.cli import printers
 from services.cli.common import add_connection_args, add_namespace_args, eprint, resolve_type, run_client
 from services.cli.main import UserError
+from services.runtime import printers
 from services.runtime.client import ApiClient
 from services.runtime.selectors import parse_field_selector
 

@@ -93,6 +93,16 @@ class ApplyRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     namespace: str = ""  # the namespace for objects that name none ("" = default)
     enforce_namespace: bool = False  # -n given: an object naming another namespace is refused
     dry_run: bool = False
+    # PUT semantics (the Kubernetes API's update): each manifest is the whole new object, which
+    # must exist; a resourceVersion it names must be the stored one (409 otherwise); finalizers and
+    # ownerReferences are taken as sent (apply keeps the stored ones); removing the last finalizer
+    # of an object being deleted removes it
+    update: bool = False
+    # the manifests' metadata.managedFields are the server's own bookkeeping (server-side apply in
+    # the Kubernetes API front end computed them) and are stored as sent
+    managed_fields: bool = False
+    # who writes (metadata.managedFields): the manager gets the fields it changes, operation Update
+    field_manager: str = ""
 
 
 class ItemResult(msgspec.Struct, kw_only=True, omit_defaults=True):

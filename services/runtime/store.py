@@ -31,6 +31,7 @@ __all__ = ["ApiStore"]
 log = logging.getLogger(__name__)
 
 Listener = Callable[[str, str, str, Change], None]  # (kind, namespace, name, change)
+PositionListener = Callable[[int], None]  # (the new position)
 
 
 class ApiStore:
@@ -42,12 +43,18 @@ class ApiStore:
         self.position = 0
         self._advanced = asyncio.Event()
         self._listeners: list[Listener] = []
+        self._position_listeners: list[PositionListener] = []
         self._tail = Tail(events, f"{self.root}.ev.>", 1)
         self._task: asyncio.Task[None] | None = None
 
     def listen(self, listener: Listener) -> None:
         """Call ``listener`` for every change, from the log or from this process's appends."""
         self._listeners.append(listener)
+
+    def listen_position(self, listener: PositionListener) -> None:
+        """Call ``listener`` each time ``position`` moves on: every change up to it was notified
+        (changes of this process's own appends may be notified before the log reaches them)."""
+        self._position_listeners.append(listener)
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Fold the log (from where this store is), then keep following it in the background."""
@@ -75,6 +82,8 @@ class ApiStore:
                         except Exception:  # a reducer bug must not stop the store from following
                             log.exception("cannot fold event %d on %s", rec.seq, rec.subject)
                     self.position = records[-1].seq
+                    for position_listener in self._position_listeners:
+                        position_listener(self.position)
                     self._advanced.set()
                     self._advanced = asyncio.Event()
             except StreamReset:

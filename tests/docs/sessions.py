@@ -256,7 +256,7 @@ def _line_pattern(line: str) -> str:
 
 READ_ONLY = re.compile(
     r"^\s*(?:sleep \d+(?:\.\d+)?;\s*)?(?:draflow (?:get|describe|events|log|explain|trace|verify-replay)\b"
-    r"|ls\b|cat \$|curl\b)"
+    r"|kubectl (?:get|describe|explain|api-resources)\b|ls\b|cat \$|curl\b)"
 )
 
 

@@ -125,13 +125,32 @@ def _pod_ready(o: Obj) -> str:
 
 
 def _pod_status(o: Obj) -> str:
+    """kubectl's STATUS: the pod's reason or phase, overridden by a container's waiting or
+    terminated reason (``Completed`` for a finished pod, ``ExitCode:N`` / ``Signal:N`` without
+    one); ``Terminating`` once deleted."""
     if _get(o, "metadata", "deletionTimestamp") is not None:
-        return "Terminating"
+        return "Unknown" if _get(o, "status", "reason") == "NodeLost" else "Terminating"
+    reason = str(_get(o, "status", "reason") or _get(o, "status", "phase") or "Pending")
+    running = False
     for s in _get(o, "status", "containerStatuses") or []:
         waiting = _get(s, "state", "waiting", "reason")
+        terminated = _get(s, "state", "terminated")
         if waiting:
-            return str(waiting)
-    return str(_get(o, "status", "reason") or _get(o, "status", "phase") or "Pending")
+            reason = str(waiting)
+        elif isinstance(terminated, dict) and terminated.get("reason"):
+            reason = str(terminated["reason"])
+        elif isinstance(terminated, dict):
+            signal = terminated.get("signal")
+            reason = f"Signal:{signal}" if signal else f"ExitCode:{terminated.get('exitCode', 0)}"
+        elif isinstance(s, dict) and s.get("ready") and _get(s, "state", "running") is not None:
+            running = True
+    if reason == "Completed" and running:
+        ready = any(
+            isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+            for c in _get(o, "status", "conditions") or []
+        )
+        reason = "Running" if ready else "NotReady"
+    return reason
 
 
 def _pod_restarts(o: Obj) -> str:
