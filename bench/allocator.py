@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from events.api.core_v1 import Node
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import (
+from draflow.events.api.core_v1 import Node
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import (
     CELDeviceSelector,
     Device,
     DeviceAttribute,
@@ -46,7 +46,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from services.dra.structured import AllocationError, Allocator, SliceCache
+from draflow.services.dra.structured import AllocationError, Allocator, SliceCache
 
 try:
     from bench.cel import measure as measure_cel

@@ -24,11 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
-from services.apiserver.server import ApiServer
-from services.runtime.client import ApiClient
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
 
 
 def claim(i: int) -> dict[str, Any]:

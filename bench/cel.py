@@ -16,8 +16,8 @@ import sys
 import time
 from typing import Any
 
-from events.quantity import Quantity
-from services.dra.cel import DeviceInput, Version, compile_expression, prepare_device
+from draflow.events.quantity import Quantity
+from draflow.services.dra.cel import DeviceInput, Version, compile_expression, prepare_device
 
 DRIVER = "gpu.example.com"
 

@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from events.envelope import Envelope, Event
-from events.union import register_events
-from infra.config import Settings
-from infra.eventstore import AppendRequest, EventStore
-from infra.natsd import LocalNatsServer
+from draflow.events.envelope import Envelope, Event
+from draflow.events.union import register_events
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import AppendRequest, EventStore
+from draflow.infra.natsd import LocalNatsServer
 
 
 class BenchClaimAllocated(Event, frozen=True, kw_only=True):

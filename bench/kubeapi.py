@@ -1,7 +1,7 @@
 """The Kubernetes API's speed: LIST of many pods (JSON and Table), WATCH delivery latency, and what
 100 concurrent watchers cost the scheduler.
 
-Real processes: a private nats-server and ``python -m services.apiserver`` serving the Kubernetes
+Real processes: a private nats-server and ``python -m draflow.services.apiserver`` serving the Kubernetes
 API over HTTPS (``DRAFLOW_KUBE_API``); the bench is the client (aiohttp, TLS, the admin token).
 
 * ``list_json_ms`` / ``list_table_ms``: ``GET /api/v1/pods`` of ``--pods`` pods, whole body
@@ -38,11 +38,11 @@ from typing import Any
 import aiohttp
 
 from bench.scheduling_cluster import _stored_at
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
-from services.apiserver.kubeapi.auth import load_or_create
-from services.runtime.client import ApiClient
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.apiserver.kubeapi.auth import load_or_create
+from draflow.services.runtime.client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -128,7 +128,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
     }
     log = (tmp / "apiserver.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.apiserver", cwd=ROOT, env=env, stdout=log, stderr=log
+        sys.executable, "-m", "draflow.services.apiserver", cwd=ROOT, env=env, stdout=log, stderr=log
     )
     api: ApiClient | None = None
     client: Client | None = None

@@ -37,13 +37,13 @@ from typing import Any
 
 from grpc import aio
 
-from events.api.core_v1 import Pod
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
-from services.kubelet.podresources.server import default_socket_path
-from services.kubelet.podresources.v1 import api_pb2 as pb
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.kubelet.podresources.server import default_socket_path
+from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
+from draflow.services.runtime.controller import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "node-1"
@@ -188,17 +188,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         await rt.start()
         watch = Watch(rt)
-        await cluster.spawn("apiserver", "services.apiserver")
+        await cluster.spawn("apiserver", "draflow.services.apiserver")
         await rt.wait_for_apiserver()
         for result in await rt.api.apply(SETUP):
             assert result.error is None, result.error
-        await cluster.spawn("claim_controller", "services.claim_controller")
-        await cluster.spawn("scheduler", "services.scheduler")
-        await cluster.spawn("driver", "services.drivers.gpu_example")
+        await cluster.spawn("claim_controller", "draflow.services.claim_controller")
+        await cluster.spawn("scheduler", "draflow.services.scheduler")
+        await cluster.spawn("driver", "draflow.services.drivers.gpu_example")
         gpus = args.pods * args.claims
         await cluster.spawn(
             "kubelet",
-            "services.kubelet",
+            "draflow.services.kubelet",
             *("--node", NODE, "--gpus", str(gpus)),
             *("--pod-resources-qps", "1000000", "--pod-resources-burst", "1000000"),
         )

@@ -32,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import (
+from draflow.events.api.core_v1 import (
     Container,
     Node,
     NodeStatus,
@@ -43,8 +43,8 @@ from events.api.core_v1 import (
     PodStatus,
     ResourceRequirements,
 )
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import (
     CELDeviceSelector,
     Device,
     DeviceAttribute,
@@ -61,9 +61,9 @@ from events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from services.scheduler.framework import ClaimBinding, Reserved, Scheduler, SchedulerConfig
-from services.scheduler.plugins import default_plugins
-from services.scheduler.plugins.dynamicresources import prebind_claim
+from draflow.services.scheduler.framework import ClaimBinding, Reserved, Scheduler, SchedulerConfig
+from draflow.services.scheduler.plugins import default_plugins
+from draflow.services.scheduler.plugins.dynamicresources import prebind_claim
 
 DRIVER = "gpu.example.com"
 SAMPLED_PODS = 1000

@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.scheduling_cluster import Tracker, apply_all, claim_manifest, cluster_manifests, pod_manifest
-from events.api.core_v1 import PodResourceClaimStatus
-from events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStatusesRecorded
-from infra.config import Settings
-from infra.eventstore import AppendRequest, EventStore
-from infra.natsd import LocalNatsServer
-from services.runtime.client import ApiClient
+from draflow.events.api.core_v1 import PodResourceClaimStatus
+from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStatusesRecorded
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import AppendRequest, EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.runtime.client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -174,10 +174,10 @@ async def run(
     bench = Bench(args, settings, store, tracker)
     api: ApiClient | None = None
     try:
-        await bench.spawn("apiserver", "services.apiserver")
+        await bench.spawn("apiserver", "draflow.services.apiserver")
         if args.claims == "controller":
-            await bench.spawn("claim_controller", "services.claim_controller")
-        await bench.spawn("scheduler", "services.scheduler")
+            await bench.spawn("claim_controller", "draflow.services.claim_controller")
+        await bench.spawn("scheduler", "draflow.services.scheduler")
         api = await ApiClient.connect(settings, actor="bench", timeout_s=60.0)
         for _ in range(300):
             try:

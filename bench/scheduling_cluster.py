@@ -10,11 +10,11 @@ import sys
 import time
 from typing import Any
 
-from events.codec import HDR_TYPE, decode
-from events.dra import ClaimAllocated
-from infra.eventstore import EventStore, RawRecord
-from services.runtime.client import ApiClient
-from services.runtime.tail import Tail
+from draflow.events.codec import HDR_TYPE, decode
+from draflow.events.dra import ClaimAllocated
+from draflow.infra.eventstore import EventStore, RawRecord
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.tail import Tail
 
 __all__ = ["DRIVER", "Tracker", "apply_all", "claim_manifest", "cluster_manifests", "pod_manifest"]
 

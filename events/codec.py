@@ -1,6 +1,6 @@
 """JSON codec for envelopes: one msgspec pass on the hot path, upcasting on the slow path.
 
-Decoding tries the tagged union of every event type (``events.union``, plus any registered there
+Decoding tries the tagged union of every event type (``draflow.events.union``, plus any registered there
 explicitly) first: msgspec picks the class from ``data.type``. If that fails validation, or the
 stored ``schema`` is older than the class's ``SCHEMA``, the event is decoded to a dict, upcast step
 by step and converted. Unknown types raise :class:`UnknownEventType` (the consumer dead-letters
@@ -14,9 +14,9 @@ from typing import Any, Union, cast
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.union import event_class, event_types, registry_version
-from events.upcasters import UpcastError, upcast
+from draflow.events.envelope import Envelope, Event
+from draflow.events.union import event_class, event_types, registry_version
+from draflow.events.upcasters import UpcastError, upcast
 
 __all__ = [
     "HDR_SCHEMA",
@@ -141,7 +141,7 @@ def _slow_decode(payload: bytes) -> Envelope[Event]:
     raw = decode_raw(payload)
     cls = event_class(raw.type)
     if cls is None:
-        raise UnknownEventType(f"unknown event type {raw.type!r} (not in events.union)")
+        raise UnknownEventType(f"unknown event type {raw.type!r} (not in draflow.events.union)")
     try:
         data = msgspec.json.decode(raw.data)
         if not isinstance(data, dict):

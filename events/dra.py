@@ -1,10 +1,10 @@
 """The shared DRA domain events: facts the scheduler, claim controller, kubelet and workloads append
 on the subjects of the ResourceClaims and Pods they change.
 
-They are ordinary :class:`events.envelope.Event` classes on an object's aggregate subject
+They are ordinary :class:`draflow.events.envelope.Event` classes on an object's aggregate subject
 (``<root>.ev.ResourceClaim.<ns>.<name>``, ``<root>.ev.Pod.<ns>.<name>``), appended with the
 object's resourceVersion as ``expected_last_seq`` (optimistic concurrency). Their pure reducers,
-registered in the object fold, live in :mod:`projections.dra`, so ``draflow get`` shows their
+registered in the object fold, live in :mod:`draflow.projections.dra`, so ``draflow get`` shows their
 effect as if a Kubernetes controller had written the status.
 
 Claim events:
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import PodExtendedResourceClaimStatus, PodResourceClaimStatus
-from events.api.resource_v1 import AllocationResult, ResourceClaimConsumerReference
-from events.envelope import Event
+from draflow.events.api.core_v1 import PodExtendedResourceClaimStatus, PodResourceClaimStatus
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaimConsumerReference
+from draflow.events.envelope import Event
 
 __all__ = [
     "DELETE_PROTECTION_FINALIZER",

@@ -3,8 +3,8 @@
 An event is a past-tense fact: a frozen msgspec Struct deriving from :class:`Event`, tagged by its
 type name (the ``type`` tag, the class name unless ``tag=`` says otherwise) and carrying a schema
 version (``SCHEMA``); both also travel in the envelope and in the NATS headers. The tagged union of
-every event type draflow writes is assembled in one module, :mod:`events.union`. Changing an
-event's shape means bumping ``SCHEMA`` and registering an upcaster (``events.upcasters``); stored
+every event type draflow writes is assembled in one module, :mod:`draflow.events.union`. Changing an
+event's shape means bumping ``SCHEMA`` and registering an upcaster (``draflow.events.upcasters``); stored
 events are never rewritten.
 
 The envelope holds what the log needs to know about an event besides its content: a unique
@@ -25,7 +25,7 @@ __all__ = ["Envelope", "Event"]
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag=True, gc=False):
-    """Base of every event. Subclass it (past-tense, domain-named) and list it in ``events.union``.
+    """Base of every event. Subclass it (past-tense, domain-named) and list it in ``draflow.events.union``.
 
     ``gc=False`` (inherited): events are immutable data that never form reference cycles, so the
     cyclic garbage collector need not track them; replaying a long log is much faster for it.

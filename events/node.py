@@ -1,4 +1,4 @@
-"""Node-side facts that ``events.dra`` does not cover: what the kubelet saw of the containers, the
+"""Node-side facts that ``draflow.events.dra`` does not cover: what the kubelet saw of the containers, the
 node heartbeat, and what the node lifecycle controller decided about silent nodes.
 
 * ``PodContainerStatusesReported`` carries ``status.containerStatuses`` /
@@ -10,19 +10,19 @@ node heartbeat, and what the node lifecycle controller decided about silent node
   renewal (every ``leaseDurationSeconds / 4``, 10 s by default), moving ``spec.renewTime`` only.
 * ``NodeHeartbeatLost``, ``NodeTainted``, ``NodeUntainted`` (on ``Node._.<node>``) and
   ``PodDisruptionTargeted`` (on the pod) are the node lifecycle controller's decisions
-  (``services.node_lifecycle``). Each carries the time it was decided at (``at``), the log
+  (``draflow.services.node_lifecycle``). Each carries the time it was decided at (``at``), the log
   position the controller's view had reached (``observed_seq``) and, for a lost heartbeat, the
   heartbeat it was decided on, so ``draflow verify-replay`` re-checks the decision without a clock.
 
-Reducers: :mod:`projections.node`.
+Reducers: :mod:`draflow.projections.node`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from events.api.core_v1 import NodeCondition, Taint
-from events.envelope import Event
+from draflow.events.api.core_v1 import NodeCondition, Taint
+from draflow.events.envelope import Event
 
 __all__ = [
     "LeaseRenewed",

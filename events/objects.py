@@ -1,7 +1,7 @@
 """What happens to API objects stored in the log: the object lifecycle events and Kubernetes Events.
 
 User-applied objects are the one place where the log holds whole objects rather than domain facts.
-For every served kind ``K`` (``events.api.registry.resource_types()``) this module defines, on the
+For every served kind ``K`` (``draflow.events.api.registry.resource_types()``) this module defines, on the
 aggregate subject ``<root>.ev.K.<namespace>.<name>``:
 
 * ``KApplied{object}``: a user created or changed the object (apply / create). ``object`` is the
@@ -19,7 +19,7 @@ The classes are generated (one per kind and verb) so that the tag names the kind
 (``ResourceClaimApplied``) and msgspec decodes ``object`` straight into the kind's Struct. Use the
 constructors below rather than the classes. Domain events written by controllers
 (``ClaimAllocated``...) are ordinary hand-written Event classes on the same subjects; see
-``projections.objects`` for how their reducers join the object fold.
+``draflow.projections.objects`` for how their reducers join the object fold.
 
 ``KubeEventRecorded{event}`` records a core/v1 Event (Normal/Warning, reason, message, involved
 object, source) on ``<root>.ev.Event.<namespace>.<name>``; a repeat of the same event (same
@@ -40,10 +40,10 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct
-from events.api.meta import ObjectMeta
-from events.api.registry import resource_types
-from events.envelope import Event
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.registry import resource_types
+from draflow.events.envelope import Event
 
 __all__ = [
     "APPLIED",
@@ -139,7 +139,7 @@ for _rt in resource_types():
 
 
 def object_event_types() -> tuple[type[Event], ...]:
-    """The generated lifecycle event classes, one per served kind and verb (``events.union``)."""
+    """The generated lifecycle event classes, one per served kind and verb (``draflow.events.union``)."""
     return tuple(_TYPES.values())
 
 
@@ -270,7 +270,7 @@ def decode_stored(manifest: Any) -> ApiStruct:
     ):
         body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
         return msgspec.convert(body, KubeEvent)
-    from events.api.codec import decode_object
+    from draflow.events.api.codec import decode_object
 
     return decode_object(manifest)
 

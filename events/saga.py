@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.envelope import Event
+from draflow.events.envelope import Event
 
 __all__ = [
     "TERMINAL_SAGA_EVENTS",

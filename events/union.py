@@ -1,8 +1,8 @@
 """Every event type draflow writes, in one place: the tagged union the codec decodes the log with.
 
-A reader finds every event here. Adding an event type = defining it in its module (``events.dra``,
-``events.node``, ``events.saga``, ``events.objects``) and listing it below; nothing registers
-itself on import. ``AnyEvent`` is the msgspec tagged union (``data.type`` picks the class).
+A reader finds every event here. Adding an event type = defining it in its module (``draflow.events.dra``,
+``draflow.events.node``, ``draflow.events.saga``, ``draflow.events.objects``) and listing it below; nothing
+registers itself on import. ``AnyEvent`` is the msgspec tagged union (``data.type`` picks the class).
 
 :func:`register_events` adds event types that are not draflow's own (tests, benchmarks, an
 out-of-tree extension): an explicit call, checked for clashing type names.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Union
 
-from events.dra import (
+from draflow.events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
     ClaimReservationsReleased,
@@ -26,8 +26,8 @@ from events.dra import (
     PodSucceeded,
     PodUnschedulable,
 )
-from events.envelope import Event
-from events.node import (
+from draflow.events.envelope import Event
+from draflow.events.node import (
     LeaseRenewed,
     NodeHeartbeatLost,
     NodeTainted,
@@ -35,8 +35,13 @@ from events.node import (
     PodContainerStatusesReported,
     PodDisruptionTargeted,
 )
-from events.objects import KubeEventDeleted, KubeEventRecorded, OwnerReferencesRemoved, object_event_types
-from events.saga import (
+from draflow.events.objects import (
+    KubeEventDeleted,
+    KubeEventRecorded,
+    OwnerReferencesRemoved,
+    object_event_types,
+)
+from draflow.events.saga import (
     SagaCompensated,
     SagaCompensationFailed,
     SagaCompleted,
@@ -50,7 +55,7 @@ from events.saga import (
 __all__ = ["EVENT_TYPES", "AnyEvent", "event_class", "event_types", "register_events", "registry_version"]
 
 EVENT_TYPES: tuple[type[Event], ...] = (
-    # DRA facts on claims and pods (events.dra)
+    # DRA facts on claims and pods (draflow.events.dra)
     ClaimAllocated,
     ClaimReserved,
     ClaimReservationsReleased,
@@ -63,14 +68,14 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PodStarted,
     PodFailed,
     PodSucceeded,
-    # node and pod facts of the node plane (events.node)
+    # node and pod facts of the node plane (draflow.events.node)
     PodContainerStatusesReported,
     LeaseRenewed,
     NodeHeartbeatLost,
     NodeTainted,
     NodeUntainted,
     PodDisruptionTargeted,
-    # saga state (events.saga)
+    # saga state (draflow.events.saga)
     SagaStarted,
     SagaStepStarted,
     SagaStepCompleted,
@@ -79,9 +84,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     SagaCompleted,
     SagaCompensated,
     SagaCompensationFailed,
-    # API objects (events.objects): Kubernetes Events, owner references, and the lifecycle facts
+    # API objects (draflow.events.objects): Kubernetes Events, owner references, and the lifecycle facts
     # KApplied / KStatusUpdated / KFinalizersChanged / KDeletionRequested / KDeleted of every
-    # served kind K (generated from the kind table, events.api.kinds)
+    # served kind K (generated from the kind table, draflow.events.api.kinds)
     KubeEventRecorded,
     KubeEventDeleted,
     OwnerReferencesRemoved,

@@ -2,7 +2,7 @@
 
 One place for the variable names and defaults, so the Procfile, the services, the CLI and the tests
 agree on where the bus is and where data lives. The bus's default address follows
-``DRAFLOW_PORT_OFFSET`` (``infra.ports``) like every other port of a system.
+``DRAFLOW_PORT_OFFSET`` (``draflow.infra.ports``) like every other port of a system.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from events.subjects import DEFAULT_ROOT
-from infra.ports import Ports
+from draflow.events.subjects import DEFAULT_ROOT
+from draflow.infra.ports import Ports
 
 DEFAULT_NATS_URL = Ports().nats_url  # with DRAFLOW_PORT_OFFSET unset
 DEFAULT_DATA_DIR = "./var"

@@ -5,7 +5,7 @@ handler inside a CONSUMER span (parent: the producer's span from the message's `
 then acknowledges:
 
 * success -> ``ack`` (after the handler's batch has committed, see :class:`Handler.batch`);
-* :class:`~infra.errors.PermanentError` (including :class:`~infra.errors.PoisonEvent`) or an
+* :class:`~draflow.infra.errors.PermanentError` (including :class:`~draflow.infra.errors.PoisonEvent`) or an
   undecodable message -> copied to the dead-letter stream with the reason, then ``term``;
 * anything else is treated as transient. Unordered consumers ``nak(delay)`` the event (exponential
   backoff) and JetStream redelivers it; ordered consumers (projections, where a later event must
@@ -30,11 +30,11 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, NotFoundError
 
-from events.codec import DecodeError, decode
-from events.envelope import Envelope, Event
-from infra import metrics, tracing
-from infra.errors import PermanentError, StoreUnavailable
-from infra.eventstore import EventStore
+from draflow.events.codec import DecodeError, decode
+from draflow.events.envelope import Envelope, Event
+from draflow.infra import metrics, tracing
+from draflow.infra.errors import PermanentError, StoreUnavailable
+from draflow.infra.eventstore import EventStore
 
 __all__ = ["ConsumerOptions", "DurableConsumer", "FunctionHandler", "Handler"]
 

@@ -27,14 +27,22 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import nats.errors
 from nats.js.errors import APIError
 
-from events.codec import HDR_SCHEMA, HDR_TRACEPARENT, HDR_TYPE, decode, decode_many, encode, make_envelope
-from events.envelope import Envelope, Event
-from events.subjects import aggregate_subject, events_prefix, parse_subject
-from infra import tracing
-from infra.config import Settings
-from infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable, StreamReset
-from infra.nats_client import DraflowClient, RawInbox, connect
-from infra.publisher import (
+from draflow.events.codec import (
+    HDR_SCHEMA,
+    HDR_TRACEPARENT,
+    HDR_TYPE,
+    decode,
+    decode_many,
+    encode,
+    make_envelope,
+)
+from draflow.events.envelope import Envelope, Event
+from draflow.events.subjects import aggregate_subject, events_prefix, parse_subject
+from draflow.infra import tracing
+from draflow.infra.config import Settings
+from draflow.infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable, StreamReset
+from draflow.infra.nats_client import DraflowClient, RawInbox, connect
+from draflow.infra.publisher import (
     ERR_BATCH_DUPLICATE_MSG_ID,
     ERR_STREAM_NAME_IN_USE,
     ERR_WRONG_LAST_SEQUENCE,
@@ -43,9 +51,9 @@ from infra.publisher import (
     MAX_BATCH_EVENTS,
     Publisher,
 )
-from infra.reader import RawRecord, StreamReader, StreamStatus
-from infra.retry import transient_retry
-from infra.streams import dlq_stream_config, event_stream_config
+from draflow.infra.reader import RawRecord, StreamReader, StreamStatus
+from draflow.infra.retry import transient_retry
+from draflow.infra.streams import dlq_stream_config, event_stream_config
 
 __all__ = [
     "ERR_WRONG_LAST_SEQUENCE",

@@ -23,8 +23,8 @@ from time import perf_counter
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram, start_http_server
 
-from infra.config import flag_from_argv
-from infra.ports import Ports
+from draflow.infra.config import flag_from_argv
+from draflow.infra.ports import Ports
 
 __all__ = [
     "ALLOCATION_SECONDS",

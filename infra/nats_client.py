@@ -20,8 +20,8 @@ from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
-from infra.config import Settings
-from infra.nats_parser import FastParser
+from draflow.infra.config import Settings
+from draflow.infra.nats_parser import FastParser
 
 __all__ = ["DraflowClient", "RawInbox", "RawSink", "connect"]
 

@@ -17,7 +17,7 @@ from nats.errors import ProtocolError
 from nats.protocol.parser import MAX_CONTROL_LINE_SIZE, Parser
 
 if TYPE_CHECKING:
-    from infra.nats_client import DraflowClient
+    from draflow.infra.nats_client import DraflowClient
 
 _CRLF = b"\r\n"
 log = logging.getLogger(__name__)

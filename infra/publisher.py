@@ -1,6 +1,6 @@
 """Publishing to JetStream on the raw fast path: one request per message, atomic batches, acks.
 
-The wire level below :class:`infra.eventstore.EventStore`: replies arrive on the connection's
+The wire level below :class:`draflow.infra.eventstore.EventStore`: replies arrive on the connection's
 shared raw inbox, acks are decoded with msgspec, and every failure becomes a typed error
 (``StoreUnavailable`` when JetStream cannot answer, ``AppendError`` otherwise). Deciding what a
 refusal *means* (a conflict, a retried append that had landed) stays in the event store.
@@ -14,9 +14,9 @@ import os
 import msgspec
 import nats.errors
 
-from infra.errors import AppendError, StoreUnavailable
-from infra.nats_client import DraflowClient, RawInbox
-from infra.reader import status_of
+from draflow.infra.errors import AppendError, StoreUnavailable
+from draflow.infra.nats_client import DraflowClient, RawInbox
+from draflow.infra.reader import status_of
 
 __all__ = [
     "ERR_BATCH_DUPLICATE_MSG_ID",

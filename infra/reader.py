@@ -26,8 +26,8 @@ from typing import Any
 
 import msgspec
 
-from infra.errors import StoreUnavailable
-from infra.nats_client import DraflowClient, RawInbox
+from draflow.infra.errors import StoreUnavailable
+from draflow.infra.nats_client import DraflowClient, RawInbox
 
 __all__ = ["CHAIN_LIMIT", "RawRecord", "StreamReader", "StreamStatus", "header_value", "status_of"]
 

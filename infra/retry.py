@@ -11,7 +11,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from infra.errors import TransientError
+from draflow.infra.errors import TransientError
 
 __all__ = ["transient_retry"]
 

@@ -23,12 +23,12 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from infra import tracing
-from infra.config import Settings, flag_from_argv
-from infra.errors import StreamReset
-from infra.eventstore import EventStore
-from infra.metrics import metrics_port_from_argv, metrics_port_from_env, serve_metrics
-from infra.signals import stop_on_signals
+from draflow.infra import tracing
+from draflow.infra.config import Settings, flag_from_argv
+from draflow.infra.errors import StreamReset
+from draflow.infra.eventstore import EventStore
+from draflow.infra.metrics import metrics_port_from_argv, metrics_port_from_env, serve_metrics
+from draflow.infra.signals import stop_on_signals
 
 __all__ = ["EXIT_STREAM_RESET", "OnStreamReset", "ServiceContext", "run_service"]
 
@@ -183,7 +183,7 @@ def run_service(
     """Run a service to completion; returns the process exit code (0 on SIGTERM).
 
     ``on_stream_reset``: what to do when the stream turns out to be deleted and created again
-    (see :class:`infra.errors.StreamReset`): ``"exit"`` stops the process with
+    (see :class:`draflow.infra.errors.StreamReset`): ``"exit"`` stops the process with
     ``EXIT_STREAM_RESET`` and one error line naming the stream and both positions;
     ``"rebuild"`` cancels ``main`` and runs it again, which folds the new stream from sequence 1.
     ``actor``: who the process's appends name in their envelopes (default ``name``), for services
@@ -191,7 +191,7 @@ def run_service(
 
     ``--metrics-port PORT`` and ``--nats-url URL`` among the process arguments work like
     ``DRAFLOW_METRICS_PORT`` and ``DRAFLOW_NATS_URL`` (services that parse their own arguments add
-    them with ``infra.metrics.add_metrics_arg`` and ``infra.config.add_nats_url_arg``)."""
+    them with ``draflow.infra.metrics.add_metrics_arg`` and ``draflow.infra.config.add_nats_url_arg``)."""
     configure_logging()
     argv = sys.argv[1:]
     try:

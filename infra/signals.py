@@ -3,9 +3,9 @@
 honcho starts every process at once and may stop them just as quickly: a SIGTERM that arrives while
 a service is still importing its modules would kill it with the default action (exit -15) before
 its event loop could install a handler, and a Ctrl-C would print a ``KeyboardInterrupt``
-traceback. ``install_early`` (run by ``services/__init__.py`` when a service is started with
-``python -m``) records such a signal instead, and ``stop_on_signals`` turns
-a recorded one into an immediate, clean stop once the loop runs.
+traceback. ``install_early`` (called first thing by each service's ``__main__`` when it runs,
+before its imports; importing a package never installs it) records such a signal instead, and
+``stop_on_signals`` turns a recorded one into an immediate, clean stop once the loop runs.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from nats.js import api
 
-from events.subjects import dlq_subjects, events_prefix
-from infra.config import Settings
+from draflow.events.subjects import dlq_subjects, events_prefix
+from draflow.infra.config import Settings
 
 __all__ = ["dlq_stream_config", "event_stream_config"]
 

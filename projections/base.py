@@ -3,7 +3,7 @@
 A :class:`Projection` names the subjects it reads, the row keys an event touches and a pure
 reducer that returns the row's next state (``None`` deletes the row). No I/O here: the same
 projection is folded in memory (hot paths, tests) or persisted with its checkpoint by
-``infra.projection_store``. Replaying the log from sequence 1 always gives the same rows.
+``draflow.infra.projection_store``. Replaying the log from sequence 1 always gives the same rows.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, MutableMapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from events.envelope import Envelope, Event
-from events.subjects import DEFAULT_ROOT
+from draflow.events.envelope import Envelope, Event
+from draflow.events.subjects import DEFAULT_ROOT
 
 __all__ = ["MemoryView", "Projection", "fold", "subject_matches"]
 

@@ -1,9 +1,9 @@
 """Every projection draflow defines, by name: what ``draflow replay`` / ``draflow rebuild`` build.
 
-* ``heads`` — every aggregate's version and last event (:mod:`projections.heads`);
-* ``sagas`` — every saga's state, folded with the engine's own reducer (:mod:`sagas.state`);
+* ``heads`` — every aggregate's version and last event (:mod:`draflow.projections.heads`);
+* ``sagas`` — every saga's state, folded with the engine's own reducer (:mod:`draflow.sagas.state`);
 * ``objects_<kind>`` — one per served kind (and ``objects_event`` for Kubernetes Events): the API
-  objects exactly as the apiserver folds them (:func:`projections.objects.object_projection`,
+  objects exactly as the apiserver folds them (:func:`draflow.projections.objects.object_projection`,
   with the DRA and node reducers loaded).
 """
 
@@ -13,13 +13,13 @@ from typing import Any
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.objects import EVENT_KIND
-from projections.base import Projection
-from projections.heads import Heads
-from projections.objects import object_projection
-from sagas.state import SagaState
-from sagas.state import apply as saga_apply
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import EVENT_KIND
+from draflow.projections.base import Projection
+from draflow.projections.heads import Heads
+from draflow.projections.objects import object_projection
+from draflow.sagas.state import SagaState
+from draflow.sagas.state import apply as saga_apply
 
 __all__ = ["SagaRow", "SagaStates", "all_projections", "projection_names"]
 
@@ -54,7 +54,7 @@ class SagaStates(Projection[SagaRow]):
 
 
 def all_projections(root: str = "draflow") -> list[Projection[Any]]:
-    from events.api.registry import resource_types
+    from draflow.events.api.registry import resource_types
 
     kinds = sorted({rt.kind for rt in resource_types()} | {EVENT_KIND})
     return [Heads(root), SagaStates(), *(object_projection(k) for k in kinds)]

@@ -1,7 +1,7 @@
-"""Reducers of the DRA domain events (:mod:`events.dra`) in the object fold.
+"""Reducers of the DRA domain events (:mod:`draflow.events.dra`) in the object fold.
 
 Pure functions ``(object | None, event) -> object | None``, listed in ``REDUCERS``;
-``projections.objects`` assembles every table into the one object fold, so every process that
+``draflow.projections.objects`` assembles every table into the one object fold, so every process that
 folds objects (the apiserver, watches, the scheduler's snapshot) applies them. An
 event on a subject whose object is gone leaves it gone. Reducers never raise: a precondition
 (``reservedFor`` empty before ``ClaimDeallocated``) is the writer's to check.
@@ -14,9 +14,9 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from events.api.core_v1 import Pod, PodCondition, PodStatus
-from events.api.resource_v1 import ResourceClaim
-from events.dra import (
+from draflow.events.api.core_v1 import Pod, PodCondition, PodStatus
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimAllocated,
     ClaimDeallocated,
@@ -30,7 +30,7 @@ from events.dra import (
     PodSucceeded,
     PodUnschedulable,
 )
-from events.envelope import Event
+from draflow.events.envelope import Event
 
 __all__ = ["REDUCERS", "set_condition"]
 
@@ -175,7 +175,7 @@ def _succeeded(pod: Pod | None, ev: PodSucceeded) -> Pod | None:
     return replace(pod, status=replace(status, phase="Succeeded"))
 
 
-# The fold's reducers of these events (``projections.objects`` assembles every table).
+# The fold's reducers of these events (``draflow.projections.objects`` assembles every table).
 REDUCERS: dict[type[Event], Callable[[Any, Any], Any]] = {
     ClaimAllocated: _allocated,
     ClaimReserved: _reserved,

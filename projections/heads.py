@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.subjects import parse_subject
-from projections.base import Projection
+from draflow.events.envelope import Envelope, Event
+from draflow.events.subjects import parse_subject
+from draflow.projections.base import Projection
 
 __all__ = ["AggregateHead", "Heads"]
 

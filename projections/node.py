@@ -1,4 +1,4 @@
-"""Reducers of the node-side facts (:mod:`events.node`) in the object fold."""
+"""Reducers of the node-side facts (:mod:`draflow.events.node`) in the object fold."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from events.api.coordination_v1 import Lease
-from events.api.core_v1 import Node, NodeCondition, Pod, PodCondition, Taint
-from events.envelope import Event
-from events.node import (
+from draflow.events.api.coordination_v1 import Lease
+from draflow.events.api.core_v1 import Node, NodeCondition, Pod, PodCondition, Taint
+from draflow.events.envelope import Event
+from draflow.events.node import (
     LeaseRenewed,
     NodeHeartbeatLost,
     NodeTainted,
@@ -18,7 +18,7 @@ from events.node import (
     PodContainerStatusesReported,
     PodDisruptionTargeted,
 )
-from projections.dra import set_condition
+from draflow.projections.dra import set_condition
 
 __all__ = ["REDUCERS", "set_node_condition"]
 
@@ -98,7 +98,7 @@ def _untainted(node: Node | None, ev: NodeUntainted) -> Node | None:
     return replace(node, spec=replace(node.spec, taints=kept))
 
 
-# The fold's reducers of these events (``projections.objects`` assembles every table).
+# The fold's reducers of these events (``draflow.projections.objects`` assembles every table).
 REDUCERS: dict[type[Event], Callable[[Any, Any], Any]] = {
     PodContainerStatusesReported: _container_statuses,
     PodDisruptionTargeted: _disruption_target,

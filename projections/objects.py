@@ -7,11 +7,11 @@ event on the object's subject, whatever its type, so it is always the ``expected
 next append. An event type without a reducer leaves the object as it is (but still moves its
 resourceVersion).
 
-Reducers for the generic lifecycle events (``events.objects``: ``KApplied``, ``KStatusUpdated``,
+Reducers for the generic lifecycle events (``draflow.events.objects``: ``KApplied``, ``KStatusUpdated``,
 ``KFinalizersChanged``, ``KDeletionRequested``, ``KDeleted``) and for ``KubeEventRecorded`` are
 defined here. The reducers of the domain events appended on object subjects are pure functions in
-their own modules, each listing them in a ``REDUCERS`` table (``projections.dra``: claims and
-pods; ``projections.node``: the node plane); this module imports those tables explicitly and
+their own modules, each listing them in a ``REDUCERS`` table (``draflow.projections.dra``: claims and
+pods; ``draflow.projections.node``: the node plane); this module imports those tables explicitly and
 assembles the one fold every process uses (the apiserver, ``draflow get -w``, controllers'
 caches, the scheduler's snapshot)::
 
@@ -35,11 +35,11 @@ from typing import Any, NamedTuple
 
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
-from events.api.registry import resource_types
-from events.envelope import Envelope, Event
-from events.objects import (
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.registry import resource_types
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import (
     APPLIED,
     DELETED,
     DELETION_REQUESTED,
@@ -52,8 +52,8 @@ from events.objects import (
     OwnerReferencesRemoved,
     object_event_type,
 )
-from projections.dra import REDUCERS as DRA_REDUCERS
-from projections.node import REDUCERS as NODE_REDUCERS
+from draflow.projections.dra import REDUCERS as DRA_REDUCERS
+from draflow.projections.node import REDUCERS as NODE_REDUCERS
 
 __all__ = [
     "Change",
@@ -197,12 +197,12 @@ _assemble()
 
 
 def object_projection(kind: str) -> Any:
-    """One kind's objects as a ``projections.base.Projection``: row key = the object's subject,
-    state = the object. For services that keep their own persisted copy (``infra.projection_store``)
+    """One kind's objects as a ``draflow.projections.base.Projection``: row key = the object's subject,
+    state = the object. For services that keep their own persisted copy (``draflow.infra.projection_store``)
     or a ``MemoryView`` instead of asking the apiserver."""
-    from events.api.registry import lookup_resource
-    from events.subjects import encode_token
-    from projections.base import Projection
+    from draflow.events.api.registry import lookup_resource
+    from draflow.events.subjects import encode_token
+    from draflow.projections.base import Projection
 
     rt = lookup_resource(kind)
     if kind != EVENT_KIND and rt is None:

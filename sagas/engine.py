@@ -1,7 +1,7 @@
 """The saga engine: runs saga definitions step by step, persisting every move as a saga event.
 
 Before a step runs, ``SagaStepStarted`` registers its compensation; the step's result is recorded
-by ``SagaStepCompleted``. Transient failures (:class:`~infra.errors.TransientError`, store
+by ``SagaStepCompleted``. Transient failures (:class:`~draflow.infra.errors.TransientError`, store
 unavailability) are retried with tenacity (bounded, exponential, jittered); anything else, or
 exhausted retries, records ``SagaStepFailed`` and compensates every started step in reverse order.
 A crash at any point leaves a saga whose events say exactly what is done and what is owed:
@@ -30,8 +30,8 @@ from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.saga import (
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import (
     TERMINAL_SAGA_EVENTS,
     SagaCompensated,
     SagaCompensationFailed,
@@ -42,12 +42,12 @@ from events.saga import (
     SagaStepFailed,
     SagaStepStarted,
 )
-from events.subjects import aggregate_subject
-from infra import metrics, tracing
-from infra.errors import ConcurrencyError, TransientError
-from infra.eventstore import EventStore
-from infra.retry import transient_retry
-from sagas.state import SagaState, SagaStatus, apply, decide
+from draflow.events.subjects import aggregate_subject
+from draflow.infra import metrics, tracing
+from draflow.infra.errors import ConcurrencyError, TransientError
+from draflow.infra.eventstore import EventStore
+from draflow.infra.retry import transient_retry
+from draflow.sagas.state import SagaState, SagaStatus, apply, decide
 
 __all__ = [
     "NoInput",

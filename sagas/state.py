@@ -11,8 +11,8 @@ from typing import Any
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.saga import (
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import (
     SagaCompensated,
     SagaCompensationFailed,
     SagaCompleted,

@@ -1,7 +1,7 @@
 """What ``draflow get sagas`` / ``describe saga`` show: a saga's history folded per step. Pure.
 
 The saga's state (``Running`` ... ``CompensationFailed``) and next move come from
-``sagas.state`` (the same fold the engine decides with); this adds what an operator asks about and
+``draflow.sagas.state`` (the same fold the engine decides with); this adds what an operator asks about and
 the engine does not need: each step's outcome, attempts, last error, the compensations and when
 things happened.
 
@@ -18,8 +18,8 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.saga import (
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import (
     SagaCompensationFailed,
     SagaStarted,
     SagaStepCompensated,
@@ -27,7 +27,7 @@ from events.saga import (
     SagaStepFailed,
     SagaStepStarted,
 )
-from sagas.state import SagaState, apply, decide
+from draflow.sagas.state import SagaState, apply, decide
 
 _STEP_EVENTS = (
     SagaStepStarted,

@@ -1,10 +1,5 @@
-"""draflow's services; each sub-package with a ``__main__`` is one process of the system."""
+"""draflow's services; each sub-package with a ``__main__`` is one process of the system.
 
-import sys
-
-# `python -m services.<name>` (the CLI aside): this process is a service, so a SIGTERM during its
-# start-up must stop it cleanly rather than kill it (see infra.signals).
-if sys.argv[:1] == ["-m"] and "services.cli" not in sys.orig_argv:
-    from infra.signals import install_early
-
-    install_early()
+Importing this package (or any other of draflow) has no side effects: a service's own ``__main__``
+installs its early signal handling (``draflow.infra.signals.install_early``) when it is run.
+"""

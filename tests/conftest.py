@@ -4,7 +4,7 @@
   test folder. Tests never share a stream: ``settings`` gives each test its own stream name and
   subject root, so streams do not overlap and tests stay independent while the suite stays fast.
 * ``own_nats_server`` (function): a private server for tests that stop or restart it.
-* ``event_store``: an :class:`~infra.eventstore.EventStore` connected to the test's stream.
+* ``event_store``: an :class:`~draflow.infra.eventstore.EventStore` connected to the test's stream.
 * ``apiserver`` / ``api``: the apiserver in-process on that stream, and a client of it.
 * ``runtime``: a controller runtime (log-fed cache) on that stream.
 
@@ -13,19 +13,48 @@ Processes a test starts (``tests/processes.py``) are killed when it ends.
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import os
-from collections.abc import AsyncIterator, Iterator
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
-from services.apiserver.server import ApiServer
-from services.runtime.client import ApiClient
-from services.runtime.controller import Runtime
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.controller import Runtime
 from tests.processes import Proc
+
+
+class OneImportRoot(importlib.abc.MetaPathFinder):
+    """Refuses ``import events`` (``infra``, ``projections``, ``sagas``, ``services``) in the test
+    process. The checkout's root is on ``sys.path`` here, so the folders would import by their bare
+    names too, and a module loaded under both names is two modules: two copies of every msgspec
+    Struct class, and ``isinstance`` or tagged-union decoding between them fails without a word.
+    ``tests/test_layers.py`` finds such names statically; this catches the dynamic ones (a patch
+    target, an ``import_module`` string)."""
+
+    FOLDERS = frozenset({"events", "infra", "projections", "sagas", "services"})
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] in self.FOLDERS:
+            raise ModuleNotFoundError(
+                f"No module named {fullname!r}: draflow's folders are imported as 'draflow.{fullname}'",
+                name=fullname,
+            )
+        return None
+
+
+if not any(isinstance(finder, OneImportRoot) for finder in sys.meta_path):
+    sys.meta_path.insert(0, OneImportRoot())
 
 # Services export spans by default (to 127.0.0.1:4318, where a developer's own `honcho start` may
 # listen). The processes tests start trace only when a test asks for it with

@@ -86,7 +86,7 @@ def free_port_offset(metrics_slots: int = 20) -> int:
     import random
     import socket
 
-    from infra.ports import Ports
+    from draflow.infra.ports import Ports
 
     for _ in range(200):
         ports = Ports(random.randrange(10_000, 50_000))

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
-from infra.config import Settings
+from draflow.infra.config import Settings
 from tests.paths import ROOT
 
 VENV_BIN = Path(sys.executable).parent
@@ -142,9 +142,9 @@ async def stop_cleanly(procs: list[Proc]) -> None:
 
 
 def draflow(settings: Settings, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    """``python -m services.cli ARGS`` against ``settings``' stream (output captured)."""
+    """``python -m draflow.services.cli ARGS`` against ``settings``' stream (output captured)."""
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "draflow.services.cli", *args],
         cwd=ROOT,
         env=service_env(settings, **extra),
         capture_output=True,
@@ -230,7 +230,7 @@ class HonchoSystem:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
             except OSError:
                 continue
-            if name not in stopped and (str(VENV_BIN) in cmdline or "services." in cmdline):
+            if name not in stopped and (str(VENV_BIN) in cmdline or "draflow.services." in cmdline):
                 pids.append(int(pid))
         return pids
 

@@ -15,16 +15,16 @@ from typing import Any
 
 import yaml
 
-from events.api.resource_v1 import (
+from draflow.events.api.resource_v1 import (
     AllocationResult,
     DeviceAllocationResult,
     DeviceRequestAllocationResult,
     ResourceClaimConsumerReference,
 )
-from events.dra import ClaimAllocated, ClaimReserved, PodBound
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.runtime.controller import Runtime
+from draflow.events.dra import ClaimAllocated, ClaimReserved, PodBound
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.runtime.controller import Runtime
 from tests.helpers import assert_eventually
 
 

@@ -23,7 +23,9 @@ def test_ruff_clean() -> None:
 
 def test_mypy_clean() -> None:
     proc = subprocess.run(
-        [_tool("mypy"), "events", "infra", "projections", "sagas", "services", "bench", "tests"],
+        # through the one import root: draflow/<folder> links to each top-level folder, and mypy
+        # must see each file once, by the name the code imports it with ([tool.mypy] files)
+        [_tool("mypy"), "draflow", "bench", "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,

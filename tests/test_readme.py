@@ -42,7 +42,7 @@ def test_procfile_process_names() -> None:
     names = [ln.split(":", 1)[0] for ln in lines]
     assert all(re.fullmatch(r"[A-Za-z0-9_]+", n) for n in names), names
     assert len(set(names)) == len(names)
-    assert names[0] == "nats" and "infra.natsd" in lines[0]
+    assert names[0] == "nats" and "draflow.infra.natsd" in lines[0]
 
 
 POD = """apiVersion: v1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from events.union import register_events
-from projections.base import Projection
+from draflow.events.envelope import Envelope, Event
+from draflow.events.union import register_events
+from draflow.projections.base import Projection
 
 
 class WidgetCreated(Event, frozen=True, kw_only=True):

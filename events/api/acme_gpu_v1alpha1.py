@@ -12,8 +12,8 @@ from typing import ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, QuantityValue, normalize_quantities
-from events.api.meta import ObjectMeta
+from draflow.events.api.base import ApiStruct, QuantityValue, normalize_quantities
+from draflow.events.api.meta import ObjectMeta
 
 __all__ = ["API_VERSION", "GROUP", "GpuInfo", "NodeGpuCapacity", "NodeGpuCapacitySpec"]
 

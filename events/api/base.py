@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, TypeAlias
 
 import msgspec
 
-from events.quantity import Quantity, QuantityError
+from draflow.events.quantity import Quantity, QuantityError
 
 __all__ = [
     "ApiStruct",

@@ -10,9 +10,9 @@ subjects never collide with resource.k8s.io's ``ResourceClaim``); manifests use
 
 from __future__ import annotations
 
-from events.api import acme_gpu_v1alpha1 as acme
-from events.api import classic_v1alpha1 as cv
-from events.api.registry import ResourceType, Served, WireType
+from draflow.events.api import acme_gpu_v1alpha1 as acme
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.registry import ResourceType, Served, WireType
 
 CLASSIC_KINDS: tuple[Served, ...] = (
     Served(

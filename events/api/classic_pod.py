@@ -25,11 +25,11 @@ from typing import Any
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
-from events.api.codec import decode_object, encode_object, identity, translate
-from events.api.errors import DECODE, ApiError, FieldError
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import decode_object, encode_object, identity, translate
+from draflow.events.api.errors import DECODE, ApiError, FieldError
 
 __all__ = [
     "POD_RESOURCES_ANNOTATION",

@@ -12,7 +12,7 @@ Kind clash: ``ResourceClaim`` is also the structured kind (resource.k8s.io/v1). 
 draflow that is keyed by kind (registry, event type names, subjects ``draflow.ev.<Kind>...``) uses
 the internal kind token ``ClassicResourceClaim``; manifests say ``kind: ResourceClaim`` with
 ``apiVersion: cdi.k8s.io/v1alpha1`` and decode into :class:`ResourceClaim` here. ``WIRE_KIND``
-holds the kind to show users (:func:`events.api.classic_pod.encode_classic` uses it).
+holds the kind to show users (:func:`draflow.events.api.classic_pod.encode_classic` uses it).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, Int32
-from events.api.meta import NodeSelector, ObjectMeta, OwnerReference
+from draflow.events.api.base import ApiStruct, Int32
+from draflow.events.api.meta import NodeSelector, ObjectMeta, OwnerReference
 
 __all__ = [
     "ALLOCATED",

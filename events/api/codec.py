@@ -14,10 +14,10 @@ from typing import Any
 
 import msgspec
 
-from events.api.base import ApiStruct
-from events.api.errors import DECODE, REQUIRED, UNKNOWN_FIELD, ApiError, FieldError
-from events.api.meta import ObjectMeta
-from events.api.registry import lookup_wire
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.errors import DECODE, REQUIRED, UNKNOWN_FIELD, ApiError, FieldError
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.registry import lookup_wire
 
 __all__ = ["decode_object", "encode_object", "identity", "object_meta", "strip_nulls", "to_json"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.api import resource_old as old
-from events.api import resource_v1 as v1
-from events.api.base import ApiStruct
+from draflow.events.api import resource_old as old
+from draflow.events.api import resource_v1 as v1
+from draflow.events.api.base import ApiStruct
 
 
 def _slice_spec_fields(spec: Any) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 Field for field ``k8s.io/api/coordination/v1``. ``acquireTime`` and ``renewTime`` are MicroTime
 (RFC 3339 with microseconds, ``2006-01-02T15:04:05.000000Z``), kept as strings like every other
 timestamp. The kubelet creates its node's Lease and renews it with ``LeaseRenewed``
-(:mod:`events.node`), which moves ``spec.renewTime`` only: one small fact per renewal.
+(:mod:`draflow.events.node`), which moves ``spec.renewTime`` only: one small fact per renewal.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, Int32
-from events.api.meta import ObjectMeta
+from draflow.events.api.base import ApiStruct, Int32
+from draflow.events.api.meta import ObjectMeta
 
 __all__ = ["NODE_LEASE_NAMESPACE", "Lease", "LeaseSpec", "micro_time"]
 

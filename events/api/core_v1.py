@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, Int32, Int64, QuantityValue, normalize_quantities
-from events.api.meta import ObjectMeta
+from draflow.events.api.base import ApiStruct, Int32, Int64, QuantityValue, normalize_quantities
+from draflow.events.api.meta import ObjectMeta
 
 API_VERSION = "v1"
 

@@ -1,22 +1,22 @@
-"""The table of served kinds: every kind draflow serves is listed here (``events.api.registry``
+"""The table of served kinds: every kind draflow serves is listed here (``draflow.events.api.registry``
 indexes it on first use).
 
 Names and scopes as ``kubectl api-resources`` prints them: the resource.k8s.io kinds have no
 short names upstream; core ones do (po, no, ns, quota, deploy). Each entry is the storage
 version's ``ResourceType`` and the extra wire versions it is served in; the classic DRA kinds
-(KEP-3063) come last, from ``events.api.classic_kinds``.
+(KEP-3063) come last, from ``draflow.events.api.classic_kinds``.
 """
 
 from __future__ import annotations
 
-from events.api import conversion_resource as conv
-from events.api import coordination_v1 as co1
-from events.api import core_v1 as c1
-from events.api import resource_old as old
-from events.api import resource_v1 as r1
-from events.api import workloads_v1 as w1
-from events.api.classic_kinds import CLASSIC_KINDS
-from events.api.registry import ResourceType, Served, WireType
+from draflow.events.api import conversion_resource as conv
+from draflow.events.api import coordination_v1 as co1
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_old as old
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api import workloads_v1 as w1
+from draflow.events.api.classic_kinds import CLASSIC_KINDS
+from draflow.events.api.registry import ResourceType, Served, WireType
 
 _R = "resource.k8s.io"
 _B2, _B1, _A3 = f"{_R}/v1beta2", f"{_R}/v1beta1", f"{_R}/v1alpha3"

@@ -17,9 +17,9 @@ from typing import Any
 import msgspec
 import yaml
 
-from events.api.base import ApiStruct
-from events.api.codec import decode_object, identity
-from events.api.errors import DECODE, ApiError, FieldError
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import decode_object, identity
+from draflow.events.api.errors import DECODE, ApiError, FieldError
 
 __all__ = ["LoadResult", "load_manifests", "parse_documents", "substitute_index"]
 

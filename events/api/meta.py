@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from events.api.base import ApiStruct, Int64
+from draflow.events.api.base import ApiStruct, Int64
 
 __all__ = [
     "Condition",

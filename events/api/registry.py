@@ -2,7 +2,7 @@
 resource names for the CLI (plural, singular, short names, scope), as ``kubectl api-resources``.
 
 Every kind is stored in one version (the "storage" version, v1 for resource.k8s.io); older
-versions are decoded into their own Structs and converted (``events.api.conversion_*``).
+versions are decoded into their own Structs and converted (``draflow.events.api.conversion_*``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from events.api.base import ApiStruct
+from draflow.events.api.base import ApiStruct
 
 __all__ = [
     "ResourceType",
@@ -54,7 +54,7 @@ class WireType:
 
 
 class Served:
-    """One entry of the kind table (``events.api.kinds``): a resource and its extra wire versions."""
+    """One entry of the kind table (``draflow.events.api.kinds``): a resource and its extra wire versions."""
 
     __slots__ = ("resource", "wire")
 
@@ -114,7 +114,7 @@ def _ensure_loaded() -> None:
     if _loaded:
         return
     _loaded = True
-    from events.api.kinds import KINDS  # every served kind, the classic ones included
+    from draflow.events.api.kinds import KINDS  # every served kind, the classic ones included
 
     for served in KINDS:
         _index(served.resource, *served.wire)

@@ -19,9 +19,9 @@ from typing import ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, Int64, QuantityValue, normalize_quantities
-from events.api.meta import NodeSelector, ObjectMeta
-from events.api.resource_v1 import (
+from draflow.events.api.base import ApiStruct, Int64, QuantityValue, normalize_quantities
+from draflow.events.api.meta import NodeSelector, ObjectMeta
+from draflow.events.api.resource_v1 import (
     CapacityRequirements,
     CounterSet,
     DeviceAttribute,

@@ -3,7 +3,7 @@
 Field for field the Go types of ``k8s.io/api/resource/v1`` (read at kubernetes/api 10b39a39, plus
 KEP-5963 ``compatibilityGroups``). Go pointers become ``X | None``, ``omitempty`` scalars default
 to their zero value, lists are tuples. Defaults the API server fills in (allocationMode, count,
-toleration operator) are NOT applied here but by ``services.apiserver.admission.defaults``.
+toleration operator) are NOT applied here but by ``draflow.services.apiserver.admission.defaults``.
 Quantity fields hold the canonical Kubernetes string after decoding (see ``base.QuantityValue``).
 Opaque driver parameters (runtime.RawExtension) are kept as decoded JSON (``Any``).
 """
@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, Int64, QuantityValue, normalize_quantities
-from events.api.meta import Condition, NodeSelector, ObjectMeta
+from draflow.events.api.base import ApiStruct, Int64, QuantityValue, normalize_quantities
+from draflow.events.api.meta import Condition, NodeSelector, ObjectMeta
 
 GROUP = "resource.k8s.io"
 VERSION = "v1"

@@ -10,9 +10,9 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from events.api.base import ApiStruct, Int32, Int64
-from events.api.core_v1 import PodTemplateSpec
-from events.api.meta import LabelSelector, ObjectMeta
+from draflow.events.api.base import ApiStruct, Int32, Int64
+from draflow.events.api.core_v1 import PodTemplateSpec
+from draflow.events.api.meta import LabelSelector, ObjectMeta
 
 Obj = dict[str, Any]
 Objs = tuple[dict[str, Any], ...]

@@ -1,13 +1,13 @@
-"""``python -m services.apiserver``: run the API server until SIGTERM / SIGINT.
+"""``python -m draflow.services.apiserver``: run the API server until SIGTERM / SIGINT.
 
-Configuration comes from the environment (``infra.config.Settings``: ``DRAFLOW_NATS_URL``,
+Configuration comes from the environment (``draflow.infra.config.Settings``: ``DRAFLOW_NATS_URL``,
 ``DRAFLOW_STREAM``, ``DRAFLOW_SUBJECT_ROOT``...); spans go to the system's ``otlp`` receiver unless
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` says otherwise (``infra/tracing.py``).
 It runs under the shared service runner, so a SIGTERM while it still waits for nats-server (honcho
 starts everything at once) stops it cleanly, like every other service.
 
 ``--kube-api [HOST:PORT]`` also serves the Kubernetes REST API over HTTPS for kubectl
-(``services.apiserver.kubeapi``; default ``DRAFLOW_KUBE_API``, else 127.0.0.1:8443 plus
+(``draflow.services.apiserver.kubeapi``; default ``DRAFLOW_KUBE_API``, else 127.0.0.1:8443 plus
 ``DRAFLOW_PORT_OFFSET``), writing ``$DRAFLOW_DATA_DIR/kubeconfig``.
 
 Flags (kube-apiserver's): ``--default-not-ready-toleration-seconds`` and
@@ -18,20 +18,30 @@ NoExecute taints.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import argparse
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from infra.config import add_nats_url_arg
-from infra.metrics import add_metrics_arg
-from infra.service import ServiceContext, run_service
-from services.apiserver.admission.tolerations import DEFAULT_TOLERATION_SECONDS, DefaultTolerationSeconds
-from services.apiserver.server import ApiServer
+from draflow.infra.config import add_nats_url_arg
+from draflow.infra.metrics import add_metrics_arg
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.apiserver.admission.tolerations import (
+    DEFAULT_TOLERATION_SECONDS,
+    DefaultTolerationSeconds,
+)
+from draflow.services.apiserver.server import ApiServer
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[DefaultTolerationSeconds, str | None]:
-    p = argparse.ArgumentParser(prog="python -m services.apiserver", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m draflow.services.apiserver", description=__doc__)
     for which in ("not-ready", "unreachable"):
         p.add_argument(
             f"--default-{which}-toleration-seconds",
@@ -49,8 +59,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[DefaultTolerationSeconds,
         help="also serve the Kubernetes API (kubectl) over HTTPS; default $DRAFLOW_KUBE_API, else "
         "127.0.0.1:8443 plus $DRAFLOW_PORT_OFFSET; 'off' turns it off",
     )
-    add_metrics_arg(p)  # read by infra.service.run_service
-    add_nats_url_arg(p)  # read by infra.service.run_service
+    add_metrics_arg(p)  # read by draflow.infra.service.run_service
+    add_nats_url_arg(p)  # read by draflow.infra.service.run_service
     args = p.parse_args(argv)
     tolerations = DefaultTolerationSeconds(
         args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds
@@ -67,7 +77,7 @@ def make_serve(
         try:
             await server.start()
             if kube_api is not None:
-                from services.apiserver.kubeapi.run import kubeconfig_path, start_kube_api
+                from draflow.services.apiserver.kubeapi.run import kubeconfig_path, start_kube_api
 
                 try:
                     kube = await start_kube_api(server, ctx.settings, kube_api)
@@ -100,7 +110,7 @@ def make_serve(
 def main() -> None:
     tolerations, kube_flag = parse_args()
     try:
-        from services.apiserver.kubeapi.run import kube_api_address
+        from draflow.services.apiserver.kubeapi.run import kube_api_address
 
         kube_api = kube_api_address(kube_flag)
     except ValueError as exc:

@@ -16,29 +16,29 @@ from typing import Any, NamedTuple
 import nats.errors
 from msgspec.structs import replace
 
-from events.api.base import ApiStruct
-from events.api.classic_pod import normalize_manifest
-from events.api.codec import decode_object, object_meta
-from events.api.errors import ApiError
-from events.api.registry import lookup_resource
-from events.envelope import Event
-from events.objects import object_applied, object_deleted
-from infra.eventstore import AppendError, ConcurrencyError
-from services.apiserver import errors
-from services.apiserver.admission import check_admin_access
-from services.apiserver.admission.served import admit_create, default_object, validate_object
-from services.apiserver.admission.tolerations import DefaultTolerationSeconds
-from services.apiserver.managed_fields import record_update
-from services.apiserver.quota import QuotaAdmission
-from services.apiserver.strategy import (
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.classic_pod import normalize_manifest
+from draflow.events.api.codec import decode_object, object_meta
+from draflow.events.api.errors import ApiError
+from draflow.events.api.registry import lookup_resource
+from draflow.events.envelope import Event
+from draflow.events.objects import object_applied, object_deleted
+from draflow.infra.eventstore import AppendError, ConcurrencyError
+from draflow.services.apiserver import errors
+from draflow.services.apiserver.admission import check_admin_access
+from draflow.services.apiserver.admission.served import admit_create, default_object, validate_object
+from draflow.services.apiserver.admission.tolerations import DefaultTolerationSeconds
+from draflow.services.apiserver.managed_fields import record_update
+from draflow.services.apiserver.quota import QuotaAdmission
+from draflow.services.apiserver.strategy import (
     generated_name,
     merge_update,
     now_rfc3339,
     prepare_create,
     stamp_create,
 )
-from services.runtime.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
-from services.runtime.store import ApiStore
+from draflow.services.runtime.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
+from draflow.services.runtime.store import ApiStore
 
 __all__ = ["Applier"]
 

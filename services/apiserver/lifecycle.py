@@ -16,12 +16,12 @@ from collections.abc import Callable
 
 from msgspec.structs import replace
 
-from events.api.base import ApiStruct
-from events.api.codec import decode_object, encode_object, object_meta
-from events.api.errors import FORBIDDEN, ApiError, FieldError
-from events.api.registry import lookup_resource, resource_types
-from events.envelope import Event
-from events.objects import (
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import decode_object, encode_object, object_meta
+from draflow.events.api.errors import FORBIDDEN, ApiError, FieldError
+from draflow.events.api.registry import lookup_resource, resource_types
+from draflow.events.envelope import Event
+from draflow.events.objects import (
     EVENT_KIND,
     EventSource,
     KubeEventDeleted,
@@ -32,17 +32,17 @@ from events.objects import (
     status_type,
     status_updated,
 )
-from infra.eventstore import ConcurrencyError
-from services.apiserver import errors
-from services.apiserver.admission.served import validate_object
-from services.apiserver.strategy import (
+from draflow.infra.eventstore import ConcurrencyError
+from draflow.services.apiserver import errors
+from draflow.services.apiserver.admission.served import validate_object
+from draflow.services.apiserver.strategy import (
     PROPAGATION_POLICIES,
     FinalizerForbidden,
     deletion_events,
     finalize_events,
     now_rfc3339,
 )
-from services.runtime.protocol import (
+from draflow.services.runtime.protocol import (
     DeleteItem,
     DeleteRequest,
     EventRequest,
@@ -51,7 +51,7 @@ from services.runtime.protocol import (
     StatusError,
     StatusRequest,
 )
-from services.runtime.store import ApiStore
+from draflow.services.runtime.store import ApiStore
 
 __all__ = ["PROTECTED_NAMESPACES", "Lifecycle", "resolve_kind"]
 

@@ -20,9 +20,9 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
-from events.api.base import ApiStruct
-from events.api.codec import encode_object, object_meta
-from events.api.meta import ManagedFieldsEntry, ObjectMeta
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import encode_object, object_meta
+from draflow.events.api.meta import ManagedFieldsEntry, ObjectMeta
 
 __all__ = [
     "MERGE_KEYS",

@@ -9,13 +9,13 @@ ResourceClaims are charged (``admission.quota.check_quota``); a refusal is upstr
 
 from __future__ import annotations
 
-from events.api.base import ApiStruct
-from events.api.core_v1 import Pod, ResourceQuota
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from projections.objects import Change
-from services.apiserver import errors
-from services.apiserver.admission.quota import check_quota
-from services.dra.quota.state import QuotaState
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.core_v1 import Pod, ResourceQuota
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.projections.objects import Change
+from draflow.services.apiserver import errors
+from draflow.services.apiserver.admission.quota import check_quota
+from draflow.services.dra.quota.state import QuotaState
 
 __all__ = ["QuotaAdmission"]
 

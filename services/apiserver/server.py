@@ -19,21 +19,21 @@ import nats.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from events.api.base import ApiStruct
-from events.api.codec import decode_object, encode_object, object_meta, to_json
-from events.objects import EVENT_KIND, object_applied
-from infra import tracing
-from infra.eventstore import ConcurrencyError, EventStore
-from projections.objects import Change
-from services.apiserver import errors
-from services.apiserver.admission import apply_defaults
-from services.apiserver.admission.cel import cel_expressions, precheck
-from services.apiserver.admission.tolerations import DefaultTolerationSeconds
-from services.apiserver.apply import Applier
-from services.apiserver.lifecycle import Lifecycle, resolve_kind
-from services.apiserver.quota import QuotaAdmission
-from services.apiserver.strategy import now_rfc3339, stamp_create
-from services.runtime.protocol import (
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import decode_object, encode_object, object_meta, to_json
+from draflow.events.objects import EVENT_KIND, object_applied
+from draflow.infra import tracing
+from draflow.infra.eventstore import ConcurrencyError, EventStore
+from draflow.projections.objects import Change
+from draflow.services.apiserver import errors
+from draflow.services.apiserver.admission import apply_defaults
+from draflow.services.apiserver.admission.cel import cel_expressions, precheck
+from draflow.services.apiserver.admission.tolerations import DefaultTolerationSeconds
+from draflow.services.apiserver.apply import Applier
+from draflow.services.apiserver.lifecycle import Lifecycle, resolve_kind
+from draflow.services.apiserver.quota import QuotaAdmission
+from draflow.services.apiserver.strategy import now_rfc3339, stamp_create
+from draflow.services.runtime.protocol import (
     REQUEST_TYPES,
     ApplyRequest,
     DeleteRequest,
@@ -47,8 +47,8 @@ from services.runtime.protocol import (
     StatusRequest,
     api_subject,
 )
-from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
-from services.runtime.store import ApiStore
+from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from draflow.services.runtime.store import ApiStore
 
 __all__ = ["ApiServer"]
 

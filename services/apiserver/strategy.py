@@ -31,18 +31,18 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
-from events.api.codec import object_meta
-from events.envelope import Event
-from events.objects import (
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
+from draflow.events.envelope import Event
+from draflow.events.objects import (
     FOREGROUND_FINALIZER,
     ORPHAN_FINALIZER,
     deletion_requested,
     finalizers_changed,
     object_deleted,
 )
-from services.dra.resourceclaim import is_pod_terminal
+from draflow.services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "CONTROLLER_ITEMS",

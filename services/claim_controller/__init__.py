@@ -1,18 +1,18 @@
 """The resource claim controller: claims from templates, reservation cleanup, deallocation.
 
 Pure deciders (``sync_pod``, ``sync_claim``) returning actions as data; the service shell
-(``service``, ``python -m services.claim_controller``) runs them over the log-fed cache of
+(``service``, ``python -m draflow.services.claim_controller``) runs them over the log-fed cache of
 ``runtime`` (shared by every controller shell) and appends the resulting events.
 """
 
-from services.claim_controller.controller import (
+from draflow.services.claim_controller.controller import (
     find_pod_resource_claim,
     release_reservations,
     sync_claim,
     sync_pod,
     sync_pod_from,
 )
-from services.dra.claimactions import (
+from draflow.services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -25,8 +25,8 @@ from services.dra.claimactions import (
     apply_to_claim,
     apply_to_pod,
 )
-from services.dra.resourceclaim import generate_claim_name_prefix
-from services.runtime.naming import SeededSuffixes, SuffixSource, generate_name, hash_suffix
+from draflow.services.dra.resourceclaim import generate_claim_name_prefix
+from draflow.services.runtime.naming import SeededSuffixes, SuffixSource, generate_name, hash_suffix
 
 __all__ = [
     "AddReservedFor",

@@ -1,13 +1,20 @@
-"""``python -m services.claim_controller``: the resource claim controller until SIGTERM."""
+"""``python -m draflow.services.claim_controller``: the resource claim controller until SIGTERM."""
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
 
 import gc
 import sys
 
-from infra.service import ServiceContext, run_service
-from services.claim_controller.service import ACTOR, ClaimControllerService
-from services.runtime.controller import Runtime
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.claim_controller.service import ACTOR, ClaimControllerService
+from draflow.services.runtime.controller import Runtime
 
 
 async def main(ctx: ServiceContext) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod, PodResourceClaim, PodResourceClaimStatus
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
-from services.dra.claimactions import (
+from draflow.events.api.core_v1 import Pod, PodResourceClaim, PodResourceClaimStatus
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
+from draflow.services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -27,7 +27,7 @@ from services.dra.claimactions import (
     RemoveFinalizer,
     release_reservations,
 )
-from services.dra.resourceclaim import (
+from draflow.services.dra.resourceclaim import (
     DELETE_PROTECTION_FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
     ClaimNameError,
@@ -42,7 +42,7 @@ from services.dra.resourceclaim import (
     pod_owner_reference,
     resolve_claim_name,
 )
-from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
+from draflow.services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
 
 __all__ = [
     "FAILED_CLAIM_CREATION",

@@ -15,10 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from projections.objects import Change
-from services.dra.resourceclaim import named_claims, owning_pod
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.projections.objects import Change
+from draflow.services.dra.resourceclaim import named_claims, owning_pod
 
 __all__ = ["Dependencies", "Dirty", "claim_pod_names"]
 

@@ -2,8 +2,8 @@
 
 Each pass syncs the pods and claims that changes since the last pass can affect (a periodic full
 pass syncs all of them) against the cache (the log folded, see
-:mod:`services.runtime.controller`) and turns the deciders' actions into writes
-(:mod:`services.runtime.claimwrites`). A ``CreateClaim``'s name is derived from the pod's uid, so a
+:mod:`draflow.services.runtime.controller`) and turns the deciders' actions into writes
+(:mod:`draflow.services.runtime.claimwrites`). A ``CreateClaim``'s name is derived from the pod's uid, so a
 replayed decision hits ``AlreadyExists`` and a claim created before a crash is adopted by the
 decider's crash recovery on the next pass.
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 import time
 
-from events.api.resource_v1 import ResourceClaim
-from projections.objects import Change
-from services.claim_controller.controller import sync_claim, sync_pod_from
-from services.claim_controller.dirty import Dependencies, claim_pod_names
-from services.runtime.claimwrites import execute
-from services.runtime.controller import Runtime
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.projections.objects import Change
+from draflow.services.claim_controller.controller import sync_claim, sync_pod_from
+from draflow.services.claim_controller.dirty import Dependencies, claim_pod_names
+from draflow.services.runtime.claimwrites import execute
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["ClaimControllerService"]
 
@@ -44,7 +44,7 @@ class _ClaimNames:
 
 class ClaimControllerService:
     """Level-triggered passes: after a change, the pods and claims it can affect (see
-    :mod:`services.claim_controller.dirty`); every ``full_resync_s`` (and first), every pod then
+    :mod:`draflow.services.claim_controller.dirty`); every ``full_resync_s`` (and first), every pod then
     every claim, so a missed hint is caught up. Either way each decider gets only the objects it
     reads, looked up by key, so a pass costs what it syncs, not the cluster's size squared."""
 

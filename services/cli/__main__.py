@@ -1,3 +1,3 @@
-from services.cli.main import main
+from draflow.services.cli.main import main
 
 raise SystemExit(main())

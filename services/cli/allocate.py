@@ -23,11 +23,11 @@ from typing import Any
 import msgspec
 import yaml
 
-from events.api.base import ApiStruct
-from events.api.codec import decode_object
-from events.api.core_v1 import Node
-from events.api.errors import ApiError
-from events.api.resource_v1 import (
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import decode_object
+from draflow.events.api.core_v1 import Node
+from draflow.events.api.errors import ApiError
+from draflow.events.api.resource_v1 import (
     DeviceClass,
     DeviceRequest,
     DeviceSubRequest,
@@ -36,8 +36,8 @@ from events.api.resource_v1 import (
     ResourceClaim,
     ResourceSlice,
 )
-from services.cli.main import UserError
-from services.dra.structured import AllocatedState, AllocationError, Allocator, apply_taint_rules
+from draflow.services.cli.main import UserError
+from draflow.services.dra.structured import AllocatedState, AllocationError, Allocator, apply_taint_rules
 
 __all__ = ["evaluate", "load_scenario", "register", "run"]
 
@@ -173,6 +173,6 @@ def evaluate(scenario: Scenario, *, timeout: float | None = None) -> dict[str, A
 
 
 if __name__ == "__main__":  # pragma: no cover
-    from services.cli.main import main
+    from draflow.services.cli.main import main
 
     sys.exit(main(["allocate", *sys.argv[1:]]))

@@ -12,18 +12,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from events.api.registry import lookup_wire
-from services.cli.common import (
+from draflow.events.api.registry import lookup_wire
+from draflow.services.cli.common import (
     add_connection_args,
     eprint,
     info_for_kind,
     run_client,
     server_error,
 )
-from services.cli.main import UserError
-from services.cli.manifests import Doc, read_manifests
-from services.runtime.client import ApiClient
-from services.runtime.protocol import ItemResult, StatusError
+from draflow.services.cli.main import UserError
+from draflow.services.cli.manifests import Doc, read_manifests
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import ItemResult, StatusError
 
 __all__ = ["register", "report", "run_apply", "run_create"]
 

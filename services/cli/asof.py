@@ -1,7 +1,7 @@
 """Read-only state at a point of the log: ``--as-of-seq N`` / ``--as-of-time T`` for ``get``.
 
 The log is read straight from JetStream (no apiserver: the past is not served) from sequence 1 up
-to the bound and folded with the same reducers the apiserver uses (``projections.objects``), so what
+to the bound and folded with the same reducers the apiserver uses (``draflow.projections.objects``), so what
 is printed is exactly what the apiserver held at that sequence.
 """
 
@@ -16,14 +16,14 @@ import msgspec
 import nats.errors
 from nats.js.errors import NotFoundError
 
-from events.api.registry import resource_types
-from events.codec import DecodeError, decode, decode_raw
-from events.objects import EVENT_KIND
-from events.subjects import parse_subject
-from infra.eventstore import EventStore
-from projections.objects import ObjectIndex
-from services.cli.common import settings_from
-from services.cli.main import UserError
+from draflow.events.api.registry import resource_types
+from draflow.events.codec import DecodeError, decode, decode_raw
+from draflow.events.objects import EVENT_KIND
+from draflow.events.subjects import parse_subject
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import ObjectIndex
+from draflow.services.cli.common import settings_from
+from draflow.services.cli.main import UserError
 
 __all__ = ["add_as_of_args", "as_of_requested", "fold_objects", "open_log", "parse_time", "resolve_bound"]
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import nats.errors
 
-from events.api.registry import lookup_resource, resource_types
-from events.objects import EVENT_KIND
-from infra.config import Settings
-from services.cli.connection import add_nats_url_arg, settings_for
-from services.cli.main import UserError
-from services.runtime.client import ApiClient
-from services.runtime.protocol import Status, StatusError
+from draflow.events.api.registry import lookup_resource, resource_types
+from draflow.events.objects import EVENT_KIND
+from draflow.infra.config import Settings
+from draflow.services.cli.connection import add_nats_url_arg, settings_for
+from draflow.services.cli.main import UserError
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import Status, StatusError
 
 __all__ = [
     "ResourceInfo",

@@ -11,7 +11,7 @@ import argparse
 
 import msgspec
 
-from infra.config import Settings
+from draflow.infra.config import Settings
 
 __all__ = ["add_nats_url_arg", "settings_for"]
 

@@ -5,7 +5,7 @@ the deletion and then (``--wait``, the default) waits until the object is really
 an object with finalizers means until a controller removed the last one. Deleting a Namespace
 deletes everything in it. ``--cascade=background|foreground|orphan`` is the propagation policy for
 the object's dependents (the garbage collector's part). How long it waits and what it says while
-waiting: :mod:`services.cli.waiting`. ``-f`` documents are resolved by their own apiVersion and
+waiting: :mod:`draflow.services.cli.waiting`. ``-f`` documents are resolved by their own apiVersion and
 kind (a ``cdi.k8s.io/v1alpha1`` ResourceClaim is the classic claim, not resource.k8s.io's).
 """
 
@@ -16,8 +16,8 @@ import asyncio
 import time
 from typing import Any
 
-from events.api.registry import lookup_resource, lookup_wire
-from services.cli.common import (
+from draflow.events.api.registry import lookup_resource, lookup_wire
+from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
@@ -26,12 +26,12 @@ from services.cli.common import (
     run_client,
     server_error,
 )
-from services.cli.get import parse_targets
-from services.cli.main import UserError
-from services.cli.manifests import read_manifests
-from services.cli.waiting import Progress, describe, parse_duration
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.services.cli.get import parse_targets
+from draflow.services.cli.main import UserError
+from draflow.services.cli.manifests import read_manifests
+from draflow.services.cli.waiting import Progress, describe, parse_duration
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 
 __all__ = ["register", "run"]
 
@@ -145,7 +145,7 @@ async def _selected(client: ApiClient, args: argparse.Namespace) -> list[Target]
 
 async def _wait_gone(client: ApiClient, waiting: list[tuple[Target, str]], timeout_s: float) -> bool:
     """Poll until every target is gone (or re-created under another uid); say what is left when
-    the wait is long and give up as :class:`~services.cli.waiting.Progress` decides."""
+    the wait is long and give up as :class:`~draflow.services.cli.waiting.Progress` decides."""
     progress = Progress(time.monotonic(), timeout_s)
     described_at = 0.0
     while True:

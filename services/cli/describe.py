@@ -3,7 +3,7 @@
 Name, Namespace, Labels, Annotations, API Version and Kind come first; then the rest of the
 object (metadata, spec, status with its conditions) with keys written as words ("Device Class
 Name"); then the Kubernetes Events about the object with their ages (``5s``, ``2m (x3 over 10m)``).
-``describe saga ID`` shows a saga's steps and compensations instead (``services.cli.sagas``).
+``describe saga ID`` shows a saga's steps and compensations instead (``draflow.services.cli.sagas``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import argparse
 import re
 from typing import Any
 
-from services.cli.common import (
+from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
@@ -21,10 +21,10 @@ from services.cli.common import (
     saga_resources,
     server_error,
 )
-from services.cli.get import parse_targets
-from services.runtime import printers
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.services.cli.get import parse_targets
+from draflow.services.runtime import printers
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 
 __all__ = ["describe_object", "event_lines", "register", "run"]
 
@@ -149,7 +149,7 @@ async def _events_for(client: ApiClient, info: ResourceInfo, obj: Obj) -> list[O
 
 def run(args: argparse.Namespace) -> int:
     if (sagas := saga_resources(args.resources)) is not None:
-        from services.cli.sagas import run_describe
+        from draflow.services.cli.sagas import run_describe
 
         args.resources = sagas
         return run_describe(args)

@@ -28,12 +28,12 @@ import msgspec
 import nats.errors
 from nats.js.errors import NotFoundError
 
-from events.codec import DecodeError, decode_raw
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.cli.connection import add_nats_url_arg
-from services.cli.export import connect_store, settings_with_url
-from services.cli.main import UserError
+from draflow.events.codec import DecodeError, decode_raw
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.cli.connection import add_nats_url_arg
+from draflow.services.cli.export import connect_store, settings_with_url
+from draflow.services.cli.main import UserError
 
 __all__ = ["DeadLetter", "dead_letters", "register"]
 

@@ -10,12 +10,18 @@ import argparse
 import sys
 from typing import Any
 
-from events.api.codec import encode_object
-from services.cli.common import add_connection_args, add_namespace_args, eprint, resolve_type, run_client
-from services.cli.main import UserError
-from services.runtime import printers
-from services.runtime.client import ApiClient
-from services.runtime.selectors import parse_field_selector
+from draflow.events.api.codec import encode_object
+from draflow.services.cli.common import (
+    add_connection_args,
+    add_namespace_args,
+    eprint,
+    resolve_type,
+    run_client,
+)
+from draflow.services.cli.main import UserError
+from draflow.services.runtime import printers
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.selectors import parse_field_selector
 
 __all__ = ["register", "run"]
 

@@ -4,12 +4,12 @@ Everything comes from the event log (read straight from JetStream, no apiserver)
 events, the ``PodUnschedulable`` diagnoses the scheduler appended (nodes grouped by the plugin and
 reason that rejected them, as kube-scheduler's "0/N nodes are available: ..."), the PodScheduling
 and Reallocation sagas started for the pod (steps, attempts, errors, compensations, folded with
-``sagas.view``), what happened to its ResourceClaims (allocated, reserved, released, deallocated,
+``draflow.sagas.view``), what happened to its ResourceClaims (allocated, reserved, released, deallocated,
 and by which saga), the Kubernetes Events recorded about it (with their repeat counts: retries),
 and a history of who (actor) did what when. ``--as-of-seq`` / ``--as-of-time`` explain the pod as
 it was at that point of the log. All of it is about one pod object (one uid): a pod deleted and
 created again under the same name is another pod, and the earlier ones are listed only in a
-history section at the end (reading and partitioning: :mod:`services.cli.explain_log`).
+history section at the end (reading and partitioning: :mod:`draflow.services.cli.explain_log`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from events.dra import (
+from draflow.events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
     ClaimReservationsReleased,
@@ -31,14 +31,14 @@ from events.dra import (
     PodBound,
     PodUnschedulable,
 )
-from events.envelope import Envelope, Event
-from events.objects import KubeEventRecorded
-from events.subjects import decode_token
-from services.cli.asof import add_as_of_args, as_of_requested, open_log, resolve_bound
-from services.cli.common import add_connection_args
-from services.cli.explain_log import Explanation, collect
-from services.cli.main import UserError
-from services.runtime import printers
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import KubeEventRecorded
+from draflow.events.subjects import decode_token
+from draflow.services.cli.asof import add_as_of_args, as_of_requested, open_log, resolve_bound
+from draflow.services.cli.common import add_connection_args
+from draflow.services.cli.explain_log import Explanation, collect
+from draflow.services.cli.main import UserError
+from draflow.services.runtime import printers
 
 __all__ = ["Explanation", "collect", "register", "render"]
 

@@ -2,7 +2,7 @@
 
 The pod's own events, the PodScheduling / Reallocation sagas started for it, its ResourceClaims'
 events and the Kubernetes Events about it, split into the pod's incarnations
-(:mod:`services.cli.incarnations`): the pod that has (or last had) the name is explained, the
+(:mod:`draflow.services.cli.incarnations`): the pod that has (or last had) the name is explained, the
 earlier ones travel along as ``Explanation.earlier``.
 """
 
@@ -12,17 +12,17 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.codec import DecodeError, decode
-from events.envelope import Envelope, Event
-from events.objects import EVENT_KIND, KubeEventRecorded
-from events.saga import SagaStarted
-from events.subjects import decode_token, encode_token
-from projections.objects import fold
-from sagas.engine import SAGA_KIND
-from sagas.view import SagaView, fold_view
-from services.cli.incarnations import claim_events_for, claim_lives, names_of, owner_of_seq, split_pod
-from services.cli.main import UserError
+from draflow.events.api.core_v1 import Pod
+from draflow.events.codec import DecodeError, decode
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import EVENT_KIND, KubeEventRecorded
+from draflow.events.saga import SagaStarted
+from draflow.events.subjects import decode_token, encode_token
+from draflow.projections.objects import fold
+from draflow.sagas.engine import SAGA_KIND
+from draflow.sagas.view import SagaView, fold_view
+from draflow.services.cli.incarnations import claim_events_for, claim_lives, names_of, owner_of_seq, split_pod
+from draflow.services.cli.main import UserError
 
 __all__ = ["Explanation", "collect"]
 

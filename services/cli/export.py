@@ -29,14 +29,19 @@ import msgspec
 import nats.errors
 from nats.js.errors import APIError, NotFoundError
 
-from events.codec import DecodeError, decode_raw, encode
-from infra import tracing
-from infra.config import Settings
-from infra.errors import StoreUnavailable
-from infra.eventstore import ERR_WRONG_LAST_SEQUENCE, HDR_EXPECTED_LAST_SUBJECT_SEQ, HDR_MSG_ID, EventStore
-from infra.reader import RawRecord
-from services.cli.connection import add_nats_url_arg, settings_for
-from services.cli.main import UserError
+from draflow.events.codec import DecodeError, decode_raw, encode
+from draflow.infra import tracing
+from draflow.infra.config import Settings
+from draflow.infra.errors import StoreUnavailable
+from draflow.infra.eventstore import (
+    ERR_WRONG_LAST_SEQUENCE,
+    HDR_EXPECTED_LAST_SUBJECT_SEQ,
+    HDR_MSG_ID,
+    EventStore,
+)
+from draflow.infra.reader import RawRecord
+from draflow.services.cli.connection import add_nats_url_arg, settings_for
+from draflow.services.cli.main import UserError
 
 __all__ = ["ExportHeader", "ExportedMessage", "connect_store", "parse_headers", "read_export", "register"]
 

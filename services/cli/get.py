@@ -1,7 +1,8 @@
 """``draflow get TYPE [NAME...] | TYPE/NAME... [-n NS | -A] [-l SEL] [-o wide|yaml|json|name] [-w]``.
 
 ``--as-of-seq N`` / ``--as-of-time T`` fold the log up to that point instead of asking the apiserver
-(``services.cli.asof``); ``get sagas [ID...] [--state S]`` lists sagas (``services.cli.sagas``).
+(``draflow.services.cli.asof``); ``get sagas [ID...] [--state S]`` lists sagas
+(``draflow.services.cli.sagas``).
 
 Types may be written as kind, plural, singular or short name (``rc`` is not an upstream short
 name; ``resourceclaims``, ``resourceclaim``, ``ResourceClaim``, ``po``, ``no``, ``ns`` are), and
@@ -15,11 +16,11 @@ import asyncio
 import sys
 from typing import Any
 
-from events.api.codec import encode_object, object_meta
-from projections.objects import ObjectIndex
-from services.apiserver import errors
-from services.cli.asof import add_as_of_args, as_of_requested, fold_objects, open_log, resolve_bound
-from services.cli.common import (
+from draflow.events.api.codec import encode_object, object_meta
+from draflow.projections.objects import ObjectIndex
+from draflow.services.apiserver import errors
+from draflow.services.cli.asof import add_as_of_args, as_of_requested, fold_objects, open_log, resolve_bound
+from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
@@ -29,12 +30,12 @@ from services.cli.common import (
     saga_resources,
     server_error,
 )
-from services.cli.jsonpath import JSONPathError, Template, evaluate, render_value
-from services.cli.main import UserError
-from services.runtime import printers
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
-from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from draflow.services.cli.jsonpath import JSONPathError, Template, evaluate, render_value
+from draflow.services.cli.main import UserError
+from draflow.services.runtime import printers
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
+from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["parse_targets", "register", "run"]
 
@@ -286,7 +287,7 @@ def _run_as_of(args: argparse.Namespace, targets: list[tuple[ResourceInfo, list[
 
 def run(args: argparse.Namespace) -> int:
     if (sagas := saga_resources(args.resources)) is not None:
-        from services.cli.sagas import run_get
+        from draflow.services.cli.sagas import run_get
 
         args.resources = sagas
         return run_get(args)

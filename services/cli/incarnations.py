@@ -16,11 +16,11 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved
-from events.envelope import Envelope, Event
-from projections.objects import fold
-from services.dra.resourceclaim import named_claims
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved
+from draflow.events.envelope import Envelope, Event
+from draflow.projections.objects import fold
+from draflow.services.dra.resourceclaim import named_claims
 
 __all__ = [
     "ClaimLife",

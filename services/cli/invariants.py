@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
 
 __all__ = ["BOUND_ONCE", "KEEPS_CLAIMS", "Violation", "bound_pod_write", "released_running_pod", "uses_claim"]
 

@@ -19,12 +19,12 @@ import msgspec
 import nats.errors
 from nats.js.errors import NotFoundError
 
-from events.codec import DecodeError, decode_raw
-from infra.errors import StoreUnavailable
-from infra.eventstore import EventStore
-from infra.reader import RawRecord
-from services.cli.connection import add_nats_url_arg, settings_for
-from services.cli.main import UserError
+from draflow.events.codec import DecodeError, decode_raw
+from draflow.infra.errors import StoreUnavailable
+from draflow.infra.eventstore import EventStore
+from draflow.infra.reader import RawRecord
+from draflow.services.cli.connection import add_nats_url_arg, settings_for
+from draflow.services.cli.main import UserError
 
 __all__ = ["format_line", "register", "run"]
 

@@ -12,27 +12,27 @@ import importlib
 import os
 import sys
 
-from infra.errors import StreamReset
-from infra.ports import PortError
+from draflow.infra.errors import StreamReset
+from draflow.infra.ports import PortError
 
 # command group module -> the sub-command names it registers (for lazy import)
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "services.cli.version": ("version",),
-    "services.cli.log": ("log",),
-    "services.cli.allocate": ("allocate",),
-    "services.cli.apply": ("apply", "create"),
-    "services.cli.get": ("get",),
-    "services.cli.describe": ("describe",),
-    "services.cli.delete": ("delete",),
-    "services.cli.events": ("events",),
-    "services.cli.export": ("export", "import"),
-    "services.cli.trace": ("trace",),
-    "services.cli.dlq": ("dlq",),
-    "services.cli.explain": ("explain",),
-    "services.cli.verify": ("verify-replay",),
-    "services.cli.replay": ("replay", "rebuild"),
-    "services.cli.podresources": ("podresources",),
-    "services.cli.up": ("up", "examples"),
+    "draflow.services.cli.version": ("version",),
+    "draflow.services.cli.log": ("log",),
+    "draflow.services.cli.allocate": ("allocate",),
+    "draflow.services.cli.apply": ("apply", "create"),
+    "draflow.services.cli.get": ("get",),
+    "draflow.services.cli.describe": ("describe",),
+    "draflow.services.cli.delete": ("delete",),
+    "draflow.services.cli.events": ("events",),
+    "draflow.services.cli.export": ("export", "import"),
+    "draflow.services.cli.trace": ("trace",),
+    "draflow.services.cli.dlq": ("dlq",),
+    "draflow.services.cli.explain": ("explain",),
+    "draflow.services.cli.verify": ("verify-replay",),
+    "draflow.services.cli.replay": ("replay", "rebuild"),
+    "draflow.services.cli.podresources": ("podresources",),
+    "draflow.services.cli.up": ("up", "examples"),
 }
 
 

@@ -1,7 +1,7 @@
 """Reading ``-f FILE|DIR|-`` as kubectl does: files, directories (``-R`` recursive), stdin.
 
 Each file may hold several YAML documents or JSON, and ``kind: List`` wrappers are unwrapped;
-documents are split and parsed by ``events.api.loader.parse_documents`` (the project's one YAML
+documents are split and parsed by ``draflow.events.api.loader.parse_documents`` (the project's one YAML
 reader), so a syntax error costs only its own document. The manifests themselves are decoded by
 the apiserver, never here: the server is the one place that decides what is valid.
 """
@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from events.api.classic_pod import normalize_manifest
-from events.api.classic_v1alpha1 import API_VERSION as CLASSIC_API_VERSION
-from events.api.errors import ApiError
-from events.api.loader import parse_documents
-from services.cli.main import UserError
+from draflow.events.api.classic_pod import normalize_manifest
+from draflow.events.api.classic_v1alpha1 import API_VERSION as CLASSIC_API_VERSION
+from draflow.events.api.errors import ApiError
+from draflow.events.api.loader import parse_documents
+from draflow.services.cli.main import UserError
 
 __all__ = ["Doc", "read_manifests"]
 

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from infra.config import Settings
+from draflow.infra.config import Settings
 
 __all__ = ["register", "rows", "run"]
 
@@ -54,7 +54,7 @@ def _socket(args: argparse.Namespace) -> Path:
     if args.socket is not None:
         path: Path = args.socket
         return path
-    from services.kubelet.podresources.server import default_socket_path
+    from draflow.services.kubelet.podresources.server import default_socket_path
 
     return default_socket_path(Settings.from_env().data_dir, args.node)
 
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     import grpc
     from google.protobuf import json_format
 
-    from services.cli.main import UserError
-    from services.kubelet.podresources.v1 import api_pb2 as pb
-    from services.kubelet.podresources.v1 import api_pb2_grpc
+    from draflow.services.cli.main import UserError
+    from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
+    from draflow.services.kubelet.podresources.v1 import api_pb2_grpc
 
     path = _socket(args)
     if not path.exists():
@@ -123,7 +123,7 @@ def rows(pods: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def table(verb: str, data: dict[str, Any]) -> list[str]:
-    from services.runtime.printers import format_table
+    from draflow.services.runtime.printers import format_table
 
     if verb == "allocatable":
         body = [

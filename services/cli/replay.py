@@ -2,8 +2,8 @@
 
 ``draflow replay [--to-seq N | --to-time T] --data-dir DIR`` folds the log from sequence 1 into a
 fresh directory (it must not exist or be empty): ``DIR/projections.sqlite`` gets every projection of
-:mod:`projections.catalog` (``heads``, ``sagas``, ``objects_<kind>``), state and checkpoint
-(consumer ``replay``) in one transaction per batch, exactly as ``infra.projection_store`` persists a
+:mod:`draflow.projections.catalog` (``heads``, ``sagas``, ``objects_<kind>``), state and checkpoint
+(consumer ``replay``) in one transaction per batch, exactly as ``draflow.infra.projection_store`` persists a
 live projection. A progress bar with events/s goes to stderr; the summary (rows per projection) to
 stdout. ``draflow rebuild PROJECTION --data-dir DIR`` empties one projection of such a directory
 and folds it again up to the directory's checkpoint, leaving the others untouched. The services
@@ -22,16 +22,16 @@ from typing import Any, TextIO
 
 import msgspec
 
-from events.codec import DecodeError, decode
-from infra import tracing
-from infra.errors import PoisonEvent
-from infra.eventstore import EventStore
-from infra.projection_store import ProjectionStore
-from projections.base import Projection
-from projections.catalog import all_projections
-from services.cli.asof import open_log, resolve_bound
-from services.cli.common import add_connection_args
-from services.cli.main import UserError
+from draflow.events.codec import DecodeError, decode
+from draflow.infra import tracing
+from draflow.infra.errors import PoisonEvent
+from draflow.infra.eventstore import EventStore
+from draflow.infra.projection_store import ProjectionStore
+from draflow.projections.base import Projection
+from draflow.projections.catalog import all_projections
+from draflow.services.cli.asof import open_log, resolve_bound
+from draflow.services.cli.common import add_connection_args
+from draflow.services.cli.main import UserError
 
 __all__ = ["DB_NAME", "REPLAY_CONSUMER", "register", "replay_into"]
 

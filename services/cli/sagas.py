@@ -1,7 +1,7 @@
 """``draflow get sagas [ID...] [--state S]`` and ``draflow describe saga ID``.
 
 Both read the saga events (``<root>.ev.Saga._.<id>``) straight from JetStream (sagas are not API
-objects; no apiserver needed) and fold them with ``sagas.view`` on top of ``sagas.state``, the
+objects; no apiserver needed) and fold them with ``draflow.sagas.view`` on top of ``draflow.sagas.state``, the
 fold the saga engine decides with. ``--as-of-seq`` / ``--as-of-time`` work as for objects.
 """
 
@@ -16,15 +16,15 @@ from typing import Any
 
 import msgspec
 
-from events.subjects import aggregate_subject
-from infra.eventstore import EventStore
-from sagas.engine import SAGA_KIND
-from sagas.state import SagaStatus
-from sagas.view import SagaView, StepView, current_step, fold_view
-from services.cli.asof import as_of_requested, open_log, resolve_bound
-from services.cli.common import eprint
-from services.cli.main import UserError
-from services.runtime import printers
+from draflow.events.subjects import aggregate_subject
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SAGA_KIND
+from draflow.sagas.state import SagaStatus
+from draflow.sagas.view import SagaView, StepView, current_step, fold_view
+from draflow.services.cli.asof import as_of_requested, open_log, resolve_bound
+from draflow.services.cli.common import eprint
+from draflow.services.cli.main import UserError
+from draflow.services.runtime import printers
 
 __all__ = ["describe_view", "run_describe", "run_get", "saga_rows"]
 

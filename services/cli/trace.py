@@ -33,13 +33,13 @@ from typing import Any
 import nats.errors
 from nats.js.errors import NotFoundError
 
-from events.codec import DecodeError, decode_raw
-from events.subjects import aggregate_subject
-from infra.config import Settings
-from infra.errors import StoreUnavailable
-from services.cli.connection import add_nats_url_arg, settings_for
-from services.cli.main import UserError
-from services.cli.trace_store import QUERY_URL_VAR, TraceStore
+from draflow.events.codec import DecodeError, decode_raw
+from draflow.events.subjects import aggregate_subject
+from draflow.infra.config import Settings
+from draflow.infra.errors import StoreUnavailable
+from draflow.services.cli.connection import add_nats_url_arg, settings_for
+from draflow.services.cli.main import UserError
+from draflow.services.cli.trace_store import QUERY_URL_VAR, TraceStore
 
 __all__ = ["LogTraces", "log_traces", "register", "trace_ids_from_log", "waterfall"]
 
@@ -99,7 +99,7 @@ def log_traces(settings: Settings, namespace: str, name: str, kind: str = "Pod")
     to; ``None`` when the log cannot be read (NATS does not answer)."""
 
     async def collect() -> LogTraces | None:
-        from infra.eventstore import EventStore
+        from draflow.infra.eventstore import EventStore
 
         try:
             store = await EventStore.open(settings, "draflow-cli", ensure=False, connect_timeout_s=2.0)

@@ -18,8 +18,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from infra.ports import Ports
-from services.cli.main import UserError
+from draflow.infra.ports import Ports
+from draflow.services.cli.main import UserError
 
 __all__ = ["QUERY_URL_VAR", "TraceStore"]
 

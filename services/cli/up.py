@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from services.cli.main import UserError
+from draflow.services.cli.main import UserError
 
 __all__ = ["examples_dir", "procfile", "register"]
 
@@ -33,7 +33,7 @@ _MAX_NODES = 99 - _FIRST_KUBELET_SLOT + 1
 
 
 def packaged_procfile() -> str:
-    return resources.files("services.cli").joinpath("Procfile").read_text()
+    return resources.files("draflow.services.cli").joinpath("Procfile").read_text()
 
 
 def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[str, str]]:
@@ -50,7 +50,7 @@ def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[st
     for i in range(1, count + 1):
         name = f"{_KUBELET_PREFIX}{i}"
         cmd = (
-            f"DRAFLOW_METRICS_SLOT={_FIRST_KUBELET_SLOT + i - 1} exec python -m services.kubelet "
+            f"DRAFLOW_METRICS_SLOT={_FIRST_KUBELET_SLOT + i - 1} exec python -m draflow.services.kubelet "
             f"--node node-{i} --gpus {per_node}"
         )
         if name in labels:

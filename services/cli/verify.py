@@ -20,13 +20,13 @@ Decisions checked:
   controller's own ``sync_pod_from`` on the state right before the claim was created).
 * **quota reconciler** — every ResourceQuota status it wrote: one its own ``reconcile`` would have
   written on the log since the quota's previous event (``fold_change`` folds as it does).
-* **invariants** — decisions no code may take (``services.cli.invariants``): every write to a
+* **invariants** — decisions no code may take (``draflow.services.cli.invariants``): every write to a
   bound pod (a pod is bound once: nothing changes its ``spec.nodeName``) and every released
   reservation (a running pod keeps its claims), checked on the state the event was appended to.
   A violation is reported like a difference: the rule, what it requires and what was recorded.
 * **node lifecycle controller** — every ``NodeHeartbeatLost`` and every eviction
   (``PodDisruptionTargeted``), re-decided at the recorded position and time
-  (``services.cli.verify_nodes``).
+  (``draflow.services.cli.verify_nodes``).
 
 The first difference is reported (the recorded event, what it recorded, what the current code
 decides) and the exit code is 1; a clean run prints how many decisions were verified and exits 0.
@@ -47,26 +47,26 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from events.codec import DecodeError, decode
-from events.dra import PodUnschedulable
-from events.envelope import Envelope, Event
-from events.saga import SagaStarted, SagaStepCompensated
-from events.subjects import parse_subject
-from infra import tracing
-from infra.eventstore import RawRecord
-from projections.objects import ObjectIndex
-from services.claim_controller import CreateClaim, sync_pod_from
-from services.cli.asof import open_log
-from services.cli.common import add_connection_args, eprint
-from services.cli.invariants import Violation, bound_pod_write, released_running_pod
-from services.cli.main import UserError
-from services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
-from services.dra.quota.state import QuotaState
-from services.dra.resourceclaim import POD_CLAIM_NAME_ANNOTATION, owning_pod
-from services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
-from services.scheduler.sagas.pod_scheduling import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.codec import DecodeError, decode
+from draflow.events.dra import PodUnschedulable
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import SagaStarted, SagaStepCompensated
+from draflow.events.subjects import parse_subject
+from draflow.infra import tracing
+from draflow.infra.eventstore import RawRecord
+from draflow.projections.objects import ObjectIndex
+from draflow.services.claim_controller import CreateClaim, sync_pod_from
+from draflow.services.cli.asof import open_log
+from draflow.services.cli.common import add_connection_args, eprint
+from draflow.services.cli.invariants import Violation, bound_pod_write, released_running_pod
+from draflow.services.cli.main import UserError
+from draflow.services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
+from draflow.services.dra.quota.state import QuotaState
+from draflow.services.dra.resourceclaim import POD_CLAIM_NAME_ANNOTATION, owning_pod
+from draflow.services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
+from draflow.services.scheduler.sagas.pod_scheduling import (
     POD_SCHEDULING,
     PodSchedulingInput,
     assume_decided,
@@ -164,9 +164,9 @@ class Verifier:
     """Folds a log and re-decides every recorded decision; pure (no I/O)."""
 
     def __init__(self, root: str, *, from_seq: int = 1) -> None:
-        from services.scheduler.framework import Scheduler
-        from services.scheduler.plugins import default_plugins
-        from services.scheduler.service.snapshot import Snapshot
+        from draflow.services.scheduler.framework import Scheduler
+        from draflow.services.scheduler.plugins import default_plugins
+        from draflow.services.scheduler.service.snapshot import Snapshot
 
         self.root = root
         self.from_seq = from_seq
@@ -177,7 +177,7 @@ class Verifier:
         self.snapshots: dict[str, Snapshot] = {}
         self.objects = ObjectIndex()  # the claim controller's kinds, folded in log order
         self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0, "node": 0}
-        self.invariants = 0  # events checked against services.cli.invariants
+        self.invariants = 0  # events checked against draflow.services.cli.invariants
         self._violation: Divergence | None = None  # the first one found while folding
         self.quota = QuotaState()  # folded as the quota reconciler folds it
         # quota (namespace, name) -> every status the reconciler could have written since the quota's
@@ -348,8 +348,8 @@ class Verifier:
         return pod
 
     def _decide(self, dec: _Decision) -> dict[str, Any]:
-        from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
-        from services.scheduler.service.runner import diagnosis_event
+        from draflow.services.scheduler.framework import Reserved, SchedulingError, Unschedulable
+        from draflow.services.scheduler.service.runner import diagnosis_event
 
         pod = self._pod(dec)
         if pod is None:

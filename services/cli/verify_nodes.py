@@ -20,14 +20,14 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Node, Pod
-from events.envelope import Envelope, Event
-from events.node import NodeHeartbeatLost, PodDisruptionTargeted
-from projections.objects import ObjectIndex
-from services.node_lifecycle.config import LifecycleConfig, parse_time
-from services.node_lifecycle.eviction import EVICTION_REASON, plan_evictions
-from services.node_lifecycle.health import check_heartbeat
-from services.node_lifecycle.podgc import ORPHAN_REASON
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.events.envelope import Envelope, Event
+from draflow.events.node import NodeHeartbeatLost, PodDisruptionTargeted
+from draflow.projections.objects import ObjectIndex
+from draflow.services.node_lifecycle.config import LifecycleConfig, parse_time
+from draflow.services.node_lifecycle.eviction import EVICTION_REASON, plan_evictions
+from draflow.services.node_lifecycle.health import check_heartbeat
+from draflow.services.node_lifecycle.podgc import ORPHAN_REASON
 
 __all__ = ["FOLDED_KINDS", "check_node_decision", "node_decision_position"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from events.api.registry import resource_types
-from events.dra import DELETE_PROTECTION_FINALIZER
-from events.objects import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
-from services.runtime.client import ApiClient
+from draflow.events.api.registry import resource_types
+from draflow.events.dra import DELETE_PROTECTION_FINALIZER
+from draflow.events.objects import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from draflow.services.runtime.client import ApiClient
 
 __all__ = ["IDLE_LIMIT_S", "REPORT_AFTER_S", "Progress", "describe", "parse_duration"]
 

@@ -17,15 +17,15 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api.core_v1 import Pod, PodResourceClaimStatus
-from events.api.meta import OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
+from draflow.events.api.meta import OwnerReference
+from draflow.events.api.resource_v1 import (
     ResourceClaim,
     ResourceClaimConsumerReference,
     ResourceClaimStatus,
 )
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
 
 __all__ = [
     "AddReservedFor",

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from services.dra.resourceclaim import ClaimRef
+from draflow.services.dra.resourceclaim import ClaimRef
 
 __all__ = ["ClaimRef", "DRAPlugin", "Device", "PluginError", "PrepareResult", "base_request"]
 

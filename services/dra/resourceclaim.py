@@ -15,10 +15,10 @@ from typing import Protocol
 
 import msgspec
 
-from events.api.core_v1 import Pod, PodResourceClaim
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
-from events.dra import DELETE_PROTECTION_FINALIZER  # the facts' finalizer (ClaimAllocated adds it)
+from draflow.events.api.core_v1 import Pod, PodResourceClaim
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import DELETE_PROTECTION_FINALIZER  # the facts' finalizer (ClaimAllocated adds it)
 
 __all__ = [
     "DELETE_PROTECTION_FINALIZER",

@@ -1,4 +1,4 @@
-"""``python -m services.driver_controller``: the classic DRA driver controller until SIGTERM.
+"""``python -m draflow.services.driver_controller``: the classic DRA driver controller until SIGTERM.
 
 Hosts the plugins of ``draflow.classic_drivers`` (all installed ones, or the comma-separated
 ``DRAFLOW_CLASSIC_DRIVERS``); in a checkout whose editable install predates the group, the
@@ -13,6 +13,13 @@ sagas a killed predecessor left are finished (``resume``), then the passes begin
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import json
 import os
 import sys
@@ -20,15 +27,15 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from infra.service import ServiceContext, run_service
-from services.dra.classic.plugin import (
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.dra.classic.plugin import (
     ENTRY_POINT_GROUP,
     ControllerPlugin,
     declared_entry_points,
     load_plugins,
 )
-from services.driver_controller.service import ACTOR, DriverControllerService
-from services.runtime.controller import Runtime
+from draflow.services.driver_controller.service import ACTOR, DriverControllerService
+from draflow.services.runtime.controller import Runtime
 
 # Factory options per driver; DRAFLOW_CLASSIC_DRIVER_OPTIONS (JSON, same shape) overrides them.
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"fpga.example.com": {"programming_delay_s": 0.3}}

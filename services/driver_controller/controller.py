@@ -7,7 +7,7 @@ published). It never calls the driver; the shell turns actions into saga starts 
 * ``AddFinalizer`` always comes before an allocation (KEP: the driver sets its finalizer before it
   attempts to allocate), so a claim is never allocated without protection against deletion;
 * ``StartAllocation`` for a Pending claim in Immediate mode, or in Delayed mode once the scheduler
-  has set ``selectedNode`` (the allocation saga, see :mod:`services.driver_controller.sagas`);
+  has set ``selectedNode`` (the allocation saga, see :mod:`draflow.services.driver_controller.sagas`);
 * ``UpdateUnsuitableNodes`` when the scheduler published potential nodes not answered yet
   (:func:`unsuitable_updates` asks the plugin for all of the pod's claims together);
 * ``StartDeallocation`` for phase Reallocate (reallocation saga) or for a deleted, allocated claim
@@ -23,11 +23,11 @@ from typing import TypeAlias
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import ClaimAllocation, ControllerPlugin, Parameters
-from services.dra.classic.podclaims import pod_claim_refs
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import ClaimAllocation, ControllerPlugin, Parameters
+from draflow.services.dra.classic.podclaims import pod_claim_refs
 
 __all__ = [
     "DEALLOCATE_DELETED",

@@ -4,17 +4,17 @@
   create from a Pod's inline template (``<pod>-<name>``);
 * ``resource_controller_create_failures_total``: those attempts that failed (refused by
   admission or the append failed for another reason than "already created");
-* ``workqueue_depth{name="resource_claim"}`` (defined in :mod:`infra.metrics`): claims with work
+* ``workqueue_depth{name="resource_claim"}`` (defined in :mod:`draflow.infra.metrics`): claims with work
   left after a pass of the driver-controller (an action to take or a saga running).
 
-``infra.service`` serves them on ``/metrics`` at the service's metrics port (``infra/metrics.py``).
+``draflow.infra.service`` serves them on ``/metrics`` at the service's metrics port (``infra/metrics.py``).
 """
 
 from __future__ import annotations
 
 from prometheus_client import Counter
 
-from infra.metrics import WORKQUEUE_DEPTH
+from draflow.infra.metrics import WORKQUEUE_DEPTH
 
 __all__ = ["CLAIM_QUEUE", "CREATE_FAILURES", "CREATE_TOTAL"]
 

@@ -1,11 +1,11 @@
 """The classic driver's sagas, declared as data: allocation, reallocation and teardown.
 
 Each is an engine ``SagaDefinition`` whose steps and compensations are :class:`ClaimStep` s, one
-action each (``services.driver_controller.sagas``: the pure meaning of every action). The engine
+action each (``draflow.services.driver_controller.sagas``: the pure meaning of every action). The engine
 is given :class:`ClassicSagaDeps` (the service's plugins and a :class:`ClaimStore`: load a claim
 with its aggregate sequence, load a class, write a changed claim as its domain events with
 optimistic concurrency through the step context); every step loads the current claim, asks
-:func:`~services.driver_controller.sagas.run_action` what it means and writes the answer.
+:func:`~draflow.services.driver_controller.sagas.run_action` what it means and writes the answer.
 ``Retry`` and write conflicts become ``TransientError`` (the engine retries with backoff,
 re-reading the claim); ``Fail`` becomes a ``PermanentError`` (the engine compensates). A definite
 allocation failure is recorded on the claim before failing (``selectedNode`` cleared, the node
@@ -30,13 +30,17 @@ import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
-from events.api import classic_v1alpha1 as cv
-from infra.errors import ConcurrencyError, PermanentError, TransientError
-from sagas.engine import SagaDefinition, Step, StepContext
-from services.dra.classic.plugin import ControllerPlugin
-from services.dra.classic.validation import validate_classic
-from services.driver_controller.controller import DEALLOCATE_DELETED, StartAllocation, StartDeallocation
-from services.driver_controller.sagas import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.infra.errors import ConcurrencyError, PermanentError, TransientError
+from draflow.sagas.engine import SagaDefinition, Step, StepContext
+from draflow.services.dra.classic.plugin import ControllerPlugin
+from draflow.services.dra.classic.validation import validate_classic
+from draflow.services.driver_controller.controller import (
+    DEALLOCATE_DELETED,
+    StartAllocation,
+    StartDeallocation,
+)
+from draflow.services.driver_controller.sagas import (
     CANCEL_REALLOCATION,
     CHECK_FREEABLE,
     CHECK_PENDING,

@@ -1,7 +1,7 @@
 """The pure meaning of each step of the classic driver's sagas.
 
-The sagas themselves are declared as data in :mod:`services.driver_controller.saga_wiring`
-(``SagaDefinition`` s of the engine, ``sagas.engine``): each step names an action and,
+The sagas themselves are declared as data in :mod:`draflow.services.driver_controller.saga_wiring`
+(``SagaDefinition`` s of the engine, ``draflow.sagas.engine``): each step names an action and,
 optionally, the compensation that undoes it. The engine registers a step's compensation before
 the step starts, retries transient failures and, on a permanent failure, compensates every
 started step in reverse order (including the failing one).
@@ -41,9 +41,15 @@ from typing import TypeAlias
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import AllocationResult, ControllerPlugin, Freed, InProgress, Parameters
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import (
+    AllocationResult,
+    ControllerPlugin,
+    Freed,
+    InProgress,
+    Parameters,
+)
 
 __all__ = [
     "Done",

@@ -1,6 +1,6 @@
 """The driver-controller service: level-triggered passes of the classic deciders over the cache.
 
-Built on the shared controller runtime (:mod:`services.runtime.controller`: the log folded
+Built on the shared controller runtime (:mod:`draflow.services.runtime.controller`: the log folded
 into an in-memory cache, a pass after every change, appends at the version held). One pass:
 
 1. plugins ``observe`` the Nodes and driver-owned inventory objects (``NodeGpuCapacity``) and, on
@@ -30,30 +30,30 @@ from collections.abc import Mapping
 
 from msgspec.structs import replace
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.classic_pod import pod_claims
-from events.envelope import Event
-from events.objects import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.classic_pod import pod_claims
+from draflow.events.envelope import Event
+from draflow.events.objects import (
     deletion_requested,
     finalizers_changed,
     object_applied,
     object_deleted,
     status_updated,
 )
-from infra.eventstore import ConcurrencyError
-from sagas.engine import SagaEngine, SagaStatus
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import ControllerPlugin
-from services.dra.classic.podclaims import CreateClaim, pod_claim_refs, pods_waiting_for, sync_pod
-from services.dra.classic.validation import admit_classic
-from services.dra.resourceclaim import is_pod_terminal
-from services.driver_controller import controller as ctl
-from services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CREATE_TOTAL
-from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps, plan_for, write_problems
-from services.driver_controller.sagas import SagaInput, saga_id
-from services.driver_controller.store import EventClaimStore
-from services.runtime.controller import Runtime
+from draflow.infra.eventstore import ConcurrencyError
+from draflow.sagas.engine import SagaEngine, SagaStatus
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import ControllerPlugin
+from draflow.services.dra.classic.podclaims import CreateClaim, pod_claim_refs, pods_waiting_for, sync_pod
+from draflow.services.dra.classic.validation import admit_classic
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.driver_controller import controller as ctl
+from draflow.services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CREATE_TOTAL
+from draflow.services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps, plan_for, write_problems
+from draflow.services.driver_controller.sagas import SagaInput, saga_id
+from draflow.services.driver_controller.store import EventClaimStore
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "KINDS", "DriverControllerService"]
 

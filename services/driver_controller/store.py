@@ -1,7 +1,7 @@
-"""The event-sourced :class:`~services.driver_controller.saga_wiring.ClaimStore` of the service.
+"""The event-sourced :class:`~draflow.services.driver_controller.saga_wiring.ClaimStore` of the service.
 
 Claims and classes are folded from their aggregate subjects with the shared object fold
-(``projections.objects.fold``); a changed claim is written as the generic lifecycle facts
+(``draflow.projections.objects.fold``); a changed claim is written as the generic lifecycle facts
 (``ClassicResourceClaimFinalizersChanged``, ``ClassicResourceClaimStatusUpdated``) in one append
 with the saga step's deterministic message id and ``expected_last_seq`` = the version loaded, so a
 concurrent writer makes the step reload and decide again (``ConcurrencyError``).
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.api import classic_v1alpha1 as cv
-from events.envelope import Envelope, Event
-from events.objects import finalizers_changed, status_updated
-from infra.eventstore import EventStore
-from projections.objects import fold
-from sagas.engine import StepContext
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import finalizers_changed, status_updated
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import fold
+from draflow.sagas.engine import StepContext
 
 __all__ = ["EventClaimStore"]
 

@@ -1,2 +1,2 @@
 """DRA drivers: the example drivers and CDI spec helpers (``cdi``); the kubelet plugin boundary they
-implement is ``services.dra.kubeletplugin``."""
+implement is ``draflow.services.dra.kubeletplugin``."""

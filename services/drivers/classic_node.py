@@ -1,6 +1,6 @@
 """A classic driver's kubelet plugin (KEP-3063 NodePrepareResource / NodeUnprepareResource).
 
-Shaped as the kubelet's :class:`services.dra.kubeletplugin.DRAPlugin` (batched, keyed by claim uid) so
+Shaped as the kubelet's :class:`draflow.services.dra.kubeletplugin.DRAPlugin` (batched, keyed by claim uid) so
 the kubelet can call classic drivers the same way: the plugin finds the claim in its own view
 (``observe``), checks that it is Allocated by this driver and usable on this node, and returns the
 fully qualified CDI device names; with a ``cdi_root`` it also writes one transient CDI spec per
@@ -19,12 +19,12 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from services.dra.classic import claims as cl
-from services.dra.classic.nodeselect import selector_matches
-from services.dra.kubeletplugin import Device, PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.drivers import cdi
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.nodeselect import selector_matches
+from draflow.services.dra.kubeletplugin import Device, PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers import cdi
 
 __all__ = ["CHECKPOINT", "ClassicNodePlugin", "DevicesFor", "read_json", "write_json"]
 

@@ -3,7 +3,7 @@
 ``graph``: the pure ownership graph and decisions; ``service``: the shell over the log-folded cache.
 """
 
-from services.garbage_collector.graph import (
+from draflow.services.garbage_collector.graph import (
     DeleteObject,
     GCAction,
     Graph,

@@ -1,15 +1,22 @@
-"""``python -m services.garbage_collector``: the garbage collector until SIGTERM."""
+"""``python -m draflow.services.garbage_collector``: the garbage collector until SIGTERM."""
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
 
 import argparse
 import sys
 
-from infra.config import add_nats_url_arg
-from infra.metrics import add_metrics_arg
-from infra.service import ServiceContext, run_service
-from services.garbage_collector.service import ACTOR, GarbageCollectorService
-from services.runtime.controller import Runtime
+from draflow.infra.config import add_nats_url_arg
+from draflow.infra.metrics import add_metrics_arg
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.garbage_collector.service import ACTOR, GarbageCollectorService
+from draflow.services.runtime.controller import Runtime
 
 
 async def main(ctx: ServiceContext) -> None:
@@ -24,8 +31,8 @@ async def main(ctx: ServiceContext) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m services.garbage_collector", description=__doc__)
-    add_metrics_arg(parser)  # read by infra.service.run_service
-    add_nats_url_arg(parser)  # read by infra.service.run_service
+    parser = argparse.ArgumentParser(prog="python -m draflow.services.garbage_collector", description=__doc__)
+    add_metrics_arg(parser)  # read by draflow.infra.service.run_service
+    add_nats_url_arg(parser)  # read by draflow.infra.service.run_service
     parser.parse_args()
     sys.exit(run_service(ACTOR, main))

@@ -31,11 +31,11 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events.api.base import ApiStruct
-from events.api.codec import object_meta
-from events.api.meta import OwnerReference
-from events.api.registry import lookup_resource, resource_types
-from events.objects import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
+from draflow.events.api.meta import OwnerReference
+from draflow.events.api.registry import lookup_resource, resource_types
+from draflow.events.objects import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
 
 __all__ = [
     "DeleteObject",

@@ -1,7 +1,7 @@
 """The garbage collector service: the ownership graph kept from the log, decisions carried out.
 
-The cache (:class:`services.runtime.controller.Runtime`: the log folded, then followed)
-feeds every change of every served kind into :class:`~services.garbage_collector.graph.Graph`;
+The cache (:class:`draflow.services.runtime.controller.Runtime`: the log folded, then followed)
+feeds every change of every served kind into :class:`~draflow.services.garbage_collector.graph.Graph`;
 a change marks the objects whose decision it can move (the object, its owners, its dependents),
 and the next pass decides only those. The first pass, and one every ``full_resync_s``, rebuilds
 the graph from the cache and decides every object, so a lost write is redone.
@@ -24,10 +24,10 @@ from __future__ import annotations
 import logging
 import time
 
-from events.api.registry import resource_types
-from events.objects import OwnerReferencesRemoved
-from projections.objects import Change
-from services.garbage_collector.graph import (
+from draflow.events.api.registry import resource_types
+from draflow.events.objects import OwnerReferencesRemoved
+from draflow.projections.objects import Change
+from draflow.services.garbage_collector.graph import (
     DeleteObject,
     GCAction,
     Graph,
@@ -36,7 +36,7 @@ from services.garbage_collector.graph import (
     decide,
     item_of,
 )
-from services.runtime.controller import Runtime
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "GarbageCollectorService"]
 

@@ -1,17 +1,17 @@
 """The kubelet (one per node): admission of bound pods, DRA prepare/unprepare, CDI ids, checkpoint.
 
-Pure parts here; the service shell (``service``, ``python -m services.kubelet --node NAME``)
+Pure parts here; the service shell (``service``, ``python -m draflow.services.kubelet --node NAME``)
 runs them over the log-fed cache and appends the results.
 """
 
-from services.kubelet.admission import (
+from draflow.services.kubelet.admission import (
     FAILED_PREPARE,
     Admit,
     Reject,
     admit,
     release_reservations,
 )
-from services.kubelet.checkpoint import (
+from draflow.services.kubelet.checkpoint import (
     CheckpointError,
     CorruptCheckpointError,
     decode_checkpoint,
@@ -19,11 +19,11 @@ from services.kubelet.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from services.kubelet.manager import DRAManager, ManagerError, Plan
-from services.kubelet.node import failed_status, node_object, running_status
-from services.kubelet.prepare import Outcome, prepare_pod, unprepare_pod
-from services.kubelet.state import ClaimInfo, DeviceState
-from services.kubelet.sync import Step, next_step, vanished_pods
+from draflow.services.kubelet.manager import DRAManager, ManagerError, Plan
+from draflow.services.kubelet.node import failed_status, node_object, running_status
+from draflow.services.kubelet.prepare import Outcome, prepare_pod, unprepare_pod
+from draflow.services.kubelet.state import ClaimInfo, DeviceState
+from draflow.services.kubelet.sync import Step, next_step, vanished_pods
 
 __all__ = [
     "FAILED_PREPARE",

@@ -1,26 +1,33 @@
-"""``python -m services.kubelet --node NAME [--gpus N]``: one node's kubelet until SIGTERM.
+"""``python -m draflow.services.kubelet --node NAME [--gpus N]``: one node's kubelet until SIGTERM.
 
 The node's DRA driver plugin (``gpu.example.com`` with N GPUs) runs inside the kubelet process
 behind the ``DRAPlugin`` protocol, as a registered plugin would behind its socket; it writes its
 CDI specs under ``$DRAFLOW_DATA_DIR/cdi/<node>/``. The Node is registered with the label
 ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane process
-(``python -m services.drivers.gpu_example``) how many GPUs to publish for it.
+(``python -m draflow.services.drivers.gpu_example``) how many GPUs to publish for it.
 ``--device-plugin example.com/gpu=2`` stands in for a device plugin: the Node advertises those
 extended resources in its capacity and allocatable (KEP-5004's mixed clusters), and the kubelet
 assigns the devices (``gpu-0``, ``gpu-1``) to the containers that request them, as CDI devices of
-the plugin's spec ``$DRAFLOW_DATA_DIR/cdi/<node>/example.com-gpu.json`` (``services.kubelet.devices``).
-The kubelet serves the PodResources gRPC API (``v1.PodResourcesLister``) on
-``$DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock`` (``--pod-resources-socket``),
-rate-limited to ``--pod-resources-qps`` (100) with bursts of ``--pod-resources-burst`` (10).
-``--nvidia-gpus N [--nvidia-mig-gpus K]`` adds the simulated NVIDIA driver
-(``services.drivers.nvidia_sim``): its node plugin, and the node's ``gpu.nvidia.com`` ResourceSlice,
+the plugin's spec ``$DRAFLOW_DATA_DIR/cdi/<node>/example.com-gpu.json``
+(``draflow.services.kubelet.devices``). The kubelet serves the PodResources gRPC API
+(``v1.PodResourcesLister``) on ``$DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock``
+(``--pod-resources-socket``), rate-limited to ``--pod-resources-qps`` (100) with bursts of
+``--pod-resources-burst`` (10). ``--nvidia-gpus N [--nvidia-mig-gpus K]`` adds the simulated NVIDIA driver
+(``draflow.services.drivers.nvidia_sim``): its node plugin, and the node's ``gpu.nvidia.com`` ResourceSlice,
 published by the kubelet itself as the NVIDIA kubelet plugin does.
 The kubelet heartbeats through its node Lease (``kube-node-lease/<node>``), renewed every quarter
 of ``--node-lease-duration-seconds`` (40): the node lifecycle controller marks a node whose Lease
-goes stale ``Unknown`` (``python -m services.node_lifecycle``).
+goes stale ``Unknown`` (``python -m draflow.services.node_lifecycle``).
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
 
 import argparse
 import asyncio
@@ -31,30 +38,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from events.api.resource_v1 import ResourceClaim
-from infra.config import add_nats_url_arg
-from infra.metrics import add_metrics_arg
-from infra.service import ServiceContext, run_service
-from services.dra.kubeletplugin import DRAPlugin
-from services.dra.resourceclaim import ClaimRef
-from services.drivers import cdi
-from services.drivers.gpu_example import GpuExamplePlugin
-from services.drivers.gpu_example.publisher import GPUS_LABEL
-from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
-from services.kubelet import devices as device_plugin
-from services.kubelet.classic_host import ClassicKubelet
-from services.kubelet.heartbeat import NodeHeartbeat
-from services.kubelet.lease import DEFAULT_LEASE_DURATION_S
-from services.kubelet.node import DEFAULT_CAPACITY
-from services.kubelet.podresources.provider import KubeletSource
-from services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS
-from services.kubelet.podresources.server import PodResourcesServer, default_socket_path
-from services.kubelet.service import KubeletService
-from services.runtime.controller import Runtime
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.infra.config import add_nats_url_arg
+from draflow.infra.metrics import add_metrics_arg
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.dra.kubeletplugin import DRAPlugin
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers import cdi
+from draflow.services.drivers.gpu_example import GpuExamplePlugin
+from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL
+from draflow.services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
+from draflow.services.kubelet import devices as device_plugin
+from draflow.services.kubelet.classic_host import ClassicKubelet
+from draflow.services.kubelet.heartbeat import NodeHeartbeat
+from draflow.services.kubelet.lease import DEFAULT_LEASE_DURATION_S
+from draflow.services.kubelet.node import DEFAULT_CAPACITY
+from draflow.services.kubelet.podresources.provider import KubeletSource
+from draflow.services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS
+from draflow.services.kubelet.podresources.server import PodResourcesServer, default_socket_path
+from draflow.services.kubelet.service import KubeletService
+from draflow.services.runtime.controller import Runtime
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m services.kubelet", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m draflow.services.kubelet", description=__doc__)
     p.add_argument("--node", required=True, help="the node this kubelet runs (Node name)")
     p.add_argument("--gpus", type=int, default=8, help="gpu.example.com GPUs on this node (0: no driver)")
     p.add_argument(
@@ -114,8 +121,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="N",
         help=f"PodResources API calls allowed at once above the rate (default {DEFAULT_BURST})",
     )
-    add_metrics_arg(p)  # read by infra.service.run_service
-    add_nats_url_arg(p)  # read by infra.service.run_service
+    add_metrics_arg(p)  # read by draflow.infra.service.run_service
+    add_nats_url_arg(p)  # read by draflow.infra.service.run_service
     args = p.parse_args(argv)
     if args.node_lease_duration_seconds <= 0:
         p.error("--node-lease-duration-seconds: must be greater than 0")

@@ -14,11 +14,16 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.claimactions import ClaimAction
-from services.dra.claimactions import release_reservations as release_claim
-from services.dra.resourceclaim import ClaimNameError, is_for_pod, is_reserved_for_pod, pod_claim_names
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.claimactions import ClaimAction
+from draflow.services.dra.claimactions import release_reservations as release_claim
+from draflow.services.dra.resourceclaim import (
+    ClaimNameError,
+    is_for_pod,
+    is_reserved_for_pod,
+    pod_claim_names,
+)
 
 __all__ = ["FAILED_PREPARE", "Admit", "Reject", "admit", "release_reservations"]
 
@@ -95,8 +100,8 @@ def release_reservations(
 ) -> list[ClaimAction]:
     """After the pod's claims are unprepared: drop the pod from their ``reservedFor``.
 
-    Same rule as the claim controller (``services.dra.claimactions.release_reservations``): removing the last
-    reservation of a protected claim also deallocates it and removes the finalizer. The controller
+    Same rule as the claim controller (``draflow.services.dra.claimactions.release_reservations``): removing
+    the last reservation of a protected claim also deallocates it and removes the finalizer. The controller
     does the same when it sees the pod gone; whichever comes first wins, the other finds nothing.
     """
     if isinstance(claims, Mapping):

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from services.kubelet.state import ClaimInfo, DeviceState
+from draflow.services.kubelet.state import ClaimInfo, DeviceState
 
 __all__ = [
     "CHECKPOINT_API_VERSION",

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.classic_pod import pod_claims
-from services.dra.classic import claims as cl
-from services.dra.classic.nodeselect import selector_matches
-from services.dra.classic.podclaims import pod_claim_refs
-from services.dra.kubeletplugin import PrepareResult
-from services.dra.resourceclaim import ClaimRef, is_controlled_by
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.classic_pod import pod_claims
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.nodeselect import selector_matches
+from draflow.services.dra.classic.podclaims import pod_claim_refs
+from draflow.services.dra.kubeletplugin import PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef, is_controlled_by
 
 __all__ = ["admit_on_node", "container_devices", "prepare_batches"]
 

@@ -3,12 +3,12 @@
 :class:`ClassicKubelet` is what the kubelet service calls for a Pod with KEP claims
 (``pod_claims(pod)`` is not None) instead of its structured DRA path:
 
-* ``admit``: :func:`~services.kubelet.classic_admission.admit_on_node` (claim missing, not owned,
+* ``admit``: :func:`~draflow.services.kubelet.classic_admission.admit_on_node` (claim missing, not owned,
   not allocated, **pod not in reservedFor**, not available on this node, or its driver has no node
   plugin here): a refusal fails the Pod with a Warning event, as for structured claims;
 * ``prepare``: ``NodePrepareResource`` batched per driver to the node plugins
-  (:class:`~services.drivers.fpga_example.node.FpgaNodePlugin`,
-  :class:`~services.drivers.acme_gpu.node.AcmeGpuNodePlugin`), which write the CDI specs;
+  (:class:`~draflow.services.drivers.fpga_example.node.FpgaNodePlugin`,
+  :class:`~draflow.services.drivers.acme_gpu.node.AcmeGpuNodePlugin`), which write the CDI specs;
   ``cdi`` gives each container the CDI device names of the claims it lists;
 * ``release``: ``NodeUnprepareResource`` for what was prepared for the Pod, then the Pod leaves
   the claims' ``reservedFor`` (appended at the claim's version; a conflict is retried on the next
@@ -32,21 +32,21 @@ from pathlib import Path
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.classic_pod import pod_claims
-from events.objects import status_updated
-from services.dra.classic import claims as cl
-from services.dra.classic.podclaims import pod_claim_refs
-from services.dra.kubeletplugin import PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
-from services.drivers.classic_node import ClassicNodePlugin, read_json, write_json
-from services.drivers.fpga_example.node import FpgaNodePlugin
-from services.kubelet.admission import Admit, Reject
-from services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
-from services.kubelet.prepare import Outcome
-from services.runtime.controller import Runtime
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.classic_pod import pod_claims
+from draflow.events.objects import status_updated
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.podclaims import pod_claim_refs
+from draflow.services.dra.kubeletplugin import PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers.acme_gpu.node import AcmeGpuNodePlugin
+from draflow.services.drivers.classic_node import ClassicNodePlugin, read_json, write_json
+from draflow.services.drivers.fpga_example.node import FpgaNodePlugin
+from draflow.services.kubelet.admission import Admit, Reject
+from draflow.services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
+from draflow.services.kubelet.prepare import Outcome
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["KINDS", "ClassicKubelet", "ClassicPodState"]
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from events.api.core_v1 import Container, Pod
-from events.quantity import Quantity, QuantityError
+from draflow.events.api.core_v1 import Container, Pod
+from draflow.events.quantity import Quantity, QuantityError
 
 __all__ = [
     "CHECKPOINT_FILE",

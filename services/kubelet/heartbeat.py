@@ -18,11 +18,11 @@ import contextlib
 import logging
 from datetime import UTC, datetime
 
-from events.api.coordination_v1 import NODE_LEASE_NAMESPACE, micro_time
-from events.node import LeaseRenewed
-from services.kubelet.lease import lease_object, lease_outdated, renew_interval
-from services.kubelet.node import is_ready, ready_status
-from services.runtime.controller import Runtime
+from draflow.events.api.coordination_v1 import NODE_LEASE_NAMESPACE, micro_time
+from draflow.events.node import LeaseRenewed
+from draflow.services.kubelet.lease import lease_object, lease_outdated, renew_interval
+from draflow.services.kubelet.node import is_ready, ready_status
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["NodeHeartbeat"]
 

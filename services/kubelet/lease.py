@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from events.api.coordination_v1 import NODE_LEASE_NAMESPACE, Lease, LeaseSpec, micro_time
-from events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.coordination_v1 import NODE_LEASE_NAMESPACE, Lease, LeaseSpec, micro_time
+from draflow.events.api.meta import ObjectMeta, OwnerReference
 
 __all__ = ["DEFAULT_LEASE_DURATION_S", "RENEW_FRACTION", "lease_object", "lease_outdated", "renew_interval"]
 

@@ -2,7 +2,7 @@
 
 After upstream ``pkg/kubelet/cm/dra/manager.go``, with the calls to the drivers taken out: the
 manager *plans* a batch per driver (``plan_prepare`` / ``plan_unprepare``) and *records* each
-driver's answer (``record_prepared`` / ``record_unprepared``); ``services.kubelet.prepare`` makes
+driver's answer (``record_prepared`` / ``record_unprepared``); ``draflow.services.kubelet.prepare`` makes
 the calls in between. Rules kept from upstream:
 
 * a claim is prepared once per node; more pods using it only add their uid to ``pod_uids``, and an
@@ -16,7 +16,7 @@ Deviations: devices reported by a driver replace the previous report instead of 
 (so a retried batch cannot duplicate them), and claim infos are removed after unprepare instead of
 being tombstoned for late health updates (draflow has no device health stream yet).
 Every change that matters after a restart is followed by a checkpoint: the caller writes
-``entries()`` with ``services.kubelet.checkpoint.write_checkpoint`` whenever ``dirty`` is set.
+``entries()`` with ``draflow.services.kubelet.checkpoint.write_checkpoint`` whenever ``dirty`` is set.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from events.api.core_v1 import Container, Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.kubeletplugin import PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.kubelet.state import ClaimInfo, DeviceState
+from draflow.events.api.core_v1 import Container, Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.kubeletplugin import PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.kubelet.state import ClaimInfo, DeviceState
 
 __all__ = ["DRAManager", "ManagerError", "Plan"]
 

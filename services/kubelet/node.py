@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
-from events.api.core_v1 import (
+from draflow.events.api.core_v1 import (
     Node,
     NodeAddress,
     NodeCondition,
@@ -19,7 +19,7 @@ from events.api.core_v1 import (
     PodCondition,
     PodStatus,
 )
-from events.api.meta import ObjectMeta
+from draflow.events.api.meta import ObjectMeta
 
 __all__ = [
     "DEFAULT_CAPACITY",

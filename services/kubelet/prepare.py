@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.kubeletplugin import DRAPlugin, PluginError
-from services.dra.resourceclaim import ClaimRef
-from services.kubelet.manager import DRAManager, ManagerError, Plan
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.kubeletplugin import DRAPlugin, PluginError
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.kubelet.manager import DRAManager, ManagerError, Plan
 
 __all__ = ["Outcome", "prepare_pod", "unprepare_pod"]
 

@@ -4,7 +4,7 @@ What a pass does (every pod, after every change of a Pod / ResourceClaim, and on
 
 * **START** (bound here, Pending): ``admit``; a refusal records a Warning Event
   (``FailedPrepareDynamicResources``) and appends ``PodFailed``. On a ``--device-plugin`` node the
-  plugin's devices are assigned (``services.kubelet.devices``; too few: ``UnexpectedAdmissionError``)
+  plugin's devices are assigned (``draflow.services.kubelet.devices``; too few: ``UnexpectedAdmissionError``)
   and given to the containers as CDI devices before the DRA ones. Otherwise the claims are prepared
   through the node's driver plugins (``prepare_pod``: batched per driver, idempotent, bounded
   retries inside the call), the DRA manager is checkpointed, and ``PodResourcesPrepared`` (the CDI
@@ -36,22 +36,22 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
-from events.node import PodContainerStatusesReported
-from services.dra.kubeletplugin import DRAPlugin
-from services.kubelet import devices as device_plugin
-from services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
-from services.kubelet.checkpoint import read_checkpoint, write_checkpoint
-from services.kubelet.manager import DRAManager
-from services.kubelet.node import is_ready, node_object, rfc3339, running_status
-from services.kubelet.prepare import prepare_pod, unprepare_pod
-from services.kubelet.sync import Step, next_step, vanished_pods
-from services.runtime.claimwrites import execute
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
+from draflow.events.node import PodContainerStatusesReported
+from draflow.services.dra.kubeletplugin import DRAPlugin
+from draflow.services.kubelet import devices as device_plugin
+from draflow.services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
+from draflow.services.kubelet.checkpoint import read_checkpoint, write_checkpoint
+from draflow.services.kubelet.manager import DRAManager
+from draflow.services.kubelet.node import is_ready, node_object, rfc3339, running_status
+from draflow.services.kubelet.prepare import prepare_pod, unprepare_pod
+from draflow.services.kubelet.sync import Step, next_step, vanished_pods
+from draflow.services.runtime.claimwrites import execute
+from draflow.services.runtime.controller import Runtime
 
 if TYPE_CHECKING:
-    from services.kubelet.classic_host import ClassicKubelet
+    from draflow.services.kubelet.classic_host import ClassicKubelet
 
 __all__ = ["KubeletService"]
 

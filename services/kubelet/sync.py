@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import Enum
 
-from events.api.core_v1 import Pod
-from services.dra.resourceclaim import is_pod_terminal
-from services.kubelet.manager import DRAManager
+from draflow.events.api.core_v1 import Pod
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.kubelet.manager import DRAManager
 
 __all__ = ["Step", "next_step", "vanished_pods"]
 

@@ -1,4 +1,4 @@
-"""``python -m services.node_lifecycle``: the node lifecycle controller until SIGTERM.
+"""``python -m draflow.services.node_lifecycle``: the node lifecycle controller until SIGTERM.
 
 kube-controller-manager's flags (Go durations: ``40s``, ``500ms``): ``--node-monitor-period``
 (5s), ``--node-monitor-grace-period`` (40s), ``--node-startup-grace-period`` (60s),
@@ -10,17 +10,24 @@ unreachable node is the pod's ``tolerationSeconds``, which the apiserver's
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import argparse
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from infra.config import add_nats_url_arg
-from infra.metrics import add_metrics_arg
-from infra.service import ServiceContext, run_service
-from services.node_lifecycle.config import LifecycleConfig, parse_duration
-from services.node_lifecycle.service import ACTOR, NodeLifecycleService
-from services.runtime.controller import Runtime
+from draflow.infra.config import add_nats_url_arg
+from draflow.infra.metrics import add_metrics_arg
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.node_lifecycle.config import LifecycleConfig, parse_duration
+from draflow.services.node_lifecycle.service import ACTOR, NodeLifecycleService
+from draflow.services.runtime.controller import Runtime
 
 
 def _duration(text: str) -> float:
@@ -32,7 +39,7 @@ def _duration(text: str) -> float:
 
 def parse_args(argv: list[str] | None = None) -> LifecycleConfig:
     d = LifecycleConfig()
-    p = argparse.ArgumentParser(prog="python -m services.node_lifecycle", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m draflow.services.node_lifecycle", description=__doc__)
     p.add_argument("--node-monitor-period", type=_duration, default=d.monitor_period_s, metavar="DURATION")
     p.add_argument(
         "--node-monitor-grace-period",
@@ -49,8 +56,8 @@ def parse_args(argv: list[str] | None = None) -> LifecycleConfig:
     p.add_argument(
         "--pod-gc-orphan-quarantine", type=_duration, default=d.orphan_quarantine_s, metavar="DURATION"
     )
-    add_metrics_arg(p)  # read by infra.service.run_service
-    add_nats_url_arg(p)  # read by infra.service.run_service
+    add_metrics_arg(p)  # read by draflow.infra.service.run_service
+    add_nats_url_arg(p)  # read by draflow.infra.service.run_service
     a = p.parse_args(argv)
     if a.node_monitor_period <= 0:
         p.error("--node-monitor-period: must be greater than 0")

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from events.api.coordination_v1 import micro_time
+from draflow.events.api.coordination_v1 import micro_time
 
 __all__ = [
     "LifecycleConfig",

@@ -14,14 +14,14 @@ from datetime import datetime
 
 from msgspec.structs import replace
 
-from events.api.coordination_v1 import Lease
-from events.api.core_v1 import Node
-from events.envelope import Event
-from events.node import NodeHeartbeatLost, NodeTainted, NodeUntainted
-from projections.node import set_node_condition
-from services.node_lifecycle.config import LifecycleConfig, micro_time
-from services.node_lifecycle.health import HeartbeatLost, check_heartbeat, condition, zone_states
-from services.node_lifecycle.taints import TaintChange, taint_change
+from draflow.events.api.coordination_v1 import Lease
+from draflow.events.api.core_v1 import Node
+from draflow.events.envelope import Event
+from draflow.events.node import NodeHeartbeatLost, NodeTainted, NodeUntainted
+from draflow.projections.node import set_node_condition
+from draflow.services.node_lifecycle.config import LifecycleConfig, micro_time
+from draflow.services.node_lifecycle.health import HeartbeatLost, check_heartbeat, condition, zone_states
+from draflow.services.node_lifecycle.taints import TaintChange, taint_change
 
 __all__ = ["NodeDecision", "decide_nodes", "node_events"]
 

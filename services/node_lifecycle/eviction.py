@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from events.api.core_v1 import Node, Pod, Taint, Toleration
-from services.node_lifecycle.config import parse_time, seconds
-from services.node_lifecycle.taints import NO_EXECUTE
+from draflow.events.api.core_v1 import Node, Pod, Taint, Toleration
+from draflow.services.node_lifecycle.config import parse_time, seconds
+from draflow.services.node_lifecycle.taints import NO_EXECUTE
 
 __all__ = [
     "EVICTION_EVENT_REASON",

@@ -24,9 +24,9 @@ from datetime import datetime
 
 from msgspec.structs import replace
 
-from events.api.coordination_v1 import Lease
-from events.api.core_v1 import Node, NodeCondition
-from services.node_lifecycle.config import LifecycleConfig, parse_time, rfc3339, seconds
+from draflow.events.api.coordination_v1 import Lease
+from draflow.events.api.core_v1 import Node, NodeCondition
+from draflow.services.node_lifecycle.config import LifecycleConfig, parse_time, rfc3339, seconds
 
 __all__ = [
     "CONDITION_TYPES",

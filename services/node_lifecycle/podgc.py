@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from events.api.core_v1 import Node, Pod
-from services.dra.resourceclaim import is_pod_terminal
-from services.node_lifecycle.config import parse_time, seconds
-from services.node_lifecycle.health import is_ready
-from services.node_lifecycle.taints import OUT_OF_SERVICE
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.node_lifecycle.config import parse_time, seconds
+from draflow.services.node_lifecycle.health import is_ready
+from draflow.services.node_lifecycle.taints import OUT_OF_SERVICE
 
 __all__ = ["ORPHAN_MESSAGE", "ORPHAN_REASON", "ForceDelete", "GcPlan", "collect_pods"]
 

@@ -27,23 +27,23 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from events.api.coordination_v1 import NODE_LEASE_NAMESPACE
-from events.api.core_v1 import Pod
-from events.dra import PodFailed
-from events.envelope import Event
-from events.node import PodDisruptionTargeted
-from services.dra.resourceclaim import is_pod_terminal
-from services.node_lifecycle.config import LifecycleConfig, micro_time, rfc3339
-from services.node_lifecycle.controller import decide_nodes, node_events
-from services.node_lifecycle.eviction import (
+from draflow.events.api.coordination_v1 import NODE_LEASE_NAMESPACE
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import PodFailed
+from draflow.events.envelope import Event
+from draflow.events.node import PodDisruptionTargeted
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.node_lifecycle.config import LifecycleConfig, micro_time, rfc3339
+from draflow.services.node_lifecycle.controller import decide_nodes, node_events
+from draflow.services.node_lifecycle.eviction import (
     EVICTION_EVENT_REASON,
     EVICTION_MESSAGE,
     EVICTION_REASON,
     Eviction,
     plan_evictions,
 )
-from services.node_lifecycle.podgc import ForceDelete, collect_pods
-from services.runtime.controller import Runtime
+from draflow.services.node_lifecycle.podgc import ForceDelete, collect_pods
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "NODE_CONTROLLER", "TAINT_EVICTION_CONTROLLER", "NodeLifecycleService"]
 

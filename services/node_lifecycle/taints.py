@@ -25,9 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from events.api.core_v1 import Node, Taint
-from services.node_lifecycle.config import LifecycleConfig, rfc3339
-from services.node_lifecycle.health import (
+from draflow.events.api.core_v1 import Node, Taint
+from draflow.services.node_lifecycle.config import LifecycleConfig, rfc3339
+from draflow.services.node_lifecycle.health import (
     FULL_DISRUPTION,
     PARTIAL_DISRUPTION,
     ZoneState,

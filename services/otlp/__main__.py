@@ -1,4 +1,4 @@
-"""``python -m services.otlp``: the Procfile's ``otlp`` process, the system's trace receiver.
+"""``python -m draflow.services.otlp``: the Procfile's ``otlp`` process, the system's trace receiver.
 
 Listens for OTLP/HTTP (and the query API) on ``DRAFLOW_OTLP_ADDR`` and for OTLP/gRPC on
 ``DRAFLOW_OTLP_GRPC_ADDR``; by default ``127.0.0.1:4318`` and ``127.0.0.1:4317`` (OTLP's ports)
@@ -12,18 +12,25 @@ flush on the same signal, then hang up) have arrived, or 3 s.
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import asyncio
 import errno
 import logging
 import os
 import sys
 
-from infra.config import Settings
-from infra.ports import PortError, Ports
-from infra.signals import stop_on_signals
-from services.otlp.grpc_server import OtlpGrpcServer
-from services.otlp.server import OtlpServer
-from services.otlp.store import SpanStore
+from draflow.infra.config import Settings
+from draflow.infra.ports import PortError, Ports
+from draflow.infra.signals import stop_on_signals
+from draflow.services.otlp.grpc_server import OtlpGrpcServer
+from draflow.services.otlp.server import OtlpServer
+from draflow.services.otlp.store import SpanStore
 
 log = logging.getLogger("otlp")
 

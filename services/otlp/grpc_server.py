@@ -21,8 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import (
     add_TraceServiceServicer_to_server,
 )
 
-from services.otlp.model import BadRequest, spans_of
-from services.otlp.store import SpanStore
+from draflow.services.otlp.model import BadRequest, spans_of
+from draflow.services.otlp.store import SpanStore
 
 __all__ = ["OtlpGrpcServer"]
 

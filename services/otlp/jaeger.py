@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from services.otlp.model import KIND_NAMES, STATUS_ERROR, SpanRecord
+from draflow.services.otlp.model import KIND_NAMES, STATUS_ERROR, SpanRecord
 
 __all__ = ["jaeger_tag", "jaeger_trace"]
 

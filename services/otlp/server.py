@@ -23,9 +23,9 @@ from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-from services.otlp.jaeger import jaeger_trace
-from services.otlp.model import BadRequest, decode_request, spans_of
-from services.otlp.store import SpanStore, TraceQuery
+from draflow.services.otlp.jaeger import jaeger_trace
+from draflow.services.otlp.model import BadRequest, decode_request, spans_of
+from draflow.services.otlp.store import SpanStore, TraceQuery
 
 __all__ = ["OtlpServer"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from services.otlp.model import SpanRecord
+from draflow.services.otlp.model import SpanRecord
 
 __all__ = ["SpanStore", "TraceQuery"]
 

@@ -1,4 +1,4 @@
-"""``python -m services.quota_reconciler``: ResourceQuota ``status`` (hard/used) until SIGTERM.
+"""``python -m draflow.services.quota_reconciler``: ResourceQuota ``status`` (hard/used) until SIGTERM.
 
 Replays the log at start (usage is rebuilt, never stored), then follows it; status is written
 through the apiserver (``ApiClient.update_status`` with the quota's resourceVersion). The client
@@ -7,11 +7,18 @@ keeps retrying while no apiserver answers yet, so starting together with it unde
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import sys
 
-from infra.service import ServiceContext, run_service
-from services.quota_reconciler.service import ACTOR, QuotaReconciler
-from services.runtime.client import ApiClient
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.quota_reconciler.service import ACTOR, QuotaReconciler
+from draflow.services.runtime.client import ApiClient
 
 
 async def main(ctx: ServiceContext) -> None:

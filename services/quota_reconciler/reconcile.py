@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import Pod, ResourceQuota
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from projections.objects import Change
-from services.dra.quota.state import QuotaState, status_of
+from draflow.events.api.core_v1 import Pod, ResourceQuota
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.projections.objects import Change
+from draflow.services.dra.quota.state import QuotaState, status_of
 
 __all__ = ["TRACKED", "fold_change", "reconcile"]
 

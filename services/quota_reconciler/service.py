@@ -16,17 +16,17 @@ import asyncio
 import logging
 from typing import Any
 
-from events.api.codec import object_meta
-from events.api.core_v1 import ResourceQuota
-from events.codec import DecodeError, decode
-from events.subjects import parse_subject
-from infra.eventstore import EventStore, RawRecord
-from projections.objects import ObjectIndex
-from services.dra.quota.state import QuotaState
-from services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
-from services.runtime.tail import Tail
+from draflow.events.api.codec import object_meta
+from draflow.events.api.core_v1 import ResourceQuota
+from draflow.events.codec import DecodeError, decode
+from draflow.events.subjects import parse_subject
+from draflow.infra.eventstore import EventStore, RawRecord
+from draflow.projections.objects import ObjectIndex
+from draflow.services.dra.quota.state import QuotaState
+from draflow.services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
+from draflow.services.runtime.tail import Tail
 
 __all__ = ["ACTOR", "QuotaReconciler"]
 

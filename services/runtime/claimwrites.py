@@ -1,4 +1,4 @@
-"""Carrying out claim actions (``services.dra.claimactions``) through the controller runtime.
+"""Carrying out claim actions (``draflow.services.dra.claimactions``) through the controller runtime.
 
 Shared by the claim controller and the kubelet (which releases a pod's reservations after
 unpreparing):
@@ -18,15 +18,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from events.dra import (
+from draflow.events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimDeallocated,
     ClaimReservationsReleased,
     ClaimReserved,
     PodClaimStatusesRecorded,
 )
-from events.envelope import Event
-from services.dra.claimactions import (
+from draflow.events.envelope import Event
+from draflow.services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -37,7 +37,7 @@ from services.dra.claimactions import (
     RemoveFinalizer,
     RemoveReservedFor,
 )
-from services.runtime.controller import Runtime
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["claim_events", "execute"]
 

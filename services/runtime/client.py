@@ -18,16 +18,16 @@ import msgspec
 import nats.errors
 from nats.aio.client import Client
 
-from events.api.base import ApiStruct
-from events.codec import DecodeError, decode
-from events.objects import decode_stored
-from events.subjects import encode_token, parse_subject
-from infra import tracing
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.nats_client import DraflowClient, connect
-from projections.objects import Change, ObjectIndex
-from services.runtime.protocol import (
+from draflow.events.api.base import ApiStruct
+from draflow.events.codec import DecodeError, decode
+from draflow.events.objects import decode_stored
+from draflow.events.subjects import encode_token, parse_subject
+from draflow.infra import tracing
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.nats_client import DraflowClient, connect
+from draflow.projections.objects import Change, ObjectIndex
+from draflow.services.runtime.protocol import (
     ApplyItem,
     ApplyRequest,
     DeleteItem,
@@ -42,8 +42,8 @@ from services.runtime.protocol import (
     StatusRequest,
     api_subject,
 )
-from services.runtime.selectors import parse_label_selector
-from services.runtime.tail import Tail
+from draflow.services.runtime.selectors import parse_label_selector
+from draflow.services.runtime.tail import Tail
 
 __all__ = ["ApiClient"]
 
@@ -319,7 +319,7 @@ class ApiClient:
             if initial:
                 yield Change("ADDED", obj, int(meta.resource_version or 0))
         if not isinstance(self.nc, DraflowClient):
-            raise TypeError("watch needs a DraflowClient connection (infra.nats_client.connect)")
+            raise TypeError("watch needs a DraflowClient connection (draflow.infra.nats_client.connect)")
         store = EventStore(self.nc, self.settings, self.actor)
         await store.start()
         ns_token = encode_token(namespace) if namespace else "*"

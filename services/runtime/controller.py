@@ -4,13 +4,13 @@ Why one runtime: every one of these services is *level-triggered* (consume → r
 append, and decide again on everything after any change), so they need the same three things:
 
 * a **cache** of every API object, folded from the log with the same reducers as the apiserver
-  (:class:`services.runtime.store.ApiStore`: read from sequence 1 at start, then follow the
+  (:class:`draflow.services.runtime.store.ApiStore`: read from sequence 1 at start, then follow the
   stream). It is the service's projection; it lives in memory and is rebuilt from the log on
   every start, so a crash loses nothing and needs no checkpoint of its own;
 * a **loop** that runs the service's ``sync`` pass whenever the cache changed (and on a timer),
   so each pass sees the latest state and drives towards the desired one;
 * **writes**: creates / deletes / finalizers / Kubernetes Events through the apiserver's request
-  API (admission, deletion semantics), domain facts (``events.dra``) appended straight onto the
+  API (admission, deletion semantics), domain facts (``draflow.events.dra``) appended straight onto the
   object's subject with its resourceVersion as the expected last sequence. A conflict means
   someone else moved the object: the write is dropped, the cache catches up and the next pass
   decides again. Every successful write is folded before the call returns (read-your-writes),
@@ -25,15 +25,15 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
-from events.api.base import ApiStruct
-from events.api.codec import encode_object, object_meta
-from events.envelope import Event
-from infra import tracing
-from infra.eventstore import ConcurrencyError, EventStore
-from projections.objects import Change
-from services.runtime.client import ApiClient
-from services.runtime.protocol import DeleteItem, DeleteRequest, StatusError
-from services.runtime.store import ApiStore
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import encode_object, object_meta
+from draflow.events.envelope import Event
+from draflow.infra import tracing
+from draflow.infra.eventstore import ConcurrencyError, EventStore
+from draflow.projections.objects import Change
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import DeleteItem, DeleteRequest, StatusError
+from draflow.services.runtime.store import ApiStore
 
 __all__ = ["Runtime"]
 

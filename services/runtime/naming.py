@@ -3,7 +3,7 @@
 The API server's ``generateName`` expansion (``k8s.io/apiserver/pkg/storage/names``): the base
 is cut to 58 characters and 5 random characters from a restricted alphabet (no vowels, no
 ``0 1 3``, to avoid words) are appended, giving at most 63. (The claim controller's prefix for
-claims generated from templates is ``services.dra.resourceclaim.generate_claim_name_prefix``.)
+claims generated from templates is ``draflow.services.dra.resourceclaim.generate_claim_name_prefix``.)
 
 Upstream draws the suffix from a process-wide RNG. A decider must not (its decisions are replayed),
 so the suffix comes from a :class:`SuffixSource`: :func:`hash_suffix` derives it from a stable key

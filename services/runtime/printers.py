@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from events.api.classic_pod import POD_RESOURCES_ANNOTATION, encode_classic
-from events.api.codec import decode_object
+from draflow.events.api.classic_pod import POD_RESOURCES_ANNOTATION, encode_classic
+from draflow.events.api.codec import decode_object
 
 __all__ = ["age", "as_shown", "columns", "format_table", "human_duration", "row", "to_json", "to_yaml"]
 

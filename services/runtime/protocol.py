@@ -24,8 +24,8 @@ from typing import Any
 
 import msgspec
 
-from events.api.registry import lookup_resource
-from events.objects import EVENT_KIND
+from draflow.events.api.registry import lookup_resource
+from draflow.events.objects import EVENT_KIND
 
 __all__ = [
     "VERBS",

@@ -1,6 +1,6 @@
 """The object cache: every object in memory, rebuilt from the log and kept current.
 
-The apiserver serves from it; every controller's runtime (``services.runtime.controller``) reads
+The apiserver serves from it; every controller's runtime (``draflow.services.runtime.controller``) reads
 from its own copy (client-go's informer cache, fed by the log instead of a watch).
 
 At start the whole log is folded into an :class:`ObjectIndex`; a :class:`Tail` then follows the
@@ -16,15 +16,15 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from events.api.registry import resource_types
-from events.codec import DecodeError, decode
-from events.envelope import Event
-from events.objects import EVENT_KIND
-from events.subjects import parse_subject
-from infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
-from projections.objects import Change, ObjectIndex
-from services.runtime.protocol import StatusError
-from services.runtime.tail import Tail
+from draflow.events.api.registry import resource_types
+from draflow.events.codec import DecodeError, decode
+from draflow.events.envelope import Event
+from draflow.events.objects import EVENT_KIND
+from draflow.events.subjects import parse_subject
+from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
+from draflow.projections.objects import Change, ObjectIndex
+from draflow.services.runtime.protocol import StatusError
+from draflow.services.runtime.tail import Tail
 
 __all__ = ["ApiStore"]
 

@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator
 
 from nats.aio.subscription import Subscription
 
-from infra import metrics
-from infra.eventstore import EventStore, RawRecord, StoreUnavailable
+from draflow.infra import metrics
+from draflow.infra.eventstore import EventStore, RawRecord, StoreUnavailable
 
 __all__ = ["Tail"]
 

@@ -1,7 +1,7 @@
-"""``python -m services.scheduler``: the scheduler service, until SIGTERM / SIGINT.
+"""``python -m draflow.services.scheduler``: the scheduler service, until SIGTERM / SIGINT.
 
 Settings from the environment (``DRAFLOW_NATS_URL``, ``DRAFLOW_DATA_DIR``, ...; see
-``infra.service``). ``DRAFLOW_SCHEDULER_ID`` names this instance (saga ids carry it; default
+``draflow.infra.service``). ``DRAFLOW_SCHEDULER_ID`` names this instance (saga ids carry it; default
 ``scheduler``); several instances may run against one stream, each with its own id (saga ids must
 not collide): optimistic concurrency on every claim and pod decides races, the loser compensates
 only what its own saga wrote. The id is also this process's actor in the log (every envelope it
@@ -10,14 +10,21 @@ appends) and its Events' ``reportingInstance`` (``default-scheduler-<id>``).
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import gc
 import os
 import sys
 
-from infra.service import ServiceContext, run_service
-from services.runtime.client import ApiClient
-from services.scheduler.service import SchedulerService
-from services.scheduler.service.runner import instance_name
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.runtime.client import ApiClient
+from draflow.services.scheduler.service import SchedulerService
+from draflow.services.scheduler.service.runner import instance_name
 
 
 def instance_id() -> str:

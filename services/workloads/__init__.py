@@ -1,10 +1,11 @@
 """The workloads controller: pods for Deployments and Jobs, so real Deployment/Job manifests run.
 
 Pure deciders (``sync_deployment``, ``sync_job``) returning actions as data; the service shell
-(``service``, ``python -m services.workloads``) runs them over the log-fed cache and appends the results.
+(``service``, ``python -m draflow.services.workloads``) runs them over the log-fed cache and appends the
+results.
 """
 
-from services.workloads.actions import (
+from draflow.services.workloads.actions import (
     CreatePod,
     DeletePod,
     MarkPodSucceeded,
@@ -14,8 +15,8 @@ from services.workloads.actions import (
     controlled_pods,
     succeeded_status,
 )
-from services.workloads.deployment import POD_TEMPLATE_HASH_LABEL, pod_template_hash, sync_deployment
-from services.workloads.job import DEFAULT_RUN_SECONDS, RUN_SECONDS_ANNOTATION, job_finished, sync_job
+from draflow.services.workloads.deployment import POD_TEMPLATE_HASH_LABEL, pod_template_hash, sync_deployment
+from draflow.services.workloads.job import DEFAULT_RUN_SECONDS, RUN_SECONDS_ANNOTATION, job_finished, sync_job
 
 __all__ = [
     "DEFAULT_RUN_SECONDS",

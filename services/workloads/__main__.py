@@ -1,4 +1,5 @@
-"""``python -m services.workloads [--job-run-seconds S]``: the Deployment / Job controller until SIGTERM.
+"""``python -m draflow.services.workloads [--job-run-seconds S]``: the Deployment / Job controller until
+SIGTERM.
 
 A Job's pods "run" for ``--job-run-seconds`` (or ``DRAFLOW_JOB_RUN_SECONDS``; default 5) before
 they succeed, unless the Job's ``workloads.draflow.io/run-seconds`` annotation says otherwise.
@@ -6,22 +7,29 @@ they succeed, unless the Job's ``workloads.draflow.io/run-seconds`` annotation s
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import argparse
 import os
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from infra.config import add_nats_url_arg
-from infra.metrics import add_metrics_arg
-from infra.service import ServiceContext, run_service
-from services.runtime.controller import Runtime
-from services.workloads.job import DEFAULT_RUN_SECONDS
-from services.workloads.service import ACTOR, WorkloadsService
+from draflow.infra.config import add_nats_url_arg
+from draflow.infra.metrics import add_metrics_arg
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.runtime.controller import Runtime
+from draflow.services.workloads.job import DEFAULT_RUN_SECONDS
+from draflow.services.workloads.service import ACTOR, WorkloadsService
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m services.workloads", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m draflow.services.workloads", description=__doc__)
     default = float(os.environ.get("DRAFLOW_JOB_RUN_SECONDS") or DEFAULT_RUN_SECONDS)
     parser.add_argument(
         "--job-run-seconds",
@@ -29,8 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=default,
         help=f"simulated run time of a Job's pod before it succeeds (default {default:g})",
     )
-    add_metrics_arg(parser)  # read by infra.service.run_service
-    add_nats_url_arg(parser)  # read by infra.service.run_service
+    add_metrics_arg(parser)  # read by draflow.infra.service.run_service
+    add_nats_url_arg(parser)  # read by draflow.infra.service.run_service
     args = parser.parse_args(argv)
     if args.job_run_seconds < 0:
         parser.error("--job-run-seconds: must be >= 0")

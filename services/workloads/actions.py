@@ -7,10 +7,10 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod, PodStatus
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.workloads_v1 import DeploymentStatus
-from services.dra.resourceclaim import is_pod_terminal
+from draflow.events.api.core_v1 import Pod, PodStatus
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.workloads_v1 import DeploymentStatus
+from draflow.services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "CreatePod",

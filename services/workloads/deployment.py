@@ -21,12 +21,12 @@ from collections.abc import Iterable
 
 import msgspec
 
-from events.api.core_v1 import Pod, PodTemplateSpec
-from events.api.meta import ObjectMeta
-from events.api.workloads_v1 import Deployment, DeploymentStatus
-from services.dra.resourceclaim import is_pod_terminal
-from services.runtime.naming import SuffixSource, hash_suffix, safe_encode, unique_generated_name
-from services.workloads.actions import (
+from draflow.events.api.core_v1 import Pod, PodTemplateSpec
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.workloads_v1 import Deployment, DeploymentStatus
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.runtime.naming import SuffixSource, hash_suffix, safe_encode, unique_generated_name
+from draflow.services.workloads.actions import (
     CreatePod,
     DeletePod,
     UpdateDeploymentStatus,

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from events.api.core_v1 import Pod
-from events.api.meta import ObjectMeta
-from events.api.workloads_v1 import Job
-from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
-from services.workloads.actions import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.workloads_v1 import Job
+from draflow.services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
+from draflow.services.workloads.actions import (
     CreatePod,
     DeletePod,
     MarkPodSucceeded,
@@ -32,7 +32,7 @@ from services.workloads.actions import (
     is_active,
     owner_reference,
 )
-from services.workloads.deployment import scale_down_order
+from draflow.services.workloads.deployment import scale_down_order
 
 __all__ = ["DEFAULT_RUN_SECONDS", "RUN_SECONDS_ANNOTATION", "job_finished", "sync_job"]
 

@@ -5,7 +5,7 @@ is torn down by its kubelet before it goes). ``MarkPodSucceeded`` becomes ``PodS
 containers' terminated statuses (``PodContainerStatusesReported``) on the pod's subject; Deployment
 and Job status goes through the status API at the version the decider saw (a conflict: decide
 again). Pods whose Deployment or Job is gone are the garbage collector's
-(``services.garbage_collector``: they are owned by it). Jobs are re-synced on a timer, since their
+(``draflow.services.garbage_collector``: they are owned by it). Jobs are re-synced on a timer, since their
 pods succeed as time passes.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from events.dra import PodSucceeded
-from events.node import PodContainerStatusesReported
-from services.runtime.controller import Runtime
-from services.workloads.actions import (
+from draflow.events.dra import PodSucceeded
+from draflow.events.node import PodContainerStatusesReported
+from draflow.services.runtime.controller import Runtime
+from draflow.services.workloads.actions import (
     CreatePod,
     DeletePod,
     MarkPodSucceeded,
@@ -25,8 +25,8 @@ from services.workloads.actions import (
     WorkloadAction,
     succeeded_status,
 )
-from services.workloads.deployment import sync_deployment
-from services.workloads.job import DEFAULT_RUN_SECONDS, sync_job
+from draflow.services.workloads.deployment import sync_deployment
+from draflow.services.workloads.job import DEFAULT_RUN_SECONDS, sync_job
 
 __all__ = ["ACTOR", "WorkloadsService"]
 

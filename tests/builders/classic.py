@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.api import classic_v1alpha1 as cv
-from events.api.meta import ObjectMeta
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.meta import ObjectMeta
 
 
 def make_classic_class(name: str, driver: str) -> cv.ResourceClass:

@@ -9,9 +9,9 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
-from events.api.codec import decode_object
-from events.api.coordination_v1 import Lease
-from events.api.core_v1 import (
+from draflow.events.api.codec import decode_object
+from draflow.events.api.coordination_v1 import Lease
+from draflow.events.api.core_v1 import (
     Container,
     Node,
     NodeCondition,
@@ -29,15 +29,15 @@ from events.api.core_v1 import (
     Taint,
     Toleration,
 )
-from events.api.meta import (
+from draflow.events.api.meta import (
     NodeSelector,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     ObjectMeta,
     OwnerReference,
 )
-from services.kubelet.lease import lease_object
-from services.kubelet.node import node_object, rfc3339
+from draflow.services.kubelet.lease import lease_object
+from draflow.services.kubelet.node import node_object, rfc3339
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

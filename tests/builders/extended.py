@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.extended import (
+from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.extended import (
     ExtendedResourceIndex,
     claim_for_create,
     claim_status,

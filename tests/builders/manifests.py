@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from events.api.loader import load_manifests
-from services.apiserver.admission import admit
+from draflow.events.api.loader import load_manifests
+from draflow.services.apiserver.admission import admit
 from tests.paths import EXAMPLES, REALWORLD, ROOT
 
 __all__ = ["EXAMPLES", "REALWORLD", "ROOT", "load"]

@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.api.meta import NodeSelector, ObjectMeta, OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import NodeSelector, ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import (
     AllocationResult,
     CELDeviceSelector,
     Device,
@@ -35,7 +35,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from services.dra.structured.nodeselector import node_name_selector
+from draflow.services.dra.structured.nodeselector import node_name_selector
 from tests.builders.core import DELETED_AT, make_pod
 
 DRIVER = "gpu.example.com"

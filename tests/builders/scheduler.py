@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.api.resource_v1 import DeviceRequestAllocationResult
-from services.scheduler.framework import ClaimBinding, Scheduler, SchedulerConfig, ScheduleResult
-from services.scheduler.plugins import default_plugins
+from draflow.events.api.resource_v1 import DeviceRequestAllocationResult
+from draflow.services.scheduler.framework import ClaimBinding, Scheduler, SchedulerConfig, ScheduleResult
+from draflow.services.scheduler.plugins import default_plugins
 from tests.builders.core import make_node
 from tests.builders.resource import make_class, make_slice
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.ports import Ports
+from draflow.infra.ports import Ports
 from tests.docs.sessions import DOCS, ROOT, Block, Mismatch, Shell, new_tmp, parse_doc, run_block
 from tests.helpers import free_port_offset
 from tests.processes import VENV_BIN, HonchoSystem

@@ -101,7 +101,7 @@ def test_parsing_commands_continuations_and_directives(tmp_path: Path) -> None:
         "$ draflow apply -f a.yaml \\\n  -f b.yaml   # two files\n"
         "pod/a created\n"
         "$ echo '{\"a\":\n  1}' | draflow apply -f -\n"
-        "$ python -m services.kubelet --node n &\n"
+        "$ python -m draflow.services.kubelet --node n &\n"
         "$ cat <<EOF\n"
         "x\n"
         "EOF\n"
@@ -116,7 +116,7 @@ def test_parsing_commands_continuations_and_directives(tmp_path: Path) -> None:
     assert [c.text for c in first.commands] == [
         "draflow apply -f a.yaml \\\n  -f b.yaml   # two files",
         "echo '{\"a\":\n  1}' | draflow apply -f -",
-        "python -m services.kubelet --node n &",
+        "python -m draflow.services.kubelet --node n &",
         "cat <<EOF\nx\nEOF",
     ]
     assert first.commands[0].expected == ["pod/a created"]

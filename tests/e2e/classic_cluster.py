@@ -17,14 +17,14 @@ from typing import Any
 
 import yaml
 
-from events.api.classic_v1alpha1 import ResourceClaimStatus
-from events.dra import PodUnschedulable
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
-from services.scheduler.framework import SchedulerConfig
-from services.scheduler.service import SchedulerService
+from draflow.events.api.classic_v1alpha1 import ResourceClaimStatus
+from draflow.events.dra import PodUnschedulable
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
+from draflow.services.scheduler.framework import SchedulerConfig
+from draflow.services.scheduler.service import SchedulerService
 from tests.helpers import assert_eventually
 from tests.paths import ROOT
 from tests.processes import Proc
@@ -58,7 +58,7 @@ class ClassicCluster:
 
     # -- starting -------------------------------------------------------------------------------
     def start_driver_controller(self) -> Proc:
-        proc = Proc(self.settings, "services.driver_controller", None, self.driver_env)
+        proc = Proc(self.settings, "draflow.services.driver_controller", None, self.driver_env)
         proc.expect("driver-controller: drivers")
         self.procs["driver-controller"] = proc
         return proc
@@ -66,15 +66,17 @@ class ClassicCluster:
     async def start(self, nodes: dict[str, str], *, acme_publisher: bool = False, **driver_env: str) -> None:
         """``nodes``: node name -> ``--labels`` value."""
         self.driver_env = {"DRAFLOW_CLASSIC_RETRY_ATTEMPTS": "10", **driver_env}
-        self.procs["apiserver"] = Proc(self.settings, "services.apiserver")
+        self.procs["apiserver"] = Proc(self.settings, "draflow.services.apiserver")
         pending = {
-            "driver-controller": Proc(self.settings, "services.driver_controller", None, self.driver_env)
+            "driver-controller": Proc(
+                self.settings, "draflow.services.driver_controller", None, self.driver_env
+            )
         }
         if acme_publisher:
-            pending["acme"] = Proc(self.settings, "services.drivers.acme_gpu")
+            pending["acme"] = Proc(self.settings, "draflow.services.drivers.acme_gpu")
         for node, labels in nodes.items():
             args = ["--node", node, "--gpus", "0", "--labels", labels]
-            pending[f"kubelet-{node}"] = Proc(self.settings, "services.kubelet", args)
+            pending[f"kubelet-{node}"] = Proc(self.settings, "draflow.services.kubelet", args)
         self.procs.update(pending)
         self.procs["apiserver"].expect("apiserver: serving")
         self.api = await ApiClient.connect(self.settings, actor="test", timeout_s=10.0)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
 from tests.paths import ROOT
 
 EXAMPLES_DIR = ROOT / "examples" / "dra-example-driver"
@@ -157,7 +157,7 @@ def check_workloads(
 
 def cdi_ids(events: list[Any]) -> dict[str, tuple[str, ...]]:
     """Container -> CDI ids from a pod's ``PodResourcesPrepared`` (its last one)."""
-    from events.dra import PodResourcesPrepared
+    from draflow.events.dra import PodResourcesPrepared
 
     out: dict[str, tuple[str, ...]] = {}
     for ev in events:

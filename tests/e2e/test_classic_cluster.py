@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from events.dra import PodSucceeded
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.drivers import cdi
+from draflow.events.dra import PodSucceeded
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.drivers import cdi
 from tests.e2e.classic_cluster import (
     CLAIMS,
     FABRIC,
@@ -390,7 +390,9 @@ def _unprepared(
 
 def _restart_kubelet(cluster: ClassicCluster, settings: Settings) -> None:
     labels = acme(1, "8Gi")
-    restarted = Proc(settings, "services.kubelet", ["--node", "node-a", "--gpus", "0", "--labels", labels])
+    restarted = Proc(
+        settings, "draflow.services.kubelet", ["--node", "node-a", "--gpus", "0", "--labels", labels]
+    )
     cluster.procs["kubelet-node-a"] = restarted
     restarted.expect("kubelet node-a: registered")
 

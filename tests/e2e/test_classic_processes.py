@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 from tests.e2e.classic_cluster import eventually
 from tests.paths import ROOT
 from tests.processes import Proc
@@ -32,12 +32,12 @@ QUOTA = {
 async def test_classic_claim_and_quota_through_processes(settings: Settings, event_store: EventStore) -> None:
     """(``event_store`` creates the stream first and deletes it afterwards.)"""
     procs = [
-        Proc(settings, "services.quota_reconciler"),
-        Proc(settings, "services.driver_controller"),
+        Proc(settings, "draflow.services.quota_reconciler"),
+        Proc(settings, "draflow.services.driver_controller"),
     ]
     procs[0].expect("quota-reconciler: following")
     procs[1].expect("driver-controller: drivers")
-    procs.append(Proc(settings, "services.apiserver"))
+    procs.append(Proc(settings, "draflow.services.apiserver"))
     api = await ApiClient.connect(settings, actor="test", timeout_s=10.0)
     try:
         fpga = yaml.safe_load((EXAMPLES / "fpga-resourceclass.yaml").read_text())

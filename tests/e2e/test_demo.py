@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from infra.config import Settings
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.infra.config import Settings
+from draflow.services.runtime.controller import Runtime
 from tests.e2e.demo import (
     EXAMPLES,
     EXAMPLES_DIR,
@@ -36,13 +36,13 @@ from tests.shells import manifests, start_runtime
 pytestmark = pytest.mark.kep4381
 
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
-    ("services.claim_controller", [], "claim-controller: following"),
-    ("services.scheduler", [], None),
-    ("services.workloads", [], "workloads: following"),
-    ("services.garbage_collector", [], "garbage-collector: following"),
-    ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
+    ("draflow.services.claim_controller", [], "claim-controller: following"),
+    ("draflow.services.scheduler", [], None),
+    ("draflow.services.workloads", [], "workloads: following"),
+    ("draflow.services.garbage_collector", [], "garbage-collector: following"),
+    ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
     *(
-        ("services.kubelet", ["--node", n, "--gpus", str(GPUS_PER_NODE)], f"kubelet {n}: registered")
+        ("draflow.services.kubelet", ["--node", n, "--gpus", str(GPUS_PER_NODE)], f"kubelet {n}: registered")
         for n in NODES
     ),
 )
@@ -50,7 +50,7 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
 
 @pytest.fixture
 async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]]]:
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         procs += [Proc(settings, module, args) for module, args, _ in SERVICES]

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import AllocationResult, ResourceClaim
-from events.dra import PodResourcesPrepared
-from infra.config import Settings
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim
+from draflow.events.dra import PodResourcesPrepared
+from draflow.infra.config import Settings
+from draflow.services.runtime.controller import Runtime
 from tests.builders.manifests import REALWORLD
 from tests.helpers import wait_for
 from tests.processes import ROOT, Proc, stop_cleanly
@@ -37,10 +37,10 @@ TOO_MANY = ROOT / "examples" / "extended-resources" / "too-many.yaml"
 NS = "extended-resource-request"
 NODE = "node-1"
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
-    ("services.claim_controller", [], "claim-controller: following"),
-    ("services.scheduler", [], None),
-    ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    ("services.kubelet", ["--node", NODE, "--gpus", "8"], f"kubelet {NODE}: registered"),
+    ("draflow.services.claim_controller", [], "claim-controller: following"),
+    ("draflow.services.scheduler", [], None),
+    ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
+    ("draflow.services.kubelet", ["--node", NODE, "--gpus", "8"], f"kubelet {NODE}: registered"),
 )
 
 
@@ -53,7 +53,7 @@ def _classes() -> list[dict[str, Any]]:
 
 @pytest.fixture
 async def example_cluster(settings: Settings) -> AsyncIterator[Runtime]:
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         probe, events = await start_runtime(settings, "e2e-probe")

@@ -27,11 +27,11 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod, ResourceQuota
-from events.api.resource_v1 import ResourceClaim
-from infra.config import Settings
-from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod, ResourceQuota
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.infra.config import Settings
+from draflow.services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from draflow.services.runtime.controller import Runtime
 from tests.e2e.test_demo import _prepared_everywhere
 from tests.helpers import wait_for
 from tests.paths import ROOT
@@ -47,14 +47,14 @@ GPU = "example.com/gpu"
 QUOTA_KEYS = ("requests.example.com/gpu", "gpu.example.com.deviceclass.resource.k8s.io/devices")
 
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
-    ("services.claim_controller", [], "claim-controller: following"),
-    ("services.scheduler", [], None),
-    ("services.workloads", [], "workloads: following"),
-    ("services.garbage_collector", [], "garbage-collector: following"),
-    ("services.quota_reconciler", [], "quota-reconciler: following"),
-    ("services.kubelet", ["--node", DRA_NODE, "--gpus", "8"], f"kubelet {DRA_NODE}: registered"),
+    ("draflow.services.claim_controller", [], "claim-controller: following"),
+    ("draflow.services.scheduler", [], None),
+    ("draflow.services.workloads", [], "workloads: following"),
+    ("draflow.services.garbage_collector", [], "garbage-collector: following"),
+    ("draflow.services.quota_reconciler", [], "quota-reconciler: following"),
+    ("draflow.services.kubelet", ["--node", DRA_NODE, "--gpus", "8"], f"kubelet {DRA_NODE}: registered"),
     (
-        "services.kubelet",
+        "draflow.services.kubelet",
         ["--node", PLUGIN_NODE, "--gpus", "0", "--device-plugin", f"{GPU}=2"],
         f"kubelet {PLUGIN_NODE}: registered",
     ),
@@ -68,7 +68,7 @@ def _docs(name: str) -> list[dict[str, Any]]:
 @pytest.fixture
 async def kep_cluster(settings: Settings) -> AsyncIterator[Runtime]:
     """The apiserver, the KEP's objects as written, then the other services and both kubelets."""
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         probe, events = await start_runtime(settings, "e2e-probe")

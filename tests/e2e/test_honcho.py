@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from infra.config import Settings
-from infra.ports import Ports
+from draflow.infra.config import Settings
+from draflow.infra.ports import Ports
 from tests.e2e.demo import EXAMPLES, EXAMPLES_DIR, NODES, check_intended
 from tests.helpers import free_port_offset, wait_for
 from tests.processes import ROOT

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from infra.ports import Ports
+from draflow.infra.ports import Ports
 from tests.e2e.demo import EXAMPLES, EXAMPLES_DIR
 from tests.helpers import free_port_offset
 from tests.paths import ROOT

@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Node, Pod
-from infra.config import Settings
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.infra.config import Settings
+from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
 from tests.processes import ROOT, Proc, service_env, stop_cleanly
 from tests.shells import manifests, start_runtime
@@ -44,7 +44,7 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 
 def kubelet(settings: Settings, node: str) -> Proc:
     args = ["--node", node, "--gpus", "4", "--node-lease-duration-seconds", "2"]
-    return Proc(settings, "services.kubelet", args)
+    return Proc(settings, "draflow.services.kubelet", args)
 
 
 @pytest.fixture
@@ -52,19 +52,19 @@ async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]
     procs = [
         Proc(
             settings,
-            "services.apiserver",
+            "draflow.services.apiserver",
             ["--default-unreachable-toleration-seconds", "4", "--default-not-ready-toleration-seconds", "4"],
         )
     ]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         procs += [
-            Proc(settings, "services.claim_controller"),
-            Proc(settings, "services.scheduler"),
-            Proc(settings, "services.drivers.gpu_example"),
+            Proc(settings, "draflow.services.claim_controller"),
+            Proc(settings, "draflow.services.scheduler"),
+            Proc(settings, "draflow.services.drivers.gpu_example"),
             Proc(
                 settings,
-                "services.node_lifecycle",
+                "draflow.services.node_lifecycle",
                 ["--node-monitor-grace-period", "3s", "--node-monitor-period", "250ms"],
             ),
             kubelet(settings, "node-1"),
@@ -85,7 +85,7 @@ async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]
 
 def draflow(settings: Settings, *args: str) -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "draflow.services.cli", *args],
         cwd=ROOT,
         env=service_env(settings),
         capture_output=True,

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from events.api.resource_v1 import ResourceClaim
-from events.dra import PodResourcesPrepared
-from infra.config import Settings
-from services.drivers.nvidia_sim import DRIVER
-from services.runtime.controller import Runtime
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import PodResourcesPrepared
+from draflow.infra.config import Settings
+from draflow.services.drivers.nvidia_sim import DRIVER
+from draflow.services.runtime.controller import Runtime
 from tests.builders.manifests import REALWORLD
 from tests.helpers import wait_for
 from tests.processes import Proc, stop_cleanly
@@ -49,15 +49,15 @@ PODS = (
 
 @pytest.fixture
 async def nvidia_node(settings: Settings) -> AsyncIterator[Runtime]:
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         procs += [
-            Proc(settings, "services.claim_controller"),
-            Proc(settings, "services.scheduler"),
+            Proc(settings, "draflow.services.claim_controller"),
+            Proc(settings, "draflow.services.scheduler"),
             Proc(
                 settings,
-                "services.kubelet",
+                "draflow.services.kubelet",
                 ["--node", NODE, "--gpus", "0", "--nvidia-gpus", "4", "--nvidia-mig-gpus", "1"],
             ),
         ]

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from infra.config import Settings
-from services.cli.verify import verify_records
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.infra.config import Settings
+from draflow.services.cli.verify import verify_records
+from draflow.services.runtime.controller import Runtime
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.helpers import wait_for
 from tests.processes import ROOT, Proc, service_env, stop_cleanly
@@ -32,16 +32,16 @@ pytestmark = pytest.mark.kep4381
 NS = "basic-resourceclaimtemplate"
 FILES = ("deviceclass.yaml", "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml")
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
-    ("services.claim_controller", [], "claim-controller: following"),
-    ("services.scheduler", [], None),
-    ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    ("services.kubelet", ["--node", "node-1", "--gpus", "2"], "kubelet node-1: registered"),
+    ("draflow.services.claim_controller", [], "claim-controller: following"),
+    ("draflow.services.scheduler", [], None),
+    ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
+    ("draflow.services.kubelet", ["--node", "node-1", "--gpus", "2"], "kubelet node-1: registered"),
 )
 
 
 @pytest.fixture
 async def cluster(settings: Settings) -> AsyncIterator[Runtime]:
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         procs += [Proc(settings, module, args) for module, args, _ in SERVICES]
@@ -61,7 +61,7 @@ async def cluster(settings: Settings) -> AsyncIterator[Runtime]:
 def draflow_apply(settings: Settings) -> list[str]:
     args = [a for f in FILES for a in ("-f", str(EXAMPLES_DIR / f))]
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "apply", *args],
+        [sys.executable, "-m", "draflow.services.cli", "apply", *args],
         cwd=ROOT,
         env=service_env(settings),
         capture_output=True,

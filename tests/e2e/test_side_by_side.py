@@ -8,7 +8,7 @@ import json
 import urllib.request
 from pathlib import Path
 
-from infra.ports import Ports
+from draflow.infra.ports import Ports
 from tests.helpers import free_port_offset
 from tests.processes import HonchoSystem
 

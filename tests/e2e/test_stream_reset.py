@@ -13,9 +13,9 @@ import asyncio
 import json
 import re
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.service import EXIT_STREAM_RESET
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.service import EXIT_STREAM_RESET
 from tests.helpers import wait_for
 from tests.paths import ROOT
 from tests.processes import Proc, stop_cleanly
@@ -27,9 +27,9 @@ DOCS = ["deviceclass.yaml", "basic-resourceclaimtemplate--basic-resourceclaimtem
 NS = "basic-resourceclaimtemplate"
 
 CONTROL_PLANE: tuple[tuple[str, list[str], str | None], ...] = (
-    ("services.claim_controller", [], "claim-controller: following"),
-    ("services.scheduler", [], None),
-    ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
+    ("draflow.services.claim_controller", [], "claim-controller: following"),
+    ("draflow.services.scheduler", [], None),
+    ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
 )
 
 
@@ -47,7 +47,7 @@ def _checkpoint_entries(settings: Settings) -> int:
 
 
 async def _start_control_plane(settings: Settings) -> list[Proc]:
-    api = Proc(settings, "services.apiserver")
+    api = Proc(settings, "draflow.services.apiserver")
     await asyncio.to_thread(api.expect, "apiserver: serving", 60)
     procs = [api, *(Proc(settings, module, args) for module, args, _ in CONTROL_PLANE)]
     for proc, (_, _, ready) in zip(procs[1:], CONTROL_PLANE, strict=True):
@@ -81,7 +81,7 @@ async def test_a_recreated_stream_stops_the_control_plane_and_rebuilds_the_kubel
     settings: Settings,
 ) -> None:
     procs = await _start_control_plane(settings)
-    kubelet = Proc(settings, "services.kubelet", ["--node", NODE, "--gpus", "2"])
+    kubelet = Proc(settings, "draflow.services.kubelet", ["--node", NODE, "--gpus", "2"])
     try:
         await asyncio.to_thread(kubelet.expect, f"kubelet {NODE}: registered", 90)
         await _run_examples(settings)

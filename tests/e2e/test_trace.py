@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from infra.config import Settings
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
-from services.drivers.gpu_example.publisher import SlicePublisher
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
+from draflow.services.drivers.gpu_example.publisher import SlicePublisher
 from tests.infra.test_tracing import Collector
 from tests.processes import Proc
 from tests.services.test_shells import TEMPLATE_POD
@@ -42,8 +42,8 @@ async def test_kubelet_starts_the_pod_in_the_schedulers_trace(
     driver, _ = await run(settings, "driver", SlicePublisher)
     probe, events = await start_runtime(settings, "probe")
     procs = [
-        Proc(settings, "services.kubelet", ["--node", "node-1"], env),
-        Proc(settings, "services.scheduler", [], env),
+        Proc(settings, "draflow.services.kubelet", ["--node", "node-1"], env),
+        Proc(settings, "draflow.services.scheduler", [], env),
     ]
     try:
         await asyncio.to_thread(procs[0].expect, "kubelet node-1: registered")

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from infra.config import Settings
-from services.cli.trace import trace_ids_from_log
+from draflow.infra.config import Settings
+from draflow.services.cli.trace import trace_ids_from_log
 from tests.helpers import wait_until
 from tests.processes import ROOT, Proc, service_env
 from tests.services.otlp.test_trace import Receiver
@@ -33,7 +33,7 @@ NS = "basic-resourceclaimtemplate"
 
 def _cli(settings: Settings, *args: str) -> str:
     r = subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "draflow.services.cli", *args],
         cwd=ROOT,
         env=service_env(settings),
         capture_output=True,
@@ -54,13 +54,13 @@ def system(settings: Settings) -> Iterator[tuple[Settings, Receiver]]:
     }
     procs: list[Proc] = []
     try:
-        procs.append(Proc(settings, "services.apiserver", [], env))
+        procs.append(Proc(settings, "draflow.services.apiserver", [], env))
         procs[0].expect("apiserver: serving", 60)
         for module, args in (
-            ("services.claim_controller", []),
-            ("services.scheduler", []),
-            ("services.drivers.gpu_example", []),
-            ("services.kubelet", ["--node", "node-1", "--gpus", "2"]),
+            ("draflow.services.claim_controller", []),
+            ("draflow.services.scheduler", []),
+            ("draflow.services.drivers.gpu_example", []),
+            ("draflow.services.kubelet", ["--node", "node-1", "--gpus", "2"]),
         ):
             procs.append(Proc(settings, module, args, env))
         wait_until(lambda: "node-1" in _cli(settings, "get", "resourceslices"), timeout_s=60, interval_s=0.3)

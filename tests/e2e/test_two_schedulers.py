@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from events.dra import PodResourcesPrepared
-from events.saga import TERMINAL_SAGA_EVENTS
-from infra.config import Settings
-from infra.eventstore import EventStore
-from projections.objects import fold
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import PodResourcesPrepared
+from draflow.events.saga import TERMINAL_SAGA_EVENTS
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import fold
+from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
 from tests.processes import ROOT, Proc, stop_cleanly
 from tests.shells import manifests, start_runtime
@@ -44,7 +44,7 @@ ROUNDS = 3  # of twelve pods each: 36 GPUs at most
 
 @pytest.fixture
 async def race_cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, EventStore, list[Proc]]]:
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     schedulers: list[Proc] = []
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
@@ -53,17 +53,19 @@ async def race_cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, Event
             for result in await probe.api.apply(manifests(EXTENDED_CLASS.read_text())):
                 assert result.error is None, result.error
             services: list[tuple[Proc, str]] = [
-                (Proc(settings, "services.claim_controller"), "claim-controller: following"),
-                (Proc(settings, "services.drivers.gpu_example"), "gpu-example-driver: publishing"),
+                (Proc(settings, "draflow.services.claim_controller"), "claim-controller: following"),
+                (Proc(settings, "draflow.services.drivers.gpu_example"), "gpu-example-driver: publishing"),
             ]
             services += [
                 (
-                    Proc(settings, "services.kubelet", ["--node", n, "--gpus", "18"]),
+                    Proc(settings, "draflow.services.kubelet", ["--node", n, "--gpus", "18"]),
                     f"kubelet {n}: registered",
                 )
                 for n in NODES
             ]
-            schedulers += [Proc(settings, "services.scheduler", DRAFLOW_SCHEDULER_ID=i) for i in INSTANCES]
+            schedulers += [
+                Proc(settings, "draflow.services.scheduler", DRAFLOW_SCHEDULER_ID=i) for i in INSTANCES
+            ]
             services += [(p, f"{i}: scheduling") for p, i in zip(schedulers, INSTANCES, strict=True)]
             procs += [p for p, _ in services]
             for proc, ready in services:

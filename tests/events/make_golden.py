@@ -23,10 +23,10 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from events.codec import decode_raw
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
+from draflow.events.codec import decode_raw
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
 from tests.processes import ROOT, Proc, service_env
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
@@ -45,7 +45,7 @@ spec:
 
 def cli(settings: Settings, *args: str, stdin: str | None = None) -> str:
     r = subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "draflow.services.cli", *args],
         cwd=ROOT,
         env=service_env(settings),
         input=stdin,
@@ -92,13 +92,17 @@ def main(argv: list[str]) -> None:
         settings = Settings(nats_url=server.url, data_dir=Path(tmp) / "data")
         procs: list[Proc] = []
         try:
-            procs.append(Proc(settings, "services.apiserver"))
+            procs.append(Proc(settings, "draflow.services.apiserver"))
             procs[0].expect("apiserver: serving", 60)
             for module, args, ready in (
-                ("services.claim_controller", [], "claim-controller: following"),
-                ("services.scheduler", [], None),
-                ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-                ("services.kubelet", ["--node", "node-1", "--gpus", "2"], "kubelet node-1: registered"),
+                ("draflow.services.claim_controller", [], "claim-controller: following"),
+                ("draflow.services.scheduler", [], None),
+                ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
+                (
+                    "draflow.services.kubelet",
+                    ["--node", "node-1", "--gpus", "2"],
+                    "kubelet node-1: registered",
+                ),
             ):
                 procs.append(Proc(settings, module, args))
                 if ready:

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.codec import DecodeError, UnknownEventType, decode, decode_raw, encode, make_envelope
-from events.envelope import Event
-from events.subjects import aggregate_subject, decode_token, encode_token, parse_subject
-from events.union import EVENT_TYPES, event_class, event_types, register_events
-from events.upcasters import UpcastError, upcaster
-from infra.eventstore import EventStore
+from draflow.events.codec import DecodeError, UnknownEventType, decode, decode_raw, encode, make_envelope
+from draflow.events.envelope import Event
+from draflow.events.subjects import aggregate_subject, decode_token, encode_token, parse_subject
+from draflow.events.union import EVENT_TYPES, event_class, event_types, register_events
+from draflow.events.upcasters import UpcastError, upcaster
+from draflow.infra.eventstore import EventStore
 from tests import widgets as model
 from tests.widgets import WidgetCreated, WidgetResized
 
@@ -73,7 +73,7 @@ def test_event_types_must_be_unique() -> None:
 
 
 def test_every_event_type_is_in_the_union_and_nothing_registers_itself() -> None:
-    """``events.union`` is the one list: defining an Event subclass registers nothing."""
+    """``draflow.events.union`` is the one list: defining an Event subclass registers nothing."""
 
     class Unlisted(Event, frozen=True, kw_only=True):
         pass

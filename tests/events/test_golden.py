@@ -13,17 +13,17 @@ import io
 from pathlib import Path
 from typing import Any, ClassVar
 
-import events.dra
-from events.codec import decode, encode
-from events.envelope import Event
-from events.union import register_events
-from events.upcasters import upcaster
-from infra.config import Settings
-from infra.eventstore import EventStore
-from projections.objects import fold
-from sagas.state import SagaState, SagaStatus
-from sagas.state import apply as saga_apply
-from services.cli.export import import_log, read_export
+import draflow.events.dra
+from draflow.events.codec import decode, encode
+from draflow.events.envelope import Event
+from draflow.events.union import register_events
+from draflow.events.upcasters import upcaster
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import fold
+from draflow.sagas.state import SagaState, SagaStatus
+from draflow.sagas.state import apply as saga_apply
+from draflow.services.cli.export import import_log, read_export
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "data" / "golden"
@@ -121,7 +121,7 @@ def test_golden_run_replays_through_current_reducers() -> None:
             sagas[env.subject] = saga_apply(sagas.get(env.subject), env)
             continue
         objects[env.subject] = fold(objects.get(env.subject), env.type, env.data, env.seq)
-        if isinstance(env.data, events.dra.PodStarted):
+        if isinstance(env.data, draflow.events.dra.PodStarted):
             pod = objects[env.subject]
             running_at[pod.metadata.name] = f"{pod.status.phase} on {pod.spec.node_name}"
     assert running_at == {"pod0": "Running on node-1", "pod1": "Running on node-1"}

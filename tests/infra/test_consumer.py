@@ -10,14 +10,14 @@ from collections.abc import AsyncIterator, Awaitable
 
 import msgspec
 
-from events.envelope import Envelope, Event
-from infra.config import Settings
-from infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
-from infra.errors import PoisonEvent, TransientError
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
-from infra.projection_store import ProjectionStore, projection_consumer
-from projections.base import Projection
+from draflow.events.envelope import Envelope, Event
+from draflow.infra.config import Settings
+from draflow.infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
+from draflow.infra.errors import PoisonEvent, TransientError
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.infra.projection_store import ProjectionStore, projection_consumer
+from draflow.projections.base import Projection
 from tests.conftest import settings_for
 from tests.helpers import assert_eventually
 from tests.widgets import WidgetCreated, WidgetResized

@@ -9,18 +9,18 @@ import sys
 import textwrap
 from pathlib import Path
 
-from infra.natsd import free_port
+from draflow.infra.natsd import free_port
 from tests.paths import ROOT
 
-# What `python -m services.<name>` does (services/__init__.py), then a SIGTERM that arrives before
-# the event loop exists, then the ordinary service runner: it must stop at once with exit code 0.
+# What a service's __main__ does first, then a SIGTERM that arrives before the event loop exists,
+# then the ordinary service runner: it must stop at once with exit code 0.
 SCRIPT = textwrap.dedent(
     """
     import asyncio, os, signal, sys
-    from infra.signals import install_early
+    from draflow.infra.signals import install_early
     install_early()
     os.kill(os.getpid(), signal.SIGTERM)
-    from infra.service import run_service
+    from draflow.infra.service import run_service
 
     async def main(ctx):
         await asyncio.sleep(3600)
@@ -42,8 +42,49 @@ def test_sigterm_during_start_up_is_a_clean_stop(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_services_record_early_signals_only_when_run_as_a_service() -> None:
-    probe = "import signal, services; print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)"
+# Runs every service's __main__ as `python -m` does (run_name "__main__"), up to where it would
+# start serving (`--help` for those that parse arguments; run_service and asyncio.run return at
+# once), and reports whether SIGTERM is recorded by then.
+PROBE = textwrap.dedent(
+    """
+    import asyncio, contextlib, io, runpy, signal, sys
+    from draflow.infra import service, signals
+    service.run_service = lambda *args, **kwargs: 0
+    asyncio.run = lambda coro, **kwargs: coro.close() or 0
+    for module in sys.argv[1:]:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        sys.argv = [module, "--help"]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        print(module, signal.getsignal(signal.SIGTERM) is signals._record)
+    """
+)
+
+
+def _service_mains() -> list[str]:
+    services = ROOT / "services"
+    mains = [*services.glob("*/__main__.py"), *(services / "drivers").glob("*/__main__.py")]
+    return sorted(
+        "draflow." + ".".join(p.parent.relative_to(ROOT).parts) for p in mains if p.parent.name != "cli"
+    )
+
+
+def test_every_service_records_early_signals_when_it_runs() -> None:
+    """``python -m draflow.services.<name>`` records a SIGTERM from its first line on: each
+    service's ``__main__`` installs it before its own imports (nothing else does: importing the
+    packages, or a ``__main__`` as a library, leaves the default handler)."""
+    mains = _service_mains()
+    assert len(mains) >= 12 and "draflow.services.scheduler" in mains
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, *mains], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [f"{m} True" for m in mains], run.stdout + run.stderr
+    probe = (
+        "import signal, importlib\n"
+        + "".join(f"importlib.import_module('{m}.__main__')\n" for m in mains)
+        + "print(signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)"
+    )
     as_library = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True)
     assert as_library.stdout.strip() == "True", as_library.stderr
 
@@ -57,7 +98,7 @@ def test_apiserver_stops_on_sigterm_while_waiting_for_nats(tmp_path: Path) -> No
         "DRAFLOW_LOG_LEVEL": "INFO",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.apiserver"],
+        [sys.executable, "-m", "draflow.services.apiserver"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

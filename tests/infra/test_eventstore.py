@@ -8,11 +8,11 @@ import pytest
 from nats.js import api
 from nats.js.errors import APIError
 
-from events.codec import decode
-from infra.config import Settings
-from infra.errors import ConcurrencyError
-from infra.eventstore import ERR_WRONG_LAST_SEQUENCE, AppendRequest, EventStore
-from infra.reader import CHAIN_LIMIT
+from draflow.events.codec import decode
+from draflow.infra.config import Settings
+from draflow.infra.errors import ConcurrencyError
+from draflow.infra.eventstore import ERR_WRONG_LAST_SEQUENCE, AppendRequest, EventStore
+from draflow.infra.reader import CHAIN_LIMIT
 from tests.widgets import Widget, WidgetCreated, WidgetResized, apply_widget
 
 

@@ -6,9 +6,9 @@ import re
 import time
 import urllib.request
 
-from events.api.codec import encode_object
-from infra.config import Settings
-from services.runtime.client import ApiClient
+from draflow.events.api.codec import encode_object
+from draflow.infra.config import Settings
+from draflow.services.runtime.client import ApiClient
 from tests.builders import make_node, make_pod
 from tests.helpers import assert_eventually
 from tests.processes import Proc
@@ -44,7 +44,7 @@ async def test_scheduler_serves_saga_queue_allocation_and_consumer_metrics(
     pods = [make_pod(f"web-{i}", cpu="1") for i in range(3)]
     results = await api.apply([encode_object(o) for o in (*nodes, *pods)])
     assert not [r.error for r in results if r.error is not None]
-    proc = Proc(settings, "services.scheduler", ["--metrics-port", "0"])
+    proc = Proc(settings, "draflow.services.scheduler", ["--metrics-port", "0"])
     try:
         url = _metrics_url(proc)
 
@@ -66,7 +66,9 @@ async def test_scheduler_serves_saga_queue_allocation_and_consumer_metrics(
 
 def test_services_with_their_own_arguments_take_metrics_port_too(settings: Settings) -> None:
     """The kubelet parses its own arguments: ``--metrics-port`` is one of them."""
-    proc = Proc(settings, "services.kubelet", ["--node", "node-m", "--gpus", "0", "--metrics-port", "0"])
+    proc = Proc(
+        settings, "draflow.services.kubelet", ["--node", "node-m", "--gpus", "0", "--metrics-port", "0"]
+    )
     try:
         url = _metrics_url(proc)
         with urllib.request.urlopen(url, timeout=5) as resp:

@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from infra.config import Settings
-from infra.metrics import metrics_port_from_env
-from infra.ports import PortError, Ports
-from infra.tracing import ExportTarget, export_target
-from services.cli.main import build_parser
-from services.kubelet.__main__ import parse_args as kubelet_args
-from services.workloads.__main__ import parse_args as workloads_args
+from draflow.infra.config import Settings
+from draflow.infra.metrics import metrics_port_from_env
+from draflow.infra.ports import PortError, Ports
+from draflow.infra.tracing import ExportTarget, export_target
+from draflow.services.cli.main import build_parser
+from draflow.services.kubelet.__main__ import parse_args as kubelet_args
+from draflow.services.workloads.__main__ import parse_args as workloads_args
 from tests.paths import ROOT
 from tests.processes import Proc, draflow
 
@@ -122,7 +122,7 @@ def test_services_take_nats_url() -> None:
     assert workloads_args(["--nats-url", "nats://h:1"]).nats_url == "nats://h:1"
     # every service that parses its own arguments lets --nats-url through to run_service
     parsing = [
-        ".".join(m.relative_to(ROOT).parent.parts)
+        ".".join(["draflow", *m.relative_to(ROOT).parent.parts])
         for m in sorted((ROOT / "services").rglob("__main__.py"))
         if "ArgumentParser" in m.read_text() and "run_service" in m.read_text()
     ]
@@ -138,7 +138,7 @@ def test_a_service_connects_where_nats_url_says(settings: Settings) -> None:
     # the environment points nowhere; the flag wins, as it does for the CLI
     worker = Proc(
         settings,
-        "services.scheduler",
+        "draflow.services.scheduler",
         ["--nats-url", settings.nats_url],
         {"DRAFLOW_NATS_URL": "nats://127.0.0.1:1"},
         merge_stderr=True,

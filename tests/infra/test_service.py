@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from infra.config import Settings
-from infra.errors import ConcurrencyError
-from infra.eventstore import AppendRequest, EventStore
-from infra.natsd import LocalNatsServer, free_port
+from draflow.infra.config import Settings
+from draflow.infra.errors import ConcurrencyError
+from draflow.infra.eventstore import AppendRequest, EventStore
+from draflow.infra.natsd import LocalNatsServer, free_port
 from tests.conftest import settings_for
 from tests.helpers import wait_until
 from tests.paths import ROOT
@@ -57,7 +57,9 @@ def test_launcher_runs_nats_server_from_the_environment(tmp_path: Path) -> None:
     """What the Procfile's first line does: nats-server -js on the URL's port, store in the data dir."""
     port = free_port()
     env = {**os.environ, "DRAFLOW_NATS_URL": f"nats://127.0.0.1:{port}", "DRAFLOW_DATA_DIR": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "infra.natsd"], cwd=ROOT, env=env, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "draflow.infra.natsd"], cwd=ROOT, env=env, stderr=subprocess.PIPE
+    )
     try:
         wait_until(lambda: (tmp_path / "nats" / "jetstream").is_dir())
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")

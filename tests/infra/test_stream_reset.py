@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from events.subjects import aggregate_subject
-from infra.config import Settings
-from infra.consumer import ConsumerOptions
-from infra.errors import StreamReset
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
-from infra.projection_store import ProjectionStore, projection_consumer, rebuild
-from services.runtime.tail import Tail
+from draflow.events.subjects import aggregate_subject
+from draflow.infra.config import Settings
+from draflow.infra.consumer import ConsumerOptions
+from draflow.infra.errors import StreamReset
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
+from draflow.infra.projection_store import ProjectionStore, projection_consumer, rebuild
+from draflow.services.runtime.tail import Tail
 from tests.conftest import settings_for
 from tests.helpers import assert_eventually
 from tests.widgets import WidgetCreated, Widgets

@@ -13,9 +13,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from infra import tracing
-from infra.config import Settings
-from infra.eventstore import EventStore
+from draflow.infra import tracing
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
 from tests.helpers import wait_until
 from tests.processes import Proc
 from tests.widgets import WidgetCreated

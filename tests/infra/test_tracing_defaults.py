@@ -23,8 +23,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 
-from infra.config import Settings
-from infra.natsd import free_port
+from draflow.infra.config import Settings
+from draflow.infra.natsd import free_port
 from tests.helpers import free_port_offset, wait_until
 from tests.infra.test_tracing import Collector
 from tests.processes import Proc, draflow
@@ -135,7 +135,7 @@ def test_an_outage_is_reported_once_and_its_end_too(caplog: pytest.LogCaptureFix
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from infra.tracing import _EXPORTER_LOGGERS, ExportTarget, _ReportingExporter
+    from draflow.infra.tracing import _EXPORTER_LOGGERS, ExportTarget, _ReportingExporter
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1/traces"
@@ -279,7 +279,7 @@ def test_ctrl_c_with_exporters_still_connected_prints_no_traceback(settings: Set
     without the ``CancelledError`` traceback per connection Python 3.11's streams would log."""
     port, grpc_port = free_port(), free_port()
     env = {"DRAFLOW_OTLP_ADDR": f"127.0.0.1:{port}", "DRAFLOW_OTLP_GRPC_ADDR": f"127.0.0.1:{grpc_port}"}
-    otlp = Proc(settings, "services.otlp", [], env, merge_stderr=True)
+    otlp = Proc(settings, "draflow.services.otlp", [], env, merge_stderr=True)
     otlp.expect("LISTENING", anywhere=True, timeout_s=20)
     clients = []
     for _ in range(5):  # what five services' exporters look like between two batches

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sys
 
-from events.envelope import Envelope, Event
-from infra import tracing
-from infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
-from infra.service import ServiceContext, run_service
+from draflow.events.envelope import Envelope, Event
+from draflow.infra import tracing
+from draflow.infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
+from draflow.infra.service import ServiceContext, run_service
 from tests.widgets import WidgetCreated, WidgetResized
 
 

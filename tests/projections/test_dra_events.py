@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.core_v1 import Pod, PodResourceClaimStatus
-from events.api.resource_v1 import ResourceClaim
-from events.codec import decode, encode, make_envelope
-from events.dra import (
+from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.codec import decode, encode, make_envelope
+from draflow.events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimAllocated,
     ClaimDeallocated,
@@ -20,7 +20,7 @@ from events.dra import (
     PodSucceeded,
     PodUnschedulable,
 )
-from projections.objects import fold
+from draflow.projections.objects import fold
 from tests.builders import make_allocation, make_claim, make_pod, pod_ref
 
 pytestmark = pytest.mark.kep4381

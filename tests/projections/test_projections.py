@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from events.envelope import Event
-from infra.consumer import ConsumerOptions
-from infra.eventstore import EventStore
-from infra.projection_store import ProjectionStore, projection_consumer, rebuild
-from projections.base import MemoryView, fold, subject_matches
-from projections.heads import AggregateHead, Heads
+from draflow.events.envelope import Event
+from draflow.infra.consumer import ConsumerOptions
+from draflow.infra.eventstore import EventStore
+from draflow.infra.projection_store import ProjectionStore, projection_consumer, rebuild
+from draflow.projections.base import MemoryView, fold, subject_matches
+from draflow.projections.heads import AggregateHead, Heads
 from tests.helpers import assert_eventually
 from tests.infra.test_consumer import running, wait_pending_zero
 from tests.widgets import (

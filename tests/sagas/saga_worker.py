@@ -18,14 +18,14 @@ from typing import Any
 
 import msgspec
 
-from events.envelope import Event
-from events.saga import SagaStepCompensated, SagaStepCompleted
-from events.union import register_events
-from infra import tracing
-from infra.config import Settings
-from infra.errors import ConcurrencyError, PermanentError
-from infra.eventstore import EventStore
-from sagas.engine import SagaDefinition, SagaEngine, SagaState, Step, StepContext
+from draflow.events.envelope import Event
+from draflow.events.saga import SagaStepCompensated, SagaStepCompleted
+from draflow.events.union import register_events
+from draflow.infra import tracing
+from draflow.infra.config import Settings
+from draflow.infra.errors import ConcurrencyError, PermanentError
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaDefinition, SagaEngine, SagaState, Step, StepContext
 
 
 class EffectApplied(Event, frozen=True, kw_only=True):

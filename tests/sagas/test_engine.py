@@ -9,13 +9,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.envelope import Envelope, Event
-from events.saga import SagaStarted, SagaStepCompleted, SagaStepFailed, SagaStepStarted
-from infra.config import Settings
-from infra.errors import TransientError
-from infra.eventstore import EventStore
-from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
-from sagas.state import Action, SagaStatus, apply, decide
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import SagaStarted, SagaStepCompleted, SagaStepFailed, SagaStepStarted
+from draflow.infra.config import Settings
+from draflow.infra.errors import TransientError
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
+from draflow.sagas.state import Action, SagaStatus, apply, decide
 from tests.processes import Proc
 from tests.sagas.saga_worker import effect_subject
 

@@ -1,11 +1,11 @@
-"""``sagas.view``: per-step details folded from saga events, pure (no I/O)."""
+"""``draflow.sagas.view``: per-step details folded from saga events, pure (no I/O)."""
 
 from __future__ import annotations
 
 import datetime
 
-from events.envelope import Envelope, Event
-from events.saga import (
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import (
     SagaCompensated,
     SagaStarted,
     SagaStepCompensated,
@@ -13,7 +13,7 @@ from events.saga import (
     SagaStepFailed,
     SagaStepStarted,
 )
-from sagas.view import current_step, fold_view
+from draflow.sagas.view import current_step, fold_view
 
 T0 = datetime.datetime(2025, 1, 1, tzinfo=datetime.UTC)
 

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from events.dra import PodResourcesPrepared
-from infra.config import Settings
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.drivers.gpu_example import GpuExamplePlugin
-from services.drivers.gpu_example.plugin import FailureSwitches
-from services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
-from services.kubelet.service import KubeletService
+from draflow.events.dra import PodResourcesPrepared
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.drivers.gpu_example import GpuExamplePlugin
+from draflow.services.drivers.gpu_example.plugin import FailureSwitches
+from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
+from draflow.services.kubelet.service import KubeletService
 from tests.shells import Running, eventually, manifests, run, schedule, start_runtime
 
 pytestmark = pytest.mark.kep4381

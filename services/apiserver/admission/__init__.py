@@ -7,10 +7,14 @@ the single switch point between the lenient CEL syntax check and the project's C
 
 from __future__ import annotations
 
-from events.api.errors import FieldError
-from services.apiserver.admission.cel import check_cel
-from services.apiserver.admission.defaults import apply_defaults, prepare_for_create, prepare_for_update
-from services.apiserver.admission.validate import admit, check_admin_access, validate
+from draflow.events.api.errors import FieldError
+from draflow.services.apiserver.admission.cel import check_cel
+from draflow.services.apiserver.admission.defaults import (
+    apply_defaults,
+    prepare_for_create,
+    prepare_for_update,
+)
+from draflow.services.apiserver.admission.validate import admit, check_admin_access, validate
 
 __all__ = [
     "FieldError",

@@ -8,10 +8,10 @@ Upstream's rules and wording: a DNS-subdomain name, ``leaseDurationSeconds`` > 0
 
 from __future__ import annotations
 
-from events.api.coordination_v1 import Lease
-from services.dra.validation import names
-from services.dra.validation.errs import Errs
-from services.dra.validation.meta import validate_meta_update, validate_object_meta
+from draflow.events.api.coordination_v1 import Lease
+from draflow.services.dra.validation import names
+from draflow.services.dra.validation.errs import Errs
+from draflow.services.dra.validation.meta import validate_meta_update, validate_object_meta
 
 __all__ = ["LEASE_STRATEGIES", "validate_lease"]
 

@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.api import core_v1 as c1
-from events.api import workloads_v1 as w1
-from events.api.base import QuantityValue
-from events.api.meta import LabelSelector
-from events.quantity import Quantity
-from services.apiserver.admission.updates import (
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import workloads_v1 as w1
+from draflow.events.api.base import QuantityValue
+from draflow.events.api.meta import LabelSelector
+from draflow.events.quantity import Quantity
+from draflow.services.apiserver.admission.updates import (
     validate_deployment_update,
     validate_job_update,
     validate_node_update,
     validate_pod_update,
 )
-from services.dra.validation import names
-from services.dra.validation.errs import Errs
-from services.dra.validation.meta import validate_labels, validate_meta_update, validate_object_meta
+from draflow.services.dra.validation import names
+from draflow.services.dra.validation.errs import Errs
+from draflow.services.dra.validation.meta import validate_labels, validate_meta_update, validate_object_meta
 
 RESTART_POLICIES = ("Always", "Never", "OnFailure")
 TAINT_EFFECTS = ("NoExecute", "NoSchedule", "PreferNoSchedule")

@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from events.api import workloads_v1 as w1
-from events.api.base import ApiStruct
-from events.api.codec import object_meta
-from events.api.meta import ObjectMeta
-from events.api.registry import lookup_resource
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api import workloads_v1 as w1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.registry import lookup_resource
 
 __all__ = ["apply_defaults"]
 

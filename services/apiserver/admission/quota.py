@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from events.api.core_v1 import Pod, ResourceQuota
-from events.api.errors import FORBIDDEN, FieldError
-from events.api.resource_v1 import ResourceClaim
-from events.quantity import Quantity, QuantityError
-from services.dra.quota.scopes import covers
-from services.dra.quota.state import QuotaState
-from services.dra.quota.usage import Usage, subtract
+from draflow.events.api.core_v1 import Pod, ResourceQuota
+from draflow.events.api.errors import FORBIDDEN, FieldError
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.quantity import Quantity, QuantityError
+from draflow.services.dra.quota.scopes import covers
+from draflow.services.dra.quota.state import QuotaState
+from draflow.services.dra.quota.usage import Usage, subtract
 
 __all__ = ["check_quota", "exceeded_message", "request_of"]
 

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.api import resource_v1 as r1
-from events.quantity import Quantity
-from services.apiserver.admission.cel import CEL_MAX_LENGTH, cel_problem
-from services.dra.resourceclaim import RESERVED_FOR_MAX_SIZE
-from services.dra.validation import common as c
-from services.dra.validation import names
-from services.dra.validation.errs import Errs
-from services.dra.validation.meta import validate_meta_update, validate_object_meta, validate_template_meta
+from draflow.events.api import resource_v1 as r1
+from draflow.events.quantity import Quantity
+from draflow.services.apiserver.admission.cel import CEL_MAX_LENGTH, cel_problem
+from draflow.services.dra.resourceclaim import RESERVED_FOR_MAX_SIZE
+from draflow.services.dra.validation import common as c
+from draflow.services.dra.validation import names
+from draflow.services.dra.validation.errs import Errs
+from draflow.services.dra.validation.meta import (
+    validate_meta_update,
+    validate_object_meta,
+    validate_template_meta,
+)
 
 ALLOCATION_MODES = ("All", "ExactCount")
 CONFIG_SOURCES = ("FromClaim", "FromClass")

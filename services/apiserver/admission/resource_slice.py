@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from events.api import resource_v1 as r1
-from events.quantity import Quantity
-from services.dra.validation import common as c
-from services.dra.validation import names
-from services.dra.validation.errs import Errs
-from services.dra.validation.meta import validate_meta_update, validate_object_meta
+from draflow.events.api import resource_v1 as r1
+from draflow.events.quantity import Quantity
+from draflow.services.dra.validation import common as c
+from draflow.services.dra.validation import names
+from draflow.services.dra.validation.errs import Errs
+from draflow.services.dra.validation.meta import validate_meta_update, validate_object_meta
 
 MAX_DEVICES = 128
 MAX_DEVICES_ADVANCED = 64  # with taints, consumesCounters or list attributes

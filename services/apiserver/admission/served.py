@@ -13,16 +13,16 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from events.api import acme_gpu_v1alpha1 as acme
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api import workloads_v1 as w1
-from events.api.base import ApiStruct
-from events.api.classic_pod import POD_RESOURCES_ANNOTATION
-from events.api.errors import ApiError, FieldError
-from services.apiserver.admission.defaults import apply_defaults
-from services.apiserver.admission.validate import validate
-from services.dra.classic.validation import (
+from draflow.events.api import acme_gpu_v1alpha1 as acme
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import workloads_v1 as w1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.classic_pod import POD_RESOURCES_ANNOTATION
+from draflow.events.api.errors import ApiError, FieldError
+from draflow.services.apiserver.admission.defaults import apply_defaults
+from draflow.services.apiserver.admission.validate import validate
+from draflow.services.dra.classic.validation import (
     admit_classic,
     apply_classic_defaults,
     validate_classic,

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
 
 __all__ = ["DEFAULT_TOLERATION_SECONDS", "NOT_READY", "UNREACHABLE", "DefaultTolerationSeconds"]
 

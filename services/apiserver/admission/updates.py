@@ -18,9 +18,9 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api import workloads_v1 as w1
-from services.dra.validation.errs import Errs
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import workloads_v1 as w1
+from draflow.services.dra.validation.errs import Errs
 
 __all__ = [
     "POD_UPDATABLE_FIELDS",

@@ -5,16 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from events.api import coordination_v1 as co1
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from events.api import workloads_v1 as w1
-from events.api.base import ApiStruct
-from events.api.codec import object_meta
-from events.api.errors import INVALID, ApiError, FieldError
-from services.apiserver.admission import coordination, core, resource, resource_slice
-from services.apiserver.admission.defaults import apply_defaults, prepare_for_create, prepare_for_update
-from services.dra.validation.errs import Errs
+from draflow.events.api import coordination_v1 as co1
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api import workloads_v1 as w1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
+from draflow.events.api.errors import INVALID, ApiError, FieldError
+from draflow.services.apiserver.admission import coordination, core, resource, resource_slice
+from draflow.services.apiserver.admission.defaults import (
+    apply_defaults,
+    prepare_for_create,
+    prepare_for_update,
+)
+from draflow.services.dra.validation.errs import Errs
 
 __all__ = ["admit", "check_admin_access", "validate"]
 

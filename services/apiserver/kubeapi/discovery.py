@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.apiserver.kubeapi.resources import Resource, groups, resources, verbs
+from draflow.services.apiserver.kubeapi.resources import Resource, groups, resources, verbs
 
 __all__ = ["api_group_list", "api_resource_list", "api_versions", "version_info"]
 

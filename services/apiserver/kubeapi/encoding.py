@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from events.api.base import ApiStruct
-from services.apiserver.kubeapi.resources import Resource
-from services.apiserver.kubeapi.versions import down_convert, needs_conversion
+from draflow.events.api.base import ApiStruct
+from draflow.services.apiserver.kubeapi.resources import Resource
+from draflow.services.apiserver.kubeapi.versions import down_convert, needs_conversion
 
 __all__ = ["EncodingCache", "list_json", "object_json", "status_json"]
 

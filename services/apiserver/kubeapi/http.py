@@ -10,13 +10,13 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from events.api.base import ApiStruct
-from services.apiserver.kubeapi.encoding import EncodingCache, status_json
-from services.apiserver.kubeapi.resources import Resource
-from services.apiserver.kubeapi.watch import WatchCache
-from services.apiserver.server import ApiServer
-from services.runtime.protocol import ReplyIn, Status
-from services.runtime.store import ApiStore
+from draflow.events.api.base import ApiStruct
+from draflow.services.apiserver.kubeapi.encoding import EncodingCache, status_json
+from draflow.services.apiserver.kubeapi.resources import Resource
+from draflow.services.apiserver.kubeapi.watch import WatchCache
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.protocol import ReplyIn, Status
+from draflow.services.runtime.store import ApiStore
 
 __all__ = [
     "JSON",

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 from multidict import MultiMapping
 
-from services.apiserver.kubeapi.resources import Resource, group_versions, resources
+from draflow.services.apiserver.kubeapi.resources import Resource, group_versions, resources
 
 __all__ = ["document"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from services.apiserver.managed_fields import MERGE_KEYS, field_types, merge_key_of
+from draflow.services.apiserver.managed_fields import MERGE_KEYS, field_types, merge_key_of
 
 __all__ = ["MERGE_KEYS", "PatchError", "apply_patch", "json_patch", "merge_patch", "strategic_merge"]
 

@@ -1,8 +1,8 @@
 """The REST mapping: which group/version/resource serves which kind, as discovery advertises it.
 
-Built from ``events.api.registry`` (every served kind and wire version) plus core/v1 Events. A
+Built from ``draflow.events.api.registry`` (every served kind and wire version) plus core/v1 Events. A
 resource is served in its storage version (preferred) and in every older wire version the registry
-decodes (resource.k8s.io v1beta2, v1beta1, v1alpha3); ``services.apiserver.kubeapi.versions`` converts
+decodes (resource.k8s.io v1beta2, v1beta1, v1alpha3); ``draflow.services.apiserver.kubeapi.versions`` converts
 stored objects back to the older shapes.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from events.api.base import ApiStruct
-from events.api.registry import lookup_wire, resource_types, wire_types
-from events.objects import EVENT_KIND, KubeEvent, status_type
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.registry import lookup_wire, resource_types, wire_types
+from draflow.events.objects import EVENT_KIND, KubeEvent, status_type
 
 __all__ = ["Resource", "by_kind", "by_path", "group_versions", "groups", "resources"]
 

@@ -1,7 +1,7 @@
 """Where the Kubernetes API listens and how the apiserver process starts it.
 
 The address: ``--kube-api ADDR`` on the apiserver, else ``DRAFLOW_KUBE_API``, else
-``127.0.0.1:8443`` plus ``DRAFLOW_PORT_OFFSET`` (``infra.ports``). ``off`` turns it off. It is
+``127.0.0.1:8443`` plus ``DRAFLOW_PORT_OFFSET`` (``draflow.infra.ports``). ``off`` turns it off. It is
 served when the apiserver is started with ``--kube-api`` (the Procfile does) or when
 ``DRAFLOW_KUBE_API`` names an address.
 """
@@ -12,11 +12,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from infra.config import Settings
-from infra.ports import Ports
-from services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
-from services.apiserver.kubeapi.server import KubeApi
-from services.apiserver.server import ApiServer
+from draflow.infra.config import Settings
+from draflow.infra.ports import Ports
+from draflow.services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
+from draflow.services.apiserver.kubeapi.server import KubeApi
+from draflow.services.apiserver.server import ApiServer
 
 __all__ = ["KUBE_API_VAR", "kube_api_address", "start_kube_api"]
 

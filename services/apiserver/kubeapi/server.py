@@ -25,19 +25,19 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from events.api.base import ApiStruct
-from events.api.codec import object_meta
-from services.apiserver.kubeapi import discovery, openapi
-from services.apiserver.kubeapi.auth import Credentials
-from services.apiserver.kubeapi.encoding import EncodingCache, list_json
-from services.apiserver.kubeapi.http import JSON, ApiError, Target, dump, json_response
-from services.apiserver.kubeapi.resources import by_path
-from services.apiserver.kubeapi.scale import SCALABLE
-from services.apiserver.kubeapi.tables import table_json
-from services.apiserver.kubeapi.watch import WatchCache, serve_watch
-from services.apiserver.kubeapi.writes import Writes
-from services.apiserver.server import ApiServer
-from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
+from draflow.services.apiserver.kubeapi import discovery, openapi
+from draflow.services.apiserver.kubeapi.auth import Credentials
+from draflow.services.apiserver.kubeapi.encoding import EncodingCache, list_json
+from draflow.services.apiserver.kubeapi.http import JSON, ApiError, Target, dump, json_response
+from draflow.services.apiserver.kubeapi.resources import by_path
+from draflow.services.apiserver.kubeapi.scale import SCALABLE
+from draflow.services.apiserver.kubeapi.tables import table_json
+from draflow.services.apiserver.kubeapi.watch import WatchCache, serve_watch
+from draflow.services.apiserver.kubeapi.writes import Writes
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["KubeApi"]
 

@@ -1,7 +1,7 @@
 """Server-side apply: ``PATCH`` with ``application/apply-patch+yaml`` and a ``fieldManager``.
 
 The manager comes to own exactly the fields of its configuration (operation ``Apply``, in
-``metadata.managedFields``, see ``services.apiserver.managed_fields``):
+``metadata.managedFields``, see ``draflow.services.apiserver.managed_fields``):
 
 * a field another manager owns whose value the configuration changes is a conflict: 409 with
   upstream's message (``Apply failed with 1 conflict: conflict with "kubectl-client-side-apply"
@@ -22,8 +22,8 @@ import copy
 import json
 from typing import Any
 
-from services.apiserver.kubeapi.patch import PatchError
-from services.apiserver.managed_fields import (
+from draflow.services.apiserver.kubeapi.patch import PatchError
+from draflow.services.apiserver.managed_fields import (
     Path,
     differs,
     field_types,

@@ -1,8 +1,8 @@
 """Server-side printing: ``Accept: application/json;as=Table;g=meta.k8s.io;v=v1``.
 
 kubectl asks for a Table and prints its cells; the columns are ``draflow get``'s own
-(``services.runtime.printers``), so ``kubectl get`` and ``draflow get`` print the same thing. Wide-only
-columns have priority 1 (``-o wide``). Each row carries the object as requested by
+(``draflow.services.runtime.printers``), so ``kubectl get`` and ``draflow get`` print the same thing.
+Wide-only columns have priority 1 (``-o wide``). Each row carries the object as requested by
 ``includeObject``: ``Metadata`` (default, a PartialObjectMetadata: kubectl reads the namespace and
 labels from it), ``Object`` or ``None``.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import msgspec
 
-from events.api.base import ApiStruct
-from services.apiserver.kubeapi.resources import Resource
-from services.runtime import printers
+from draflow.events.api.base import ApiStruct
+from draflow.services.apiserver.kubeapi.resources import Resource
+from draflow.services.runtime import printers
 
 __all__ = ["table_json"]
 

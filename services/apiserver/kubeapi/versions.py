@@ -1,6 +1,6 @@
 """Stored (v1) objects in the older resource.k8s.io shapes, for clients that ask in that version.
 
-The inverse of ``events.api.conversion_resource`` for what differs: a ResourceSlice device's fields
+The inverse of ``draflow.events.api.conversion_resource`` for what differs: a ResourceSlice device's fields
 go back under ``basic`` (v1beta1, v1alpha3); a claim's (or template's) ``exactly`` request becomes
 the flat v1beta1 request. Every other kind and version shares the storage shape: only
 ``apiVersion`` changes. The result is checked against the version's Struct (what that version

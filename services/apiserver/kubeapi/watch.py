@@ -25,13 +25,13 @@ import msgspec
 from aiohttp import web
 from msgspec.structs import replace
 
-from events.api.base import ApiStruct
-from events.api.codec import object_meta
-from projections.objects import Change
-from services.apiserver.kubeapi.encoding import EncodingCache, status_json
-from services.apiserver.kubeapi.resources import Resource, by_kind
-from services.apiserver.kubeapi.tables import table_json
-from services.runtime.store import ApiStore
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
+from draflow.projections.objects import Change
+from draflow.services.apiserver.kubeapi.encoding import EncodingCache, status_json
+from draflow.services.apiserver.kubeapi.resources import Resource, by_kind
+from draflow.services.apiserver.kubeapi.tables import table_json
+from draflow.services.runtime.store import ApiStore
 
 __all__ = ["WatchCache", "serve_watch"]
 
@@ -235,7 +235,7 @@ async def serve_watch(
     except ValueError:
         timeout = 1800.0
     if rv and not rv.isdigit():
-        from services.apiserver.kubeapi.http import ApiError
+        from draflow.services.apiserver.kubeapi.http import ApiError
 
         raise ApiError(400, "BadRequest", f'invalid resource version "{rv}"')
     since = int(rv) if rv and rv != "0" else cache.position

@@ -17,11 +17,11 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from events.api.codec import decode_object, object_meta
-from services.apiserver.admission.cel import cel_expressions, precheck
-from services.apiserver.admission.served import default_object
-from services.apiserver.kubeapi.encoding import list_json, object_json, status_json
-from services.apiserver.kubeapi.http import (
+from draflow.events.api.codec import decode_object, object_meta
+from draflow.services.apiserver.admission.cel import cel_expressions, precheck
+from draflow.services.apiserver.admission.served import default_object
+from draflow.services.apiserver.kubeapi.encoding import list_json, object_json, status_json
+from draflow.services.apiserver.kubeapi.http import (
     ApiError,
     Handlers,
     Target,
@@ -30,11 +30,11 @@ from services.apiserver.kubeapi.http import (
     json_response,
     user_agent_manager,
 )
-from services.apiserver.kubeapi.patch import PatchError, apply_patch
-from services.apiserver.kubeapi.protobuf import ProtobufError, decode_body
-from services.apiserver.kubeapi.scale import scale_of
-from services.apiserver.kubeapi.ssa import ApplyConflict, check_config, server_side_apply
-from services.runtime.protocol import (
+from draflow.services.apiserver.kubeapi.patch import PatchError, apply_patch
+from draflow.services.apiserver.kubeapi.protobuf import ProtobufError, decode_body
+from draflow.services.apiserver.kubeapi.scale import scale_of
+from draflow.services.apiserver.kubeapi.ssa import ApplyConflict, check_config, server_side_apply
+from draflow.services.runtime.protocol import (
     ApplyItem,
     ApplyRequest,
     DeleteItem,
@@ -42,7 +42,7 @@ from services.runtime.protocol import (
     StatusError,
     StatusRequest,
 )
-from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["BODY_TYPES", "Writes"]
 
@@ -273,7 +273,7 @@ class Writes(Handlers):
         raise last
 
     async def _scale(self, request: web.Request, target: Target) -> web.Response:
-        """``…/deployments/<name>/scale``: GET, PUT, PATCH (services.apiserver.kubeapi.scale)."""
+        """``…/deployments/<name>/scale``: GET, PUT, PATCH (draflow.services.apiserver.kubeapi.scale)."""
         if request.method == "GET":
             return dump(scale_of(self._as_dict(target, self._stored(target))))
         if request.method not in ("PUT", "PATCH"):

@@ -2,7 +2,7 @@
 
 Public API (pure, no I/O, not thread-safe)::
 
-    from services.dra.cel import (
+    from draflow.services.dra.cel import (
         compile_expression, prepare_device, Version, CelCompileError, CelRuntimeError,
     )
 
@@ -16,7 +16,7 @@ Public API (pure, no I/O, not thread-safe)::
         driver="gpu.example.com",
         attributes={"model": "a100", "resource.kubernetes.io/pcieRoot": "pci0",
                     "driverVersion": Version("1.2.3"), "cores": 8, "links": ["a", "b"]},
-        capacity={"memory": Quantity.parse("80Gi")},       # events.quantity.Quantity
+        capacity={"memory": Quantity.parse("80Gi")},       # draflow.events.quantity.Quantity
         allow_multiple_allocations=None,                   # bool | None (None = false)
     )
     #   -> DeviceInput; build it once per device and reuse it for every claim and selector.

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from events.quantity import Quantity
+from draflow.events.quantity import Quantity
 
 from .device import DefaultingMap, DeviceInput
 from .errors import EvalError

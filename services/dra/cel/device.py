@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from events.quantity import Quantity
+from draflow.events.quantity import Quantity
 
 from .library.semver import SemverError, parse_semver
 

@@ -2,7 +2,7 @@
 
 CEL values are plain Python objects for speed: ``int`` (CEL int), :class:`Uint` (CEL uint),
 ``float``, ``bool``, ``str``, ``bytes``, ``None`` (null), ``list``, ``dict``, plus
-:class:`~events.quantity.Quantity`, :class:`Semver`, :class:`Optional` and :class:`CelType`.
+:class:`~draflow.events.quantity.Quantity`, :class:`Semver`, :class:`Optional` and :class:`CelType`.
 Because ``True == 1`` in Python but not in CEL, equality and map keys go through the helpers here.
 """
 
@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from events.quantity import Quantity
+from draflow.events.quantity import Quantity
 
 from .errors import EvalError
 

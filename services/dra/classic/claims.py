@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from events.api import classic_v1alpha1 as cv
-from events.api.meta import OwnerReference
-from services.dra.classic.plugin import AllocationResult
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.meta import OwnerReference
+from draflow.services.dra.classic.plugin import AllocationResult
 
 __all__ = [
     "allocated",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from draflow.events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = ["node_names_selector", "selector_matches"]
 

@@ -30,10 +30,10 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
-from events.api.meta import NodeSelector
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.meta import NodeSelector
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -1,6 +1,6 @@
 """Which classic claims a Pod uses, and the claims its inline templates stand for.
 
-A KEP-shaped Pod (see :mod:`events.api.classic_pod`) names each claim either directly
+A KEP-shaped Pod (see :mod:`draflow.events.api.classic_pod`) names each claim either directly
 (``resourceClaimName``) or through an inline template, whose claim is ``<pod>-<entry>`` and must
 be controlled by the Pod (``metav1.IsControlledBy``, as upstream's ``IsForPod``): a same-named
 claim that the Pod does not control is never used (KEP), the Pod waits until it is removed.
@@ -15,12 +15,12 @@ from typing import TypeAlias
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.classic_pod import pod_claims
-from events.api.meta import ObjectMeta
-from services.dra.claimactions import CreateClaim, DeleteClaim
-from services.dra.resourceclaim import is_controlled_by, pod_owner_reference
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.classic_pod import pod_claims
+from draflow.events.api.meta import ObjectMeta
+from draflow.services.dra.claimactions import CreateClaim, DeleteClaim
+from draflow.services.dra.resourceclaim import is_controlled_by, pod_owner_reference
 
 __all__ = [
     "Blocked",

@@ -19,18 +19,22 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from events.api import acme_gpu_v1alpha1 as acme
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
-from events.api.classic_pod import pod_claims
-from events.api.codec import object_meta
-from events.api.errors import ApiError, FieldError
-from events.quantity import Quantity
-from services.dra.classic.podclaims import generated_claim_name
-from services.dra.validation import common, names
-from services.dra.validation.errs import Errs
-from services.dra.validation.meta import validate_meta_update, validate_object_meta, validate_template_meta
+from draflow.events.api import acme_gpu_v1alpha1 as acme
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.classic_pod import pod_claims
+from draflow.events.api.codec import object_meta
+from draflow.events.api.errors import ApiError, FieldError
+from draflow.events.quantity import Quantity
+from draflow.services.dra.classic.podclaims import generated_claim_name
+from draflow.services.dra.validation import common, names
+from draflow.services.dra.validation.errs import Errs
+from draflow.services.dra.validation.meta import (
+    validate_meta_update,
+    validate_object_meta,
+    validate_template_meta,
+)
 
 __all__ = [
     "MAX_NODES",

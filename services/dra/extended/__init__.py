@@ -2,7 +2,7 @@
 
 Public API::
 
-    from services.dra.extended import ExtendedResourceIndex, decide_node, ...
+    from draflow.services.dra.extended import ExtendedResourceIndex, decide_node, ...
 
     index = ExtendedResourceIndex()           # long-lived; fed DeviceClass events
     index.apply(device_class); index.delete(name)
@@ -15,14 +15,14 @@ Public API::
     d = decide_node(pod, claim, node.status.allocatable, index)
     # d.status: "skip" | "dra" (allocate d.claim with the user's claims) |
     #           "unschedulable" (d.reason) | "error" (d.reason; over the 32-device limit)
-    # PreBind / Unreserve / PostFilter: see services.scheduler.sagas.extended_steps
+    # PreBind / Unreserve / PostFilter: see draflow.services.scheduler.sagas.extended_steps
     created = persisted_claim(d.claim, taken_names)     # deterministic generated name
     pod = pod_with_claim_status(pod, created.metadata.name, d.mappings)
 
 See docs/extended-resources.md.
 """
 
-from services.dra.extended.claim import (
+from draflow.services.dra.extended.claim import (
     CLAIM_LIMIT,
     MSG_CANNOT_FIT,
     MSG_STALE_CLAIM,
@@ -38,9 +38,9 @@ from services.dra.extended.claim import (
     node_resources,
     wants_dra,
 )
-from services.dra.extended.demand import container_requests, pod_requests
-from services.dra.extended.mapping import ExtendedResourceIndex
-from services.dra.extended.names import (
+from draflow.services.dra.extended.demand import container_requests, pod_requests
+from draflow.services.dra.extended.mapping import ExtendedResourceIndex
+from draflow.services.dra.extended.names import (
     DEVICE_CLASS_PREFIX,
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     IN_MEMORY_CLAIM_NAME,

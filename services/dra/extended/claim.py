@@ -19,14 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
-from events.api.core_v1 import (
+from draflow.events.api.core_v1 import (
     ContainerExtendedResourceRequest,
     Node,
     Pod,
     PodExtendedResourceClaimStatus,
 )
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import (
     DeviceClaim,
     DeviceRequest,
     ExactDeviceRequest,
@@ -34,9 +34,15 @@ from events.api.resource_v1 import (
     ResourceClaimSpec,
     ResourceClaimStatus,
 )
-from services.dra.extended.demand import all_containers, container_requests, is_sidecar, pod_requests, whole
-from services.dra.extended.mapping import ExtendedResourceIndex
-from services.dra.extended.names import (
+from draflow.services.dra.extended.demand import (
+    all_containers,
+    container_requests,
+    is_sidecar,
+    pod_requests,
+    whole,
+)
+from draflow.services.dra.extended.mapping import ExtendedResourceIndex
+from draflow.services.dra.extended.names import (
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     IN_MEMORY_CLAIM_NAME,
     is_dra_extended_resource_name,

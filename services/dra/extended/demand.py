@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from events.api.core_v1 import Container, Pod
-from events.quantity import Quantity, QuantityError
-from services.dra.extended.names import is_dra_extended_resource_name
+from draflow.events.api.core_v1 import Container, Pod
+from draflow.events.quantity import Quantity, QuantityError
+from draflow.services.dra.extended.names import is_dra_extended_resource_name
 
 __all__ = ["all_containers", "container_requests", "is_sidecar", "pod_requests", "whole"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from events.api.resource_v1 import DeviceClass
-from services.dra.extended.names import implicit_name
+from draflow.events.api.resource_v1 import DeviceClass
+from draflow.services.dra.extended.names import implicit_name
 
 __all__ = ["ExtendedResourceIndex", "creation_key", "parse_timestamp"]
 

@@ -3,14 +3,14 @@
 Kept in one small module because the scheduler, the kubelet, quota admission and the quota
 reconciler must agree on every spelling (upstream spreads them over ``core/v1`` and
 ``resource/v1`` constants and ``pkg/scheduler/util``). ``is_extended_resource_name`` and the
-``requests.`` prefix are the resource-name validation's (``services.dra.validation.names``).
+``requests.`` prefix are the resource-name validation's (``draflow.services.dra.validation.names``).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from services.dra.validation.names import REQUESTS_PREFIX, is_extended_resource_name
+from draflow.services.dra.validation.names import REQUESTS_PREFIX, is_extended_resource_name
 
 __all__ = [
     "CLAIM_COUNT_KEY",

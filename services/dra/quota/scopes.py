@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.api.core_v1 import Pod, ResourceQuota, ScopedResourceSelectorRequirement
+from draflow.events.api.core_v1 import Pod, ResourceQuota, ScopedResourceSelectorRequirement
 
 __all__ = ["covers", "selectors"]
 

@@ -6,19 +6,19 @@ usage is a function of the current objects only (never a counter bumped by event
 object and summed per namespace; an event refreshes exactly the usages it can change (the object,
 the special claims of a pod, every object when a DeviceClass changes). So dropping the state and
 replaying the log gives identical ``used`` values, and a restart loses nothing.
-``status_of`` derives a quota's status from that state (``services.quota_reconciler.reconcile``
+``status_of`` derives a quota's status from that state (``draflow.services.quota_reconciler.reconcile``
 writes the ones that changed).
 """
 
 from __future__ import annotations
 
-from events.api.core_v1 import Pod, ResourceQuota, ResourceQuotaStatus
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from events.quantity import Quantity
-from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.extended.mapping import ExtendedResourceIndex
-from services.dra.quota.scopes import covers, selectors
-from services.dra.quota.usage import Usage, add, claim_usage, is_tracked, pod_usage, verified_owner
+from draflow.events.api.core_v1 import Pod, ResourceQuota, ResourceQuotaStatus
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.events.quantity import Quantity
+from draflow.services.dra.extended.claim import is_extended_resource_claim
+from draflow.services.dra.extended.mapping import ExtendedResourceIndex
+from draflow.services.dra.quota.scopes import covers, selectors
+from draflow.services.dra.quota.usage import Usage, add, claim_usage, is_tracked, pod_usage, verified_owner
 
 __all__ = ["QuotaState", "status_of"]
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.extended.demand import pod_requests
-from services.dra.extended.mapping import ExtendedResourceIndex, parse_timestamp
-from services.dra.extended.names import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.extended.claim import is_extended_resource_claim
+from draflow.services.dra.extended.demand import pod_requests
+from draflow.services.dra.extended.mapping import ExtendedResourceIndex, parse_timestamp
+from draflow.services.dra.extended.names import (
     CLAIM_COUNT_KEY,
     DEVICE_CLASS_PREFIX,
     DEVICES_SUFFIX,
@@ -41,7 +41,7 @@ from services.dra.extended.names import (
     is_dra_extended_resource_name,
     requests_key,
 )
-from services.dra.resourceclaim import is_pod_terminal
+from draflow.services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "ALL_MODE_DEVICES",

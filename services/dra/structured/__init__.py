@@ -2,7 +2,7 @@
 
 Public API (what the scheduler uses)::
 
-    from services.dra.structured import Allocator, AllocatedState, SliceCache
+    from draflow.services.dra.structured import Allocator, AllocatedState, SliceCache
 
     cache = SliceCache()                              # long-lived; prepares each slice object once
     snapshot = cache.snapshot(slices)                 # slices with DeviceTaintRules applied
@@ -16,8 +16,8 @@ None (does not fit this node). Errors: ``NodeAllocationError`` (node-scoped: inv
 All are ``AllocationError``. See docs/allocator.md for semantics and deviations from upstream.
 """
 
-from services.dra.structured.allocator import Allocator
-from services.dra.structured.model import (
+from draflow.services.dra.structured.allocator import Allocator
+from draflow.services.dra.structured.model import (
     RESULTS_MAX_SIZE,
     AllocatedState,
     AllocationError,
@@ -28,9 +28,9 @@ from services.dra.structured.model import (
     NodeAllocationError,
     SharedDeviceID,
 )
-from services.dra.structured.results import ShareIDFactory, seeded_share_ids
-from services.dra.structured.sliceindex import SliceCache, SliceSnapshot
-from services.dra.structured.taintrules import apply_taint_rules
+from draflow.services.dra.structured.results import ShareIDFactory, seeded_share_ids
+from draflow.services.dra.structured.sliceindex import SliceCache, SliceSnapshot
+from draflow.services.dra.structured.taintrules import apply_taint_rules
 
 __all__ = [
     "RESULTS_MAX_SIZE",

@@ -16,24 +16,24 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from events.api.resource_v1 import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
-from services.dra import cel
-from services.dra.structured.capacity import CapacityLedger
-from services.dra.structured.counters import CounterLedger
-from services.dra.structured.model import (
+from draflow.events.api.resource_v1 import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
+from draflow.services.dra import cel
+from draflow.services.dra.structured.capacity import CapacityLedger
+from draflow.services.dra.structured.counters import CounterLedger
+from draflow.services.dra.structured.model import (
     AllocatedState,
     Features,
     InvalidInputError,
     NodeAllocationError,
     NodeLike,
 )
-from services.dra.structured.pools import NodePools, Pool
-from services.dra.structured.prepared import PreparedDevice
-from services.dra.structured.requests import RequestData, validate_claims
-from services.dra.structured.results import ShareIDFactory, build_results, seeded_share_ids
-from services.dra.structured.search import Search
-from services.dra.structured.selection import IF_CAPACITY_FITS, usability
-from services.dra.structured.sliceindex import SliceCache, SliceSnapshot
+from draflow.services.dra.structured.pools import NodePools, Pool
+from draflow.services.dra.structured.prepared import PreparedDevice
+from draflow.services.dra.structured.requests import RequestData, validate_claims
+from draflow.services.dra.structured.results import ShareIDFactory, build_results, seeded_share_ids
+from draflow.services.dra.structured.search import Search
+from draflow.services.dra.structured.selection import IF_CAPACITY_FITS, usability
+from draflow.services.dra.structured.sliceindex import SliceCache, SliceSnapshot
 
 __all__ = ["Allocator"]
 

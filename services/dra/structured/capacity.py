@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from events.quantity import BINARY_SI, Quantity
-from services.dra.structured.model import AllocatedState
-from services.dra.structured.prepared import CapacitySpec, PreparedDevice
+from draflow.events.quantity import BINARY_SI, Quantity
+from draflow.services.dra.structured.model import AllocatedState
+from draflow.services.dra.structured.prepared import CapacitySpec, PreparedDevice
 
 __all__ = ["CapacityLedger", "consumed_amount", "violates_policy"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.dra.structured.prepared import AttrValue, PreparedDevice
+from draflow.services.dra.structured.prepared import AttrValue, PreparedDevice
 
 __all__ = ["Constraint", "DistinctAttribute", "MatchAttribute"]
 

@@ -10,9 +10,9 @@ Deviation: upstream does not give a device's consumption back when the device is
 
 from __future__ import annotations
 
-from services.dra.structured.model import AllocatedState
-from services.dra.structured.pools import Pool
-from services.dra.structured.prepared import PreparedDevice
+from draflow.services.dra.structured.model import AllocatedState
+from draflow.services.dra.structured.pools import Pool
+from draflow.services.dra.structured.prepared import PreparedDevice
 
 __all__ = ["CounterLedger"]
 

@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from events.api.resource_v1 import AllocationResult, ResourceClaim
-from events.quantity import Quantity
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim
+from draflow.events.quantity import Quantity
 
 __all__ = [
     "RESULTS_MAX_SIZE",

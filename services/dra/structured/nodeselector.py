@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-from events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from draflow.events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = ["CompiledNodeSelector", "NodeSelectorParseError", "merge_result_selector", "node_name_selector"]
 

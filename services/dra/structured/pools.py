@@ -12,9 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from services.dra.structured.model import Features, InvalidInputError
-from services.dra.structured.nodeselector import NodeSelectorParseError
-from services.dra.structured.prepared import SCOPE_NONE, SCOPE_PER_DEVICE, PreparedDevice, PreparedSlice
+from draflow.services.dra.structured.model import Features, InvalidInputError
+from draflow.services.dra.structured.nodeselector import NodeSelectorParseError
+from draflow.services.dra.structured.prepared import (
+    SCOPE_NONE,
+    SCOPE_PER_DEVICE,
+    PreparedDevice,
+    PreparedSlice,
+)
 
 __all__ = ["NodePools", "Pool", "gather_pools"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from events.api.resource_v1 import Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourceSlice
-from events.quantity import Quantity
-from services.dra.structured.model import DeviceID
-from services.dra.structured.nodeselector import CompiledNodeSelector
+from draflow.events.api.resource_v1 import Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourceSlice
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured.model import DeviceID
+from draflow.services.dra.structured.nodeselector import CompiledNodeSelector
 
 __all__ = ["AttrValue", "CapacitySpec", "PreparedDevice", "PreparedSlice", "attr_value"]
 

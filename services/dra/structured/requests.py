@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from events.api.resource_v1 import (
+from draflow.events.api.resource_v1 import (
     DeviceClass,
     DeviceSubRequest,
     DeviceToleration,
     ExactDeviceRequest,
     ResourceClaim,
 )
-from events.quantity import Quantity
-from services.dra.structured.constraints import Constraint, DistinctAttribute, MatchAttribute
-from services.dra.structured.model import RESULTS_MAX_SIZE, Features, InvalidInputError
-from services.dra.structured.prepared import PreparedDevice
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured.constraints import Constraint, DistinctAttribute, MatchAttribute
+from draflow.services.dra.structured.model import RESULTS_MAX_SIZE, Features, InvalidInputError
+from draflow.services.dra.structured.prepared import PreparedDevice
 
 __all__ = ["ClaimData", "RequestData", "RequestSlot", "claim_ref", "validate_claims"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from events.api.meta import NodeSelector
-from events.api.resource_v1 import (
+from draflow.events.api.meta import NodeSelector
+from draflow.events.api.resource_v1 import (
     AllocationResult,
     DeviceAllocationConfiguration,
     DeviceAllocationResult,
@@ -20,10 +20,10 @@ from events.api.resource_v1 import (
     OpaqueDeviceConfiguration,
     ResourceClaim,
 )
-from services.dra.structured.model import DeviceID, Features, InvalidInputError
-from services.dra.structured.nodeselector import merge_result_selector, node_name_selector
-from services.dra.structured.prepared import SCOPE_NODE, SCOPE_SELECTOR, PreparedDevice
-from services.dra.structured.requests import ClaimData
+from draflow.services.dra.structured.model import DeviceID, Features, InvalidInputError
+from draflow.services.dra.structured.nodeselector import merge_result_selector, node_name_selector
+from draflow.services.dra.structured.prepared import SCOPE_NODE, SCOPE_SELECTOR, PreparedDevice
+from draflow.services.dra.structured.requests import ClaimData
 
 __all__ = ["ShareIDFactory", "build_results", "seeded_share_ids"]
 

@@ -16,20 +16,20 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from events.quantity import Quantity
-from services.dra.structured.capacity import CapacityLedger
-from services.dra.structured.counters import CounterLedger
-from services.dra.structured.model import (
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured.capacity import CapacityLedger
+from draflow.services.dra.structured.counters import CounterLedger
+from draflow.services.dra.structured.model import (
     RESULTS_MAX_SIZE,
     AllocatedState,
     AllocationTimeout,
     Features,
     InvalidInputError,
 )
-from services.dra.structured.pools import NodePools
-from services.dra.structured.prepared import PreparedDevice
-from services.dra.structured.requests import ClaimData, RequestData
-from services.dra.structured.selection import IF_CAPACITY_FITS, taint_blocks, usability
+from draflow.services.dra.structured.pools import NodePools
+from draflow.services.dra.structured.prepared import PreparedDevice
+from draflow.services.dra.structured.requests import ClaimData, RequestData
+from draflow.services.dra.structured.selection import IF_CAPACITY_FITS, taint_blocks, usability
 
 __all__ = ["Search"]
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from events.api.resource_v1 import DeviceAttribute, DeviceToleration
-from services.dra import cel
-from services.dra.structured.capacity import CapacityLedger
-from services.dra.structured.model import AllocationTimeout, Features, InvalidInputError
-from services.dra.structured.pools import NodePools
-from services.dra.structured.prepared import PreparedDevice
-from services.dra.structured.requests import RequestData
+from draflow.events.api.resource_v1 import DeviceAttribute, DeviceToleration
+from draflow.services.dra import cel
+from draflow.services.dra.structured.capacity import CapacityLedger
+from draflow.services.dra.structured.model import AllocationTimeout, Features, InvalidInputError
+from draflow.services.dra.structured.pools import NodePools
+from draflow.services.dra.structured.prepared import PreparedDevice
+from draflow.services.dra.structured.requests import RequestData
 
 __all__ = [
     "IF_CAPACITY_FITS",

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from events.api.resource_v1 import ResourceSlice
-from services.dra.structured.model import Features, InvalidInputError
-from services.dra.structured.pools import NodePools, gather_pools
-from services.dra.structured.prepared import PreparedSlice
+from draflow.events.api.resource_v1 import ResourceSlice
+from draflow.services.dra.structured.model import Features, InvalidInputError
+from draflow.services.dra.structured.pools import NodePools, gather_pools
+from draflow.services.dra.structured.prepared import PreparedSlice
 
 __all__ = ["SliceCache", "SliceSnapshot"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from events.api.resource_v1 import DeviceTaintRule, ResourceSlice
+from draflow.events.api.resource_v1 import DeviceTaintRule, ResourceSlice
 
 __all__ = ["apply_taint_rules"]
 

@@ -14,10 +14,10 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from events.api import resource_v1 as r1
-from events.api.meta import NodeSelector
-from services.dra.validation import names
-from services.dra.validation.errs import Errs
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.meta import NodeSelector
+from draflow.services.dra.validation import names
+from draflow.services.dra.validation.errs import Errs
 
 T = TypeVar("T")
 

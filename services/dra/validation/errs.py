@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from events.api.errors import (
+from draflow.events.api.errors import (
     DUPLICATE,
     FORBIDDEN,
     INVALID,

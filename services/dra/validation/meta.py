@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from events.api.meta import ObjectMeta
-from services.dra.validation import names
-from services.dra.validation.errs import Errs
+from draflow.events.api.meta import ObjectMeta
+from draflow.services.dra.validation import names
+from draflow.services.dra.validation.errs import Errs
 
 NameCheck = Callable[[str], list[str]]
 TOTAL_ANNOTATION_SIZE = 256 * 1024

@@ -7,10 +7,10 @@ that still has room, so they share a GPU until it is full, and tells the schedul
 potential nodes cannot hold all of a pod's claims.
 """
 
-from events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
-from services.drivers.acme_gpu.controller import DRIVER_NAME, AcmeGpuController, create_plugin
-from services.drivers.acme_gpu.node import AcmeGpuNodePlugin
-from services.drivers.acme_gpu.params import AcmeParameters, parse_parameters
+from draflow.events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
+from draflow.services.drivers.acme_gpu.controller import DRIVER_NAME, AcmeGpuController, create_plugin
+from draflow.services.drivers.acme_gpu.node import AcmeGpuNodePlugin
+from draflow.services.drivers.acme_gpu.params import AcmeParameters, parse_parameters
 
 __all__ = [
     "DRIVER_NAME",

@@ -1,18 +1,25 @@
-"""``python -m services.drivers.acme_gpu``: the gpu.acme.com driver's capacity publisher.
+"""``python -m draflow.services.drivers.acme_gpu``: the gpu.acme.com driver's capacity publisher.
 
 Keeps one ``NodeGpuCapacity`` per node labelled ``gpu.acme.com/gpus=<N>`` and
 ``gpu.acme.com/gpu-memory=<quantity>`` (see ``publisher``). Allocation runs in the
-driver-controller (``python -m services.driver_controller``), preparation in the node plugin
+driver-controller (``python -m draflow.services.driver_controller``), preparation in the node plugin
 (``AcmeGpuNodePlugin``) hosted by the kubelet.
 """
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import sys
 
-from infra.service import ServiceContext, run_service
-from services.drivers.acme_gpu.publisher import CapacityPublisher
-from services.runtime.controller import Runtime
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.drivers.acme_gpu.publisher import CapacityPublisher
+from draflow.services.runtime.controller import Runtime
 
 ACTOR = "acme-gpu-driver"
 

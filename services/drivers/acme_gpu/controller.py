@@ -11,14 +11,14 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.acme_gpu_v1alpha1 import NodeGpuCapacity
-from events.api.base import ApiStruct
-from events.quantity import Quantity
-from services.dra.classic import claims as cl
-from services.dra.classic.nodeselect import node_names_selector
-from services.dra.classic.plugin import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.acme_gpu_v1alpha1 import NodeGpuCapacity
+from draflow.events.api.base import ApiStruct
+from draflow.events.quantity import Quantity
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.nodeselect import node_names_selector
+from draflow.services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,
@@ -27,7 +27,7 @@ from services.dra.classic.plugin import (
     Freed,
     Parameters,
 )
-from services.drivers.acme_gpu.params import AcmeParameters, parse_parameters
+from draflow.services.drivers.acme_gpu.params import AcmeParameters, parse_parameters
 
 __all__ = ["DRIVER_NAME", "AcmeGpuController", "create_plugin"]
 

@@ -12,12 +12,12 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from events.api import classic_v1alpha1 as cv
-from events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
-from events.api.meta import ObjectMeta
-from services.drivers.acme_gpu.controller import DRIVER_NAME
-from services.drivers.cdi import CdiDevice
-from services.drivers.classic_node import ClassicNodePlugin
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
+from draflow.events.api.meta import ObjectMeta
+from draflow.services.drivers.acme_gpu.controller import DRIVER_NAME
+from draflow.services.drivers.cdi import CdiDevice
+from draflow.services.drivers.classic_node import ClassicNodePlugin
 
 __all__ = ["AcmeGpuNodePlugin", "acme_devices"]
 

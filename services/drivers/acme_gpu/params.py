@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from events.quantity import Quantity, QuantityError
+from draflow.events.quantity import Quantity, QuantityError
 
 __all__ = ["AcmeParameters", "parse_parameters"]
 

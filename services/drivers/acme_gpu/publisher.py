@@ -10,14 +10,14 @@ yet, so the object is admitted here (``admit_classic``) and appended as its life
 
 from __future__ import annotations
 
-from events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
-from events.api.core_v1 import Node
-from events.api.meta import ObjectMeta
-from events.objects import object_applied, object_deleted
-from events.quantity import Quantity, QuantityError
-from infra.eventstore import ConcurrencyError
-from services.dra.classic.validation import admit_classic
-from services.runtime.controller import Runtime
+from draflow.events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
+from draflow.events.api.core_v1 import Node
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.objects import object_applied, object_deleted
+from draflow.events.quantity import Quantity, QuantityError
+from draflow.infra.eventstore import ConcurrencyError
+from draflow.services.dra.classic.validation import admit_classic
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["GPUS_LABEL", "KIND", "MEMORY_LABEL", "CapacityPublisher", "capacity_for"]
 

@@ -6,9 +6,9 @@ memory); allocation programs an FPGA, which takes ``programming_steps`` calls (a
 stand-in for the programming delay), and the result is available on the reachable nodes.
 """
 
-from services.drivers.fpga_example.controller import DRIVER_NAME, Fpga, FpgaController, create_plugin
-from services.drivers.fpga_example.node import FpgaNodePlugin
-from services.drivers.fpga_example.params import FpgaParameters, parse_parameters
+from draflow.services.drivers.fpga_example.controller import DRIVER_NAME, Fpga, FpgaController, create_plugin
+from draflow.services.drivers.fpga_example.node import FpgaNodePlugin
+from draflow.services.drivers.fpga_example.params import FpgaParameters, parse_parameters
 
 __all__ = [
     "DRIVER_NAME",

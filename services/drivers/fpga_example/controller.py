@@ -14,13 +14,13 @@ from typing import Any
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.base import ApiStruct
-from events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
-from events.quantity import Quantity
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from draflow.events.quantity import Quantity
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,
@@ -30,7 +30,7 @@ from services.dra.classic.plugin import (
     InProgress,
     Parameters,
 )
-from services.drivers.fpga_example.params import FpgaParameters, parse_parameters
+from draflow.services.drivers.fpga_example.params import FpgaParameters, parse_parameters
 
 __all__ = ["DEFAULT_POOL", "DRIVER_NAME", "FABRIC_LABEL", "Fpga", "FpgaController", "create_plugin"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from events.api import classic_v1alpha1 as cv
-from services.drivers.cdi import CdiDevice
-from services.drivers.classic_node import ClassicNodePlugin
-from services.drivers.fpga_example.controller import DRIVER_NAME
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.services.drivers.cdi import CdiDevice
+from draflow.services.drivers.classic_node import ClassicNodePlugin
+from draflow.services.drivers.fpga_example.controller import DRIVER_NAME
 
 __all__ = ["FpgaNodePlugin", "fpga_devices"]
 

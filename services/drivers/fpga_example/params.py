@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from events.quantity import Quantity, QuantityError
+from draflow.events.quantity import Quantity, QuantityError
 
 __all__ = ["BITSTREAM_SUFFIXES", "FpgaParameters", "parse_parameters"]
 

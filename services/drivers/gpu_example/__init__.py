@@ -7,8 +7,13 @@ opaque ``GpuConfig``; ``deviceclass.yaml`` is the DeviceClass the driver ships.
 
 from pathlib import Path
 
-from services.drivers.gpu_example.plugin import CDI_CLASS, CDI_VENDOR, FailureSwitches, GpuExamplePlugin
-from services.drivers.gpu_example.slices import (
+from draflow.services.drivers.gpu_example.plugin import (
+    CDI_CLASS,
+    CDI_VENDOR,
+    FailureSwitches,
+    GpuExamplePlugin,
+)
+from draflow.services.drivers.gpu_example.slices import (
     DRIVER,
     SlicePlan,
     build_slices,

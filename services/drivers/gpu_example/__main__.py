@@ -1,21 +1,28 @@
-"""``python -m services.drivers.gpu_example``: the gpu.example.com driver's slice publisher.
+"""``python -m draflow.services.drivers.gpu_example``: the gpu.example.com driver's slice publisher.
 
 Applies the driver's DeviceClass once, then publishes ResourceSlices for every Node labelled
 ``gpu.example.com/gpus=<N>`` (see ``publisher``). The node side (prepare/unprepare, CDI specs) runs
-in each kubelet (``python -m services.kubelet --node NAME --gpus N``).
+in each kubelet (``python -m draflow.services.kubelet --node NAME --gpus N``).
 """
 
 from __future__ import annotations
+
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
 
 import sys
 
 import yaml
 
-from events.api.codec import decode_object
-from infra.service import ServiceContext, run_service
-from services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
-from services.drivers.gpu_example.publisher import SlicePublisher
-from services.runtime.controller import Runtime
+from draflow.events.api.codec import decode_object
+from draflow.infra.service import ServiceContext, run_service
+from draflow.services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
+from draflow.services.drivers.gpu_example.publisher import SlicePublisher
+from draflow.services.runtime.controller import Runtime
 
 ACTOR = "gpu-example-driver"
 

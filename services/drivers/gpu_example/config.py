@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.api.resource_v1 import DeviceAllocationConfiguration, DeviceRequestAllocationResult
+from draflow.events.api.resource_v1 import DeviceAllocationConfiguration, DeviceRequestAllocationResult
 
 __all__ = [
     "CONFIG_API_VERSION",

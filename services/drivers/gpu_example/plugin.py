@@ -23,12 +23,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from events.api.resource_v1 import ResourceClaim
-from services.dra.kubeletplugin import Device, PluginError, PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.drivers import cdi
-from services.drivers.gpu_example.config import ConfigError, config_for_result, device_env, relevant_configs
-from services.drivers.gpu_example.slices import DRIVER, gpu_devices
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.kubeletplugin import Device, PluginError, PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers import cdi
+from draflow.services.drivers.gpu_example.config import (
+    ConfigError,
+    config_for_result,
+    device_env,
+    relevant_configs,
+)
+from draflow.services.drivers.gpu_example.slices import DRIVER, gpu_devices
 
 __all__ = ["CDI_CLASS", "CDI_VENDOR", "COMMON_DEVICE", "FailureSwitches", "GpuExamplePlugin"]
 

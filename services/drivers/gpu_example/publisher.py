@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from events.api.core_v1 import Node
-from events.api.resource_v1 import ResourceSlice
-from services.drivers.gpu_example.slices import DRIVER, sync_pool
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Node
+from draflow.events.api.resource_v1 import ResourceSlice
+from draflow.services.drivers.gpu_example.slices import DRIVER, sync_pool
+from draflow.services.runtime.controller import Runtime
 
 __all__ = ["GPUS_LABEL", "SlicePublisher", "gpus_of"]
 

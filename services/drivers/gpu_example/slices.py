@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import (
     Device,
     DeviceAttribute,
     DeviceCapacity,
@@ -36,7 +36,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
+from draflow.services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
 
 __all__ = [
     "DRIVER",

@@ -7,7 +7,13 @@ prepare and unprepare claims (CDI specs). A kubelet started with ``--nvidia-gpus
 slice: no control-plane process is needed.
 """
 
-from services.drivers.nvidia_sim.devices import DRIVER, LayoutError, NodeLayout, node_devices, node_slice
-from services.drivers.nvidia_sim.plugin import NvidiaGpuPlugin
+from draflow.services.drivers.nvidia_sim.devices import (
+    DRIVER,
+    LayoutError,
+    NodeLayout,
+    node_devices,
+    node_slice,
+)
+from draflow.services.drivers.nvidia_sim.plugin import NvidiaGpuPlugin
 
 __all__ = ["DRIVER", "LayoutError", "NodeLayout", "NvidiaGpuPlugin", "node_devices", "node_slice"]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import hashlib
 
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import (
     Device,
     DeviceAttribute,
     DeviceCapacity,

@@ -15,12 +15,12 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from events.api.resource_v1 import ResourceClaim
-from services.dra.kubeletplugin import Device, PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.drivers import cdi
-from services.drivers.classic_node import read_json, write_json
-from services.drivers.nvidia_sim.devices import DRIVER, NodeLayout, device_uuids, node_devices
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.kubeletplugin import Device, PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers import cdi
+from draflow.services.drivers.classic_node import read_json, write_json
+from draflow.services.drivers.nvidia_sim.devices import DRIVER, NodeLayout, device_uuids, node_devices
 
 __all__ = ["CDI_CLASS", "CDI_VENDOR", "NvidiaGpuPlugin"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from services.kubelet.podresources.v1 import api_pb2 as pb
-from services.kubelet.podresources.view import ClaimView, ContainerView, PodView
+from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
+from draflow.services.kubelet.podresources.view import ClaimView, ContainerView, PodView
 
 __all__ = ["allocatable_response", "get_response", "list_response", "pod_message"]
 

@@ -1,11 +1,12 @@
 """Generate the Python modules of the PodResources API from ``v1/api.proto`` (grpcio-tools).
 
-``python -m services.kubelet.podresources.gen`` rewrites ``v1/api_pb2.py``, ``v1/api_pb2.pyi`` and
+``python -m draflow.services.kubelet.podresources.gen`` rewrites ``v1/api_pb2.py``, ``v1/api_pb2.pyi`` and
 ``v1/api_pb2_grpc.py`` in place; ``generate(out_dir)`` writes them elsewhere, which is how
 ``tests/services/kubelet/podresources/test_generated.py`` checks that the committed files are what
-the proto gives (grpcio-tools is pinned in the ``test`` extra, so the output is reproducible). The proto is
-compiled with the project root as include path, so the generated modules import each other by
-their package path.
+the proto gives (grpcio-tools is pinned in the ``test`` extra, so the output is reproducible). The
+proto is compiled through the ``draflow/`` folder (its ``services`` links to ``services/``) with the
+project root as include path, so the generated modules import each other by their package path
+under the one import root, ``draflow.services.kubelet.podresources.v1``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def generate(out_root: Path = ROOT) -> list[Path]:
     """Compile ``PROTO`` into ``out_root`` (mirroring its package path); returns the files written."""
     from grpc_tools import protoc  # a build/test tool, not a runtime dependency
 
-    relative = PROTO.relative_to(ROOT)
+    relative = Path("draflow") / PROTO.relative_to(ROOT)  # draflow/services -> services
     out_root.mkdir(parents=True, exist_ok=True)
     code = protoc.main(
         [

@@ -1,6 +1,6 @@
 """The answers of one kubelet's PodResources API, read from that kubelet's in-memory state.
 
-:class:`KubeletSource` reads a :class:`~services.kubelet.service.KubeletService`: the pods of its
+:class:`KubeletSource` reads a :class:`~draflow.services.kubelet.service.KubeletService`: the pods of its
 log-fed cache, its DRA manager (prepared claim infos, restored from the checkpoint at start), its
 device-plugin device manager and its classic node plugins' prepare results, never a driver. So a
 kubelet restarted with pods running answers from its checkpoints exactly as before, before it
@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from services.kubelet.podresources import encode
-from services.kubelet.podresources.view import active_pods, find_pod, pod_view
+from draflow.services.kubelet.podresources import encode
+from draflow.services.kubelet.podresources.view import active_pods, find_pod, pod_view
 
 if TYPE_CHECKING:
-    from events.api.core_v1 import Pod
-    from services.kubelet.service import KubeletService
+    from draflow.events.api.core_v1 import Pod
+    from draflow.services.kubelet.service import KubeletService
 
 __all__ = ["KubeletSource", "Source"]
 

@@ -8,7 +8,7 @@
   system's temp dir (``draflow-pr-<hash of the path>.sock``) and the default path is a symlink to
   it (clients connect to the link's target; ``draflow podresources`` follows it).
 * **Methods** ``List``, ``Get`` and ``GetAllocatableResources`` answer with bytes the
-  :class:`~services.kubelet.podresources.provider.Source` serialized (the server never builds
+  :class:`~draflow.services.kubelet.podresources.provider.Source` serialized (the server never builds
   messages itself); ``Get`` of an unknown pod is ``NOT_FOUND`` with the kubelet's message
   ``pod NAME in namespace NS not found``, an empty pod name ``INVALID_ARGUMENT``.
 * **Protection**: a token bucket (``ratelimit.TokenBucket``) in front of every method; a refused
@@ -30,10 +30,10 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from services.kubelet.podresources import metrics
-from services.kubelet.podresources.provider import Source
-from services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS, REJECTED, TokenBucket
-from services.kubelet.podresources.v1 import api_pb2 as pb
+from draflow.services.kubelet.podresources import metrics
+from draflow.services.kubelet.podresources.provider import Source
+from draflow.services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS, REJECTED, TokenBucket
+from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 
 __all__ = ["MAX_SOCKET_PATH", "SERVICE", "PodResourcesServer", "SocketPathError", "default_socket_path"]
 

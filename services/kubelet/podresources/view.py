@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from events.api.core_v1 import Container, Pod
-from services.dra.kubeletplugin import PrepareResult, base_request
-from services.dra.resourceclaim import ClaimRef, is_pod_terminal
-from services.kubelet.state import ClaimInfo, DeviceState
+from draflow.events.api.core_v1 import Container, Pod
+from draflow.services.dra.kubeletplugin import PrepareResult, base_request
+from draflow.services.dra.resourceclaim import ClaimRef, is_pod_terminal
+from draflow.services.kubelet.state import ClaimInfo, DeviceState
 
 __all__ = [
     "ClaimDevice",

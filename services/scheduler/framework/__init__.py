@@ -2,7 +2,7 @@
 
 Public API (no I/O; the service shell and the sagas call these)::
 
-    from services.scheduler.framework import Scheduler, SchedulerConfig
+    from draflow.services.scheduler.framework import Scheduler, SchedulerConfig
     core = Scheduler(SchedulerConfig(), plugins=default_plugins(), clock=time.monotonic)
     core.observe(obj); core.observe_deleted(kind, ns, name)
     qpi, result = core.schedule_next()        # Reserved | Unschedulable | SchedulingError
@@ -12,11 +12,11 @@ Lower level: ``ClusterState`` (incremental snapshot + assume cache), ``schedule_
 cluster, profile, config)``, ``SchedulingQueue``, ``Profile``. See docs/scheduler.md.
 """
 
-from services.scheduler.framework.cluster import ClusterState, is_assigned
-from services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
-from services.scheduler.framework.core import Scheduler
-from services.scheduler.framework.cycle import schedule_one, start_index
-from services.scheduler.framework.decisions import (
+from draflow.services.scheduler.framework.cluster import ClusterState, is_assigned
+from draflow.services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
+from draflow.services.scheduler.framework.core import Scheduler
+from draflow.services.scheduler.framework.cycle import schedule_one, start_index
+from draflow.services.scheduler.framework.decisions import (
     ClaimBinding,
     ExtendedClaim,
     KubeEventData,
@@ -29,13 +29,13 @@ from services.scheduler.framework.decisions import (
     pod_scheduled_condition,
     scheduled_event,
 )
-from services.scheduler.framework.diagnosis import NO_NODES_MESSAGE, Diagnosis
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.profile import Profile
-from services.scheduler.framework.queue import QueuedPodInfo, SchedulingQueue
-from services.scheduler.framework.status import Code, QueueingHint, Status
+from draflow.services.scheduler.framework.diagnosis import NO_NODES_MESSAGE, Diagnosis
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.profile import Profile
+from draflow.services.scheduler.framework.queue import QueuedPodInfo, SchedulingQueue
+from draflow.services.scheduler.framework.status import Code, QueueingHint, Status
 
 __all__ = [
     "NO_NODES_MESSAGE",

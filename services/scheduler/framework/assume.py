@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import AllocationResult
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import AllocationResult
 
 __all__ = ["AssumeCache", "AssumedPod", "ClaimKey", "PendingAllocation", "pod_key"]
 

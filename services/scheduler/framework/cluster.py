@@ -13,30 +13,36 @@ from collections.abc import Sequence
 
 import msgspec
 
-from events.api.core_v1 import Node, Pod
-from events.api.resource_v1 import (
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.events.api.resource_v1 import (
     AllocationResult,
     DeviceClass,
     DeviceTaintRule,
     ResourceClaim,
     ResourceSlice,
 )
-from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.extended.mapping import ExtendedResourceIndex
-from services.dra.resourceclaim import is_pod_terminal
-from services.dra.structured import AllocatedState, Features, SliceSnapshot, apply_taint_rules
-from services.scheduler.framework.assume import AssumeCache, AssumedPod, ClaimKey, PendingAllocation, pod_key
-from services.scheduler.framework.devices import DeviceIndex
-from services.scheduler.framework.events import (
+from draflow.services.dra.extended.claim import is_extended_resource_claim
+from draflow.services.dra.extended.mapping import ExtendedResourceIndex
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.dra.structured import AllocatedState, Features, SliceSnapshot, apply_taint_rules
+from draflow.services.scheduler.framework.assume import (
+    AssumeCache,
+    AssumedPod,
+    ClaimKey,
+    PendingAllocation,
+    pod_key,
+)
+from draflow.services.scheduler.framework.devices import DeviceIndex
+from draflow.services.scheduler.framework.events import (
     ActionType,
     ClusterEvent,
     EventResource,
     node_update_action,
     pod_update_action,
 )
-from services.scheduler.framework.ledger import Contribution, DeviceLedger, contribution
-from services.scheduler.framework.nodeinfo import NodeInfo, PodUsage
-from services.scheduler.framework.resources import pod_requests
+from draflow.services.scheduler.framework.ledger import Contribution, DeviceLedger, contribution
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo, PodUsage
+from draflow.services.scheduler.framework.resources import pod_requests
 
 __all__ = ["ClusterState", "is_assigned"]
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from events.api.core_v1 import Pod
-from services.dra.resourceclaim import is_pod_terminal
-from services.scheduler.framework.assume import pod_key
-from services.scheduler.framework.cluster import ClusterState, is_assigned
-from services.scheduler.framework.config import SchedulerConfig
-from services.scheduler.framework.cycle import schedule_one
-from services.scheduler.framework.decisions import Reserved, ScheduleResult, Unschedulable
-from services.scheduler.framework.profile import Profile
-from services.scheduler.framework.queue import QueuedPodInfo, SchedulingQueue
+from draflow.events.api.core_v1 import Pod
+from draflow.services.dra.resourceclaim import is_pod_terminal
+from draflow.services.scheduler.framework.assume import pod_key
+from draflow.services.scheduler.framework.cluster import ClusterState, is_assigned
+from draflow.services.scheduler.framework.config import SchedulerConfig
+from draflow.services.scheduler.framework.cycle import schedule_one
+from draflow.services.scheduler.framework.decisions import Reserved, ScheduleResult, Unschedulable
+from draflow.services.scheduler.framework.profile import Profile
+from draflow.services.scheduler.framework.queue import QueuedPodInfo, SchedulingQueue
 
 __all__ = ["Scheduler"]
 
@@ -39,7 +39,7 @@ class Scheduler:
         clock: Callable[[], float] | None = None,
     ) -> None:
         """``plugins``: the profile, in kube-scheduler's order (the service hands it
-        ``services.scheduler.plugins.default_plugins()``; the framework imports no plugin)."""
+        ``draflow.services.scheduler.plugins.default_plugins()``; the framework imports no plugin)."""
         self.config = config if config is not None else SchedulerConfig()
         self.cluster = ClusterState(self.config.features)
         self.profile = Profile(plugins)

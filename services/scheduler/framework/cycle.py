@@ -19,28 +19,28 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable, Sequence
 
-from events.api.core_v1 import Pod
-from events.dra import MAX_NODE_NAMES
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
-from services.scheduler.framework.decisions import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import MAX_NODE_NAMES
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
+from draflow.services.scheduler.framework.decisions import (
     PodRef,
     Reserved,
     ScheduleResult,
     SchedulingError,
     Unschedulable,
 )
-from services.scheduler.framework.diagnosis import NO_NODES_MESSAGE, Diagnosis
-from services.scheduler.framework.interface import (
+from draflow.services.scheduler.framework.diagnosis import NO_NODES_MESSAGE, Diagnosis
+from draflow.services.scheduler.framework.interface import (
     CycleState,
     DeferredFilterPlugin,
     FilterPlugin,
     ReservePlugin,
     ScorePlugin,
 )
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.profile import Profile
-from services.scheduler.framework.status import Code, Status
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.profile import Profile
+from draflow.services.scheduler.framework.status import Code, Status
 
 __all__ = ["schedule_one", "start_index"]
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
-from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
-from services.dra.resourceclaim import ClaimRef
+from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.services.dra.resourceclaim import ClaimRef
 
 __all__ = [
     "ClaimBinding",
@@ -58,7 +58,7 @@ class PodRef:
 class ClaimBinding:
     """PreBind for one claim: ensure the delete-protection finalizer, set ``status.allocation``
     when this cycle allocated the claim (``allocation`` not None), add ``consumer`` to
-    ``status.reservedFor``. ``services.scheduler.framework.prebind`` applies it to a claim."""
+    ``status.reservedFor``. ``draflow.services.scheduler.framework.prebind`` applies it to a claim."""
 
     claim: ClaimRef
     allocation: AllocationResult | None

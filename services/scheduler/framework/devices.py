@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from events.api.resource_v1 import DeviceClass, ResourceSlice
-from services.dra import cel
-from services.dra.structured import DeviceID, Features, InvalidInputError, SliceCache, SliceSnapshot
-from services.dra.structured.prepared import PreparedDevice
-from services.dra.structured.selection import attribute_value
-from services.scheduler.framework.devorder import SigOrder
-from services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.events.api.resource_v1 import DeviceClass, ResourceSlice
+from draflow.services.dra import cel
+from draflow.services.dra.structured import DeviceID, Features, InvalidInputError, SliceCache, SliceSnapshot
+from draflow.services.dra.structured.prepared import PreparedDevice
+from draflow.services.dra.structured.selection import attribute_value
+from draflow.services.scheduler.framework.devorder import SigOrder
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 
 __all__ = ["DeviceIndex", "NodeDevices", "Sig", "SigEntry"]
 

@@ -15,11 +15,11 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from events.api.resource_v1 import DeviceClass
-from services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.events.api.resource_v1 import DeviceClass
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 
 if TYPE_CHECKING:
-    from services.scheduler.framework.devices import DeviceIndex, Sig
+    from draflow.services.scheduler.framework.devices import DeviceIndex, Sig
 
 __all__ = ["SigOrder"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import re
 
-from services.scheduler.framework.status import Status
+from draflow.services.scheduler.framework.status import Status
 
 __all__ = ["NO_NODES_MESSAGE", "Diagnosis"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import IntFlag, StrEnum
 from typing import Any
 
-from events.api.core_v1 import Node, Pod
+from draflow.events.api.core_v1 import Node, Pod
 
 __all__ = ["ActionType", "ClusterEvent", "EventResource", "node_update_action", "pod_update_action"]
 

@@ -17,16 +17,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import QueueingHint, Status
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.status import QueueingHint, Status
 
 if TYPE_CHECKING:
-    from services.dra.resourceclaim import ClaimRef
-    from services.scheduler.framework.cluster import ClusterState
-    from services.scheduler.framework.config import SchedulerConfig
-    from services.scheduler.framework.decisions import ClaimBinding
+    from draflow.services.dra.resourceclaim import ClaimRef
+    from draflow.services.scheduler.framework.cluster import ClusterState
+    from draflow.services.scheduler.framework.config import SchedulerConfig
+    from draflow.services.scheduler.framework.decisions import ClaimBinding
 
 __all__ = [
     "MAX_NODE_SCORE",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import cast
 
-from events.api.resource_v1 import AllocationResult
-from events.quantity import Quantity
-from services.dra.structured import AllocatedState, DeviceID, SharedDeviceID
+from draflow.events.api.resource_v1 import AllocationResult
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured import AllocatedState, DeviceID, SharedDeviceID
 
 __all__ = ["Contribution", "DeviceLedger", "contribution"]
 

@@ -6,8 +6,8 @@ their requests; removal subtracts them), so the node-fit check is a few integer 
 
 from __future__ import annotations
 
-from events.api.core_v1 import Node, Taint
-from services.scheduler.framework.resources import PODS, node_allocatable
+from draflow.events.api.core_v1 import Node, Taint
+from draflow.services.scheduler.framework.resources import PODS, node_allocatable
 
 __all__ = ["NodeInfo", "PodUsage", "node_resources"]
 

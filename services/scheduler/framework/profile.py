@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from services.scheduler.framework.interface import (
+from draflow.services.scheduler.framework.interface import (
     DeferredFilterPlugin,
     EventRegistration,
     FilterPlugin,

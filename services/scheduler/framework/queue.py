@@ -20,14 +20,14 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework.assume import pod_key
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.config import SchedulerConfig
-from services.scheduler.framework.events import ClusterEvent, EventResource, pod_update_action
-from services.scheduler.framework.interface import EventRegistration, HintFn
-from services.scheduler.framework.profile import Profile
-from services.scheduler.framework.status import QueueingHint
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework.assume import pod_key
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.config import SchedulerConfig
+from draflow.services.scheduler.framework.events import ClusterEvent, EventResource, pod_update_action
+from draflow.services.scheduler.framework.interface import EventRegistration, HintFn
+from draflow.services.scheduler.framework.profile import Profile
+from draflow.services.scheduler.framework.status import QueueingHint
 
 __all__ = ["QueuedPodInfo", "SchedulingQueue"]
 

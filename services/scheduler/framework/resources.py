@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
-from events.api.core_v1 import Container, Pod
-from events.quantity import Quantity, QuantityError
+from draflow.events.api.core_v1 import Container, Pod
+from draflow.events.quantity import Quantity, QuantityError
 
 __all__ = [
     "CPU",

@@ -11,14 +11,14 @@ special claim, as upstream.
 
 from __future__ import annotations
 
-from services.scheduler.plugins.classic import ClassicDynamicResources
-from services.scheduler.plugins.dynamicresources import DynamicResources
-from services.scheduler.plugins.nodeaffinity import NodeAffinity
-from services.scheduler.plugins.nodename import NodeName
-from services.scheduler.plugins.noderesources import NodeResourcesFit
-from services.scheduler.plugins.nodeunschedulable import NodeUnschedulable
-from services.scheduler.plugins.schedulinggates import SchedulingGates
-from services.scheduler.plugins.tainttoleration import TaintToleration
+from draflow.services.scheduler.plugins.classic import ClassicDynamicResources
+from draflow.services.scheduler.plugins.dynamicresources import DynamicResources
+from draflow.services.scheduler.plugins.nodeaffinity import NodeAffinity
+from draflow.services.scheduler.plugins.nodename import NodeName
+from draflow.services.scheduler.plugins.noderesources import NodeResourcesFit
+from draflow.services.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from draflow.services.scheduler.plugins.schedulinggates import SchedulingGates
+from draflow.services.scheduler.plugins.tainttoleration import TaintToleration
 
 __all__ = ["default_plugins"]
 

@@ -29,22 +29,22 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
-from events.api.resource_v1 import ResourceClaim
-from events.dra import ClaimReservationsReleased, PodExtendedResourceClaimStatusRecorded
-from events.envelope import Event
-from events.objects import object_applied, object_deleted
-from infra.errors import ConcurrencyError
-from sagas.engine import SagaDefinition, Step, StepContext
-from services.dra.extended.claim import claim_status
-from services.scheduler.sagas.extended_steps import pod_with_claim_status, pod_without_claim_status
-from services.scheduler.sagas.host import (
+from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import ClaimReservationsReleased, PodExtendedResourceClaimStatusRecorded
+from draflow.events.envelope import Event
+from draflow.events.objects import object_applied, object_deleted
+from draflow.infra.errors import ConcurrencyError
+from draflow.sagas.engine import SagaDefinition, Step, StepContext
+from draflow.services.dra.extended.claim import claim_status
+from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status, pod_without_claim_status
+from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
     SchedulerHost,
     SchedulingConflict,
     read_object,
 )
-from services.scheduler.sagas.ownership import allocation_writer, creator, reservation_writer
+from draflow.services.scheduler.sagas.ownership import allocation_writer, creator, reservation_writer
 
 __all__ = [
     "EXTENDED_CLAIM_CLEANUP",

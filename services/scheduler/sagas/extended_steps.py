@@ -1,6 +1,6 @@
 """Pure helpers for the PodScheduling saga's special-claim steps and compensations.
 
-Same contract as ``services.scheduler.plugins.dynamicresources.prebind``: each helper takes the
+Same contract as ``draflow.services.scheduler.plugins.dynamicresources.prebind``: each helper takes the
 object as currently stored and returns what to append, or the *same object* when nothing is left
 to do, so a retried step appends nothing.
 
@@ -20,11 +20,11 @@ from collections.abc import Container
 
 import msgspec
 
-from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.extended.claim import claim_for_create, claim_status, is_in_memory
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
-from services.runtime.naming import unique_generated_name
+from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.extended.claim import claim_for_create, claim_status, is_in_memory
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
+from draflow.services.runtime.naming import unique_generated_name
 
 __all__ = [
     "claim_before_delete",

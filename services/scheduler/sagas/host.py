@@ -1,7 +1,7 @@
 """What the scheduler's sagas share: the host they call, their conflict error, one consistent read.
 
 ``SchedulerHost`` is what the steps need from the scheduler service that runs them (its snapshot,
-reads of the log, the clock; ``services.scheduler.service.runner`` is it). Kept apart from the
+reads of the log, the clock; ``draflow.services.scheduler.service.runner`` is it). Kept apart from the
 saga definitions (``pod_scheduling``, ``extended_claim``, ``reallocation``) so each of those
 imports it without importing the others.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from events.api.resource_v1 import ResourceClaim
-from events.envelope import Envelope, Event
-from projections.objects import fold
-from services.scheduler.framework import Scheduler
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.envelope import Envelope, Event
+from draflow.projections.objects import fold
+from draflow.services.scheduler.framework import Scheduler
 
 __all__ = ["MAX_CONFLICTS", "DecisionView", "SchedulerHost", "SchedulingConflict", "read_object"]
 

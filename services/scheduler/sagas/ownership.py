@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.dra import (
+from draflow.events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
     ClaimReservationsReleased,
     ClaimReserved,
     PodBound,
 )
-from events.envelope import Envelope, Event
-from events.objects import APPLIED, DELETED, STATUS_UPDATED, kind_and_verb
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import APPLIED, DELETED, STATUS_UPDATED, kind_and_verb
 
 __all__ = [
     "allocation_writer",

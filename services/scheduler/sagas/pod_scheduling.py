@@ -45,39 +45,45 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
-from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
-from events.dra import (
+from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
     ClaimReservationsReleased,
     ClaimReserved,
     PodBound,
 )
-from events.envelope import Envelope, Event
-from events.objects import finalizers_changed
-from infra.errors import ConcurrencyError
-from sagas.engine import SagaDefinition, Step, StepContext
-from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
-from services.scheduler.framework import ClaimBinding, Reserved
-from services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
-from services.scheduler.sagas.extended_claim import (
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import finalizers_changed
+from draflow.infra.errors import ConcurrencyError
+from draflow.sagas.engine import SagaDefinition, Step, StepContext
+from draflow.services.dra.extended.claim import is_extended_resource_claim
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
+from draflow.services.scheduler.framework import ClaimBinding, Reserved
+from draflow.services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
+from draflow.services.scheduler.sagas.extended_claim import (
     claim_ref,
     clear_extended_status,
     create_extended_claim,
     record_extended_status,
     release_extended_claim,
 )
-from services.scheduler.sagas.extended_steps import pod_with_claim_status
-from services.scheduler.sagas.host import (
+from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status
+from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
     DecisionView,
     SchedulerHost,
     SchedulingConflict,
     read_object,
 )
-from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
+from draflow.services.scheduler.sagas.ownership import (
+    allocation_writer,
+    binder,
+    creator,
+    foreign,
+    reservation_writer,
+)
 
 __all__ = [
     "POD_SCHEDULING",

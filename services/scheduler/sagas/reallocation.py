@@ -23,22 +23,22 @@ from typing import Any
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import ResourceClaim
-from events.dra import ClaimDeallocated, ClaimReservationsReleased
-from events.envelope import Envelope, Event
-from infra.errors import ConcurrencyError
-from sagas.engine import SagaDefinition, Step, StepContext
-from services.dra.resourceclaim import ClaimRef
-from services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
-from services.scheduler.sagas.host import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased
+from draflow.events.envelope import Envelope, Event
+from draflow.infra.errors import ConcurrencyError
+from draflow.sagas.engine import SagaDefinition, Step, StepContext
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
+from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
     SchedulerHost,
     SchedulingConflict,
     read_object,
 )
-from services.scheduler.sagas.ownership import reservation_writer
+from draflow.services.scheduler.sagas.ownership import reservation_writer
 
 __all__ = ["REALLOCATION", "REALLOCATION_SAGA", "ReallocationInput"]
 

@@ -1,6 +1,6 @@
-"""The scheduler service shell around the pure core (``services.scheduler.framework``)."""
+"""The scheduler service shell around the pure core (``draflow.services.scheduler.framework``)."""
 
-from services.scheduler.service.runner import SchedulerService
-from services.scheduler.service.snapshot import Snapshot
+from draflow.services.scheduler.service.runner import SchedulerService
+from draflow.services.scheduler.service.snapshot import Snapshot
 
 __all__ = ["SchedulerService", "Snapshot"]

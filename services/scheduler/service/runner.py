@@ -31,34 +31,38 @@ from typing import Any
 
 import msgspec
 
-from events.api.codec import encode_object
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from events.dra import MAX_REJECTIONS, NodeRejection, PodUnschedulable
-from events.envelope import Envelope, Event
-from events.subjects import aggregate_subject
-from infra import metrics
-from infra.errors import ConcurrencyError
-from infra.eventstore import EventStore
-from sagas.engine import SagaEngine, SagaState, SagaStatus
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
-from services.scheduler.framework import (
+from draflow.events.api.codec import encode_object
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import MAX_REJECTIONS, NodeRejection, PodUnschedulable
+from draflow.events.envelope import Envelope, Event
+from draflow.events.subjects import aggregate_subject
+from draflow.infra import metrics
+from draflow.infra.errors import ConcurrencyError
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaEngine, SagaState, SagaStatus
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
+from draflow.services.scheduler.framework import (
     Reserved,
     Scheduler,
     SchedulerConfig,
     SchedulingError,
     Unschedulable,
 )
-from services.scheduler.plugins import default_plugins
-from services.scheduler.sagas.extended_claim import (
+from draflow.services.scheduler.plugins import default_plugins
+from draflow.services.scheduler.sagas.extended_claim import (
     EXTENDED_CLAIM_CLEANUP,
     EXTENDED_CLAIM_CLEANUP_SAGA,
     ExtendedClaimCleanupInput,
 )
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, POD_SCHEDULING_SAGA, PodSchedulingInput
-from services.scheduler.sagas.reallocation import REALLOCATION, REALLOCATION_SAGA, ReallocationInput
-from services.scheduler.service.snapshot import Snapshot
+from draflow.services.scheduler.sagas.pod_scheduling import (
+    POD_SCHEDULING,
+    POD_SCHEDULING_SAGA,
+    PodSchedulingInput,
+)
+from draflow.services.scheduler.sagas.reallocation import REALLOCATION, REALLOCATION_SAGA, ReallocationInput
+from draflow.services.scheduler.service.snapshot import Snapshot
 
 __all__ = ["SchedulerService", "instance_name"]
 

@@ -3,11 +3,11 @@
 One ordered reader follows every event of the stream (``<root>.ev.>``, batched direct gets, no
 consumer state: the scheduler's hot state is rebuilt from the log at start, as DESIGN.md asks).
 Events on the subjects of the kinds the scheduler reads (nodes, pods, claims, classes, slices,
-taint rules) are folded with the shared object fold (:mod:`projections.objects`, extended by
-:mod:`projections.dra`) into an :class:`ObjectIndex`; each resulting change goes to the core
+taint rules) are folded with the shared object fold (:mod:`draflow.projections.objects`, extended by
+:mod:`draflow.projections.dra`) into an :class:`ObjectIndex`; each resulting change goes to the core
 (``observe`` / ``observe_deleted``), which updates the cluster snapshot and hands the queue its
 requeue hints. Classic claims (KEP-3063) go to the classic plugin's feed instead
-(:mod:`services.scheduler.plugins.classic.feed`). Other subjects (sagas, Kubernetes Events) are
+(:mod:`draflow.services.scheduler.plugins.classic.feed`). Other subjects (sagas, Kubernetes Events) are
 skipped before decoding. ``position`` is the last stream sequence applied: the snapshot a
 decision was made on.
 """
@@ -19,14 +19,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from events.api.base import ApiStruct
-from events.codec import DecodeError, decode
-from events.subjects import aggregate_subject, decode_token
-from infra.eventstore import EventStore, RawRecord, StreamReset
-from projections.objects import ObjectIndex, fold
-from services.runtime.tail import Tail
-from services.scheduler.framework import Scheduler
-from services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
+from draflow.events.api.base import ApiStruct
+from draflow.events.codec import DecodeError, decode
+from draflow.events.subjects import aggregate_subject, decode_token
+from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
+from draflow.projections.objects import ObjectIndex, fold
+from draflow.services.runtime.tail import Tail
+from draflow.services.scheduler.framework import Scheduler
+from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 
 __all__ = ["KINDS", "Snapshot"]
 

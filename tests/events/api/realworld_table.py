@@ -13,10 +13,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from events.api import core_v1 as c1
-from events.api.codec import object_meta
-from events.api.loader import LoadResult, load_manifests, substitute_index
-from services.apiserver.admission import apply_defaults, check_admin_access, prepare_for_create, validate
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.codec import object_meta
+from draflow.events.api.loader import LoadResult, load_manifests, substitute_index
+from draflow.services.apiserver.admission import (
+    apply_defaults,
+    check_admin_access,
+    prepare_for_create,
+    validate,
+)
 from tests.paths import ROOT
 
 CORPUS = ROOT / "tests" / "data" / "realworld"

@@ -9,10 +9,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from events.api.classic_pod import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.classic_pod import (
     POD_RESOURCES_ANNOTATION,
     decode_manifest,
     encode_classic,
@@ -20,12 +20,12 @@ from events.api.classic_pod import (
     normalize_manifest,
     pod_claims,
 )
-from events.api.codec import decode_object
-from events.api.errors import ApiError
-from events.api.loader import parse_documents
-from events.api.registry import lookup_resource, lookup_wire
-from events.objects import object_applied
-from events.subjects import aggregate_subject
+from draflow.events.api.codec import decode_object
+from draflow.events.api.errors import ApiError
+from draflow.events.api.loader import parse_documents
+from draflow.events.api.registry import lookup_resource, lookup_wire
+from draflow.events.objects import object_applied
+from draflow.events.subjects import aggregate_subject
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.kep3063
@@ -85,7 +85,7 @@ def test_device_consumer_pod_decodes_and_shows_as_written() -> None:
 
 
 def encode_pod(pod: c1.Pod) -> dict:
-    from events.api.codec import encode_object
+    from draflow.events.api.codec import encode_object
 
     return encode_object(pod)
 
@@ -213,7 +213,7 @@ def test_claim_status_shape_round_trips() -> None:
 
 
 def test_every_example_decodes_and_validates() -> None:
-    from services.dra.classic.validation import apply_classic_defaults, validate_classic
+    from draflow.services.dra.classic.validation import apply_classic_defaults, validate_classic
 
     seen = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
@@ -225,7 +225,7 @@ def test_every_example_decodes_and_validates() -> None:
 
 
 def test_kep_pod_templates_in_deployments() -> None:
-    from events.api import workloads_v1 as w1
+    from draflow.events.api import workloads_v1 as w1
 
     (pod_raw,) = _docs(EXAMPLES / "device-consumer-pod.yaml")
     pod_raw = dict(pod_raw)  # type: ignore[call-overload]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from events.api import resource_v1 as r1
-from events.api.codec import decode_object, encode_object
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.codec import decode_object, encode_object
 
 pytestmark = pytest.mark.kep4381
 

@@ -12,11 +12,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.api.base import ApiStruct
-from events.api.codec import decode_object
-from events.api.errors import ApiError
-from events.api.loader import load_manifests, substitute_index
-from services.apiserver.admission import apply_defaults, validate
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import decode_object
+from draflow.events.api.errors import ApiError
+from draflow.events.api.loader import load_manifests, substitute_index
+from draflow.services.apiserver.admission import apply_defaults, validate
 from tests.events.api.realworld_table import corpus_files
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from events.api.loader import load_manifests, substitute_index
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.loader import load_manifests, substitute_index
 
 NS = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"
 

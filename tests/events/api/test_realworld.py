@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from events.api.codec import encode_object
-from events.quantity import Quantity, QuantityError
+from draflow.events.api.codec import encode_object
+from draflow.events.quantity import Quantity, QuantityError
 from tests.events.api.realworld_table import CORPUS, DOC, corpus_files, documented_table, outcome, table
 
 OLD_RESOURCE = ("resource.k8s.io/v1beta1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
@@ -152,7 +152,7 @@ def test_unserved_kinds_are_refused_while_the_rest_of_the_file_applies(outcomes:
 
 
 def test_lowercase_fields_in_an_otherwise_valid_pod_are_named() -> None:
-    from events.api.loader import load_manifests
+    from draflow.events.api.loader import load_manifests
 
     path = (
         CORPUS

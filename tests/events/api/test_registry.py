@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from events.api import resource_v1 as r1
-from events.api.registry import lookup_resource, lookup_wire, resource_types
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.registry import lookup_resource, lookup_wire, resource_types
 
 
 def test_names_plural_singular_short_and_group_qualified() -> None:

@@ -7,9 +7,9 @@ import re
 import pytest
 import yaml
 
-from events.api import resource_v1 as r1
-from events.api.codec import decode_object, encode_object
-from events.api.errors import ApiError
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.codec import decode_object, encode_object
+from draflow.events.api.errors import ApiError
 from tests.paths import TESTS
 
 pytestmark = pytest.mark.kep4381

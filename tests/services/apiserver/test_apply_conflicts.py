@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 import yaml
 
-from events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
-from events.dra import ClaimAllocated, ClaimReserved
-from events.envelope import Envelope, Event
-from events.objects import decode_stored
-from infra.config import Settings
-from infra.eventstore import EventStore
-from projections.objects import fold
-from services.apiserver.apply import MAX_ATTEMPTS
-from services.apiserver.server import ApiServer
-from services.runtime.client import ApiClient
-from services.runtime.protocol import ApplyItem, ApplyRequest
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import ClaimAllocated, ClaimReserved
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import decode_stored
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import fold
+from draflow.services.apiserver.apply import MAX_ATTEMPTS
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import ApplyItem, ApplyRequest
 from tests.builders import make_allocation
 from tests.processes import draflow
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 
 pytestmark = pytest.mark.kep4381
 

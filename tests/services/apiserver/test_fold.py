@@ -8,11 +8,11 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from events.api.codec import decode_object, object_meta
-from events.envelope import Event
-from events.objects import (
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.codec import decode_object, object_meta
+from draflow.events.envelope import Event
+from draflow.events.objects import (
     deletion_requested,
     finalizers_changed,
     kind_and_verb,
@@ -22,9 +22,9 @@ from events.objects import (
     status_type,
     status_updated,
 )
-from events.union import register_events
-from projections.objects import ObjectIndex, fold, object_projection, reducer
-from services.apiserver.strategy import (
+from draflow.events.union import register_events
+from draflow.projections.objects import ObjectIndex, fold, object_projection, reducer
+from draflow.services.apiserver.strategy import (
     FinalizerForbidden,
     deletion_events,
     finalize_events,
@@ -32,7 +32,7 @@ from services.apiserver.strategy import (
     merge_update,
     prepare_create,
 )
-from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 
 def claim(name: str = "c", **meta: Any) -> r1.ResourceClaim:
@@ -127,8 +127,8 @@ def test_index_tracks_versions_tombstones_and_duplicates() -> None:
 
 
 def test_object_projection_folds_one_kind_by_subject() -> None:
-    from events.codec import make_envelope
-    from projections.base import MemoryView
+    from draflow.events.codec import make_envelope
+    from draflow.projections.base import MemoryView
 
     view = MemoryView(object_projection("ResourceClaim"), root="t")
     subject = "t.ev.ResourceClaim.default.c"

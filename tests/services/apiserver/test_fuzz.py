@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.api.base import ApiStruct
-from events.api.loader import load_manifests
-from events.objects import kind_and_verb
-from infra.eventstore import EventStore
-from services.apiserver.admission import validate
-from services.cli.manifests import parse_text
-from services.runtime.client import ApiClient
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.loader import load_manifests
+from draflow.events.objects import kind_and_verb
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.admission import validate
+from draflow.services.cli.manifests import parse_text
+from draflow.services.runtime.client import ApiClient
 from tests.paths import TESTS
 
 CORPUS = TESTS / "data" / "realworld"

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from events.api.codec import decode_object
-from events.api.core_v1 import Pod, PodSpec, Toleration
-from events.api.meta import ObjectMeta
-from infra.eventstore import EventStore
-from services.apiserver.admission.tolerations import NOT_READY, UNREACHABLE, DefaultTolerationSeconds
-from services.apiserver.server import ApiServer
-from services.runtime.client import ApiClient
+from draflow.events.api.codec import decode_object
+from draflow.events.api.core_v1 import Pod, PodSpec, Toleration
+from draflow.events.api.meta import ObjectMeta
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.admission.tolerations import NOT_READY, UNREACHABLE, DefaultTolerationSeconds
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
 
 DEFAULTS = DefaultTolerationSeconds()
 

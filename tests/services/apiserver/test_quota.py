@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from infra.eventstore import EventStore
-from services.apiserver.server import ApiServer
-from services.quota_reconciler.service import QuotaReconciler
-from services.runtime.client import ApiClient
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.quota_reconciler.service import QuotaReconciler
+from draflow.services.runtime.client import ApiClient
 from tests.helpers import assert_eventually
 
 QUOTA = {

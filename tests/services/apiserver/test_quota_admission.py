@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from services.apiserver.admission.quota import check_quota
-from services.dra.extended import ExtendedResourceIndex
-from services.dra.quota.state import QuotaState
+from draflow.services.apiserver.admission.quota import check_quota
+from draflow.services.dra.extended import ExtendedResourceIndex
+from draflow.services.dra.quota.state import QuotaState
 from tests.builders import (
     exact,
     first_available,

@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 
-from events.api.base import ApiStruct
-from events.api.codec import encode_object, object_meta
-from events.api.errors import FieldError
-from events.api.loader import LoadResult, load_manifests, substitute_index
-from events.api.registry import lookup_resource
-from services.apiserver.admission import apply_defaults, check_admin_access, validate
-from services.apiserver.admission.tolerations import DefaultTolerationSeconds
-from services.apiserver.server import BOOTSTRAP_NAMESPACES
-from services.apiserver.strategy import prepare_create
-from services.cli.manifests import parse_text
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import encode_object, object_meta
+from draflow.events.api.errors import FieldError
+from draflow.events.api.loader import LoadResult, load_manifests, substitute_index
+from draflow.events.api.registry import lookup_resource
+from draflow.services.apiserver.admission import apply_defaults, check_admin_access, validate
+from draflow.services.apiserver.admission.tolerations import DefaultTolerationSeconds
+from draflow.services.apiserver.server import BOOTSTRAP_NAMESPACES
+from draflow.services.apiserver.strategy import prepare_create
+from draflow.services.cli.manifests import parse_text
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 from tests.events.api.realworld_table import corpus_files, outcome
 from tests.paths import TESTS
 

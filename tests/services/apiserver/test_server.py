@@ -8,14 +8,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.api import resource_v1 as r1
-from events.api.codec import object_meta
-from events.objects import KubeEventRecorded
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.apiserver.server import ApiServer
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.codec import object_meta
+from draflow.events.objects import KubeEventRecorded
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 from tests.helpers import assert_eventually
 from tests.services.apiserver.test_fold import ClaimLabelled
 
@@ -121,7 +121,7 @@ async def test_list_by_namespace_all_namespaces_labels_and_pages(api: ApiClient)
     pages: list[str] = []
     token = ""
     while True:
-        from services.runtime.protocol import ListRequest
+        from draflow.services.runtime.protocol import ListRequest
 
         reply = await api.request(
             "list", ListRequest(kind="resourceclaims", namespace=None, limit=50, continue_=token)
@@ -361,7 +361,7 @@ async def test_events_left_in_a_deleted_namespace_by_an_older_log_are_deleted_at
 ) -> None:
     """Logs written before Events went with their namespace: the namespace was removed, its Events
     stayed. The namespace controller deletes them when an apiserver starts."""
-    from events.objects import EVENT_KIND, EventSource, ObjectReference, make_kube_event
+    from draflow.events.objects import EVENT_KIND, EventSource, ObjectReference, make_kube_event
 
     await api.apply([namespace("old")])
     stale = make_kube_event(
@@ -376,7 +376,7 @@ async def test_events_left_in_a_deleted_namespace_by_an_older_log_are_deleted_at
     subject = event_store.subject(EVENT_KIND, "old", stale.metadata.name)
     await event_store.append(subject, [KubeEventRecorded(event=stale)], expected_last_seq=None)
     ns_subject = event_store.subject("Namespace", None, "old")
-    from events.objects import object_deleted
+    from draflow.events.objects import object_deleted
 
     await event_store.append(
         ns_subject, [object_deleted("Namespace")], expected_last_seq=None

@@ -14,12 +14,12 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from events.api.codec import decode_object
-from events.api.coordination_v1 import Lease, LeaseSpec
-from events.api.meta import ObjectMeta, OwnerReference
-from events.dra import (
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.events.api.codec import decode_object
+from draflow.events.api.coordination_v1 import Lease, LeaseSpec
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimAllocated,
     ClaimDeallocated,
@@ -33,8 +33,8 @@ from events.dra import (
     PodSucceeded,
     PodUnschedulable,
 )
-from events.envelope import Event
-from events.node import (
+from draflow.events.envelope import Event
+from draflow.events.node import (
     LeaseRenewed,
     NodeHeartbeatLost,
     NodeTainted,
@@ -42,9 +42,14 @@ from events.node import (
     PodContainerStatusesReported,
     PodDisruptionTargeted,
 )
-from events.objects import OwnerReferencesRemoved
-from projections.objects import _GENERIC, _REDUCERS, fold
-from services.apiserver.strategy import CONTROLLER_ITEMS, SERVER_SET_FIELDS, keep_server_set, merge_update
+from draflow.events.objects import OwnerReferencesRemoved
+from draflow.projections.objects import _GENERIC, _REDUCERS, fold
+from draflow.services.apiserver.strategy import (
+    CONTROLLER_ITEMS,
+    SERVER_SET_FIELDS,
+    keep_server_set,
+    merge_update,
+)
 
 _POD = decode_object(
     {

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import PodResourceClaimStatus
-from events.dra import PodBound, PodClaimStatusesRecorded, PodStarted
-from infra.eventstore import EventStore
-from services.runtime.client import ApiClient
-from services.runtime.protocol import ItemResult
+from draflow.events.api.core_v1 import PodResourceClaimStatus
+from draflow.events.dra import PodBound, PodClaimStatusesRecorded, PodStarted
+from draflow.infra.eventstore import EventStore
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import ItemResult
 
 NS = "default"
 UPDATABLE = (

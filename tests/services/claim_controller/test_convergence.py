@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
-from services.claim_controller import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
+from draflow.services.claim_controller import (
     ClaimAction,
     CreateClaim,
     Deallocate,
@@ -22,7 +22,7 @@ from services.claim_controller import (
     sync_claim,
     sync_pod,
 )
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_allocation, make_claim, make_pod, make_template, pod_ref
 
 pytestmark = pytest.mark.kep4381

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.base import ApiStruct
-from infra.config import Settings
-from projections.objects import Change
-from services.apiserver.server import ApiServer
-from services.claim_controller import CreateClaim, sync_pod
-from services.claim_controller.dirty import Dependencies
-from services.claim_controller.service import ClaimControllerService
-from services.dra.resourceclaim import POD_CLAIM_NAME_ANNOTATION
+from draflow.events.api.base import ApiStruct
+from draflow.infra.config import Settings
+from draflow.projections.objects import Change
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller import CreateClaim, sync_pod
+from draflow.services.claim_controller.dirty import Dependencies
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.dra.resourceclaim import POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_claim, make_pod, make_template
 from tests.services.test_shells import TEMPLATE_POD
 from tests.shells import eventually, manifests, run, start_runtime

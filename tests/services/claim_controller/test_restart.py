@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from infra.config import Settings
-from services.apiserver.server import ApiServer
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
 from tests.processes import Proc
 from tests.shells import eventually, manifests, start_runtime
 
@@ -46,7 +46,7 @@ async def test_claim_controller_killed_mid_way_converges_after_restart(
     apiserver: ApiServer, settings: Settings
 ) -> None:
     probe, events = await start_runtime(settings, "probe")
-    ctl = Proc(settings, "services.claim_controller")
+    ctl = Proc(settings, "draflow.services.claim_controller")
     try:
         await asyncio.to_thread(ctl.expect, "claim-controller: following")
         for result in await probe.api.apply(manifests(TEMPLATE) + [_pod(i) for i in range(N)]):
@@ -55,7 +55,7 @@ async def test_claim_controller_killed_mid_way_converges_after_restart(
         assert await asyncio.to_thread(ctl.kill) == -signal.SIGKILL
         created_before = len(probe.items("ResourceClaim"))
 
-        ctl = Proc(settings, "services.claim_controller")
+        ctl = Proc(settings, "draflow.services.claim_controller")
         await asyncio.to_thread(ctl.expect, "claim-controller: following")
 
         def converged() -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.core_v1 import Pod
-from services.claim_controller import (
+from draflow.events.api.core_v1 import Pod
+from draflow.services.claim_controller import (
     AddReservedFor,
     CreateClaim,
     Deallocate,
@@ -21,7 +21,7 @@ from services.claim_controller import (
     sync_claim,
     sync_pod,
 )
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_allocation, make_claim, make_pod, make_template, pod_ref
 
 pytestmark = pytest.mark.kep4381
@@ -308,7 +308,7 @@ def test_generated_claim_of_a_live_pod_or_being_deleted_is_not_deleted_again() -
 
 
 def test_other_consumer_kinds_are_kept() -> None:
-    from events.api.resource_v1 import ResourceClaimConsumerReference
+    from draflow.events.api.resource_v1 import ResourceClaimConsumerReference
 
     group = ResourceClaimConsumerReference(
         api_group="scheduling.k8s.io", resource="podgroups", name="g", uid="g1"

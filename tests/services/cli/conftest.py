@@ -1,4 +1,4 @@
-"""The CLI runs in-process (``services.cli.main.main``) against an apiserver on a background thread.
+"""The CLI runs in-process (``draflow.services.cli.main.main``) against an apiserver on a background thread.
 
 The explain and verify tests also use the in-process scheduler cluster of
 ``tests/services/scheduler/service`` (``cluster``).
@@ -19,11 +19,11 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.apiserver.server import ApiServer
-from services.cli.main import main
-from services.runtime.client import ApiClient
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.cli.main import main
+from draflow.services.runtime.client import ApiClient
 from tests.services.scheduler.service.conftest import cluster
 
 __all__ = ["Result", "ThreadedApiServer", "cluster", "draflow", "system"]

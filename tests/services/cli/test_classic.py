@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 from tests.paths import ROOT
 from tests.services.cli.conftest import Result, ThreadedApiServer
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from services.runtime.client import ApiClient
+from draflow.services.runtime.client import ApiClient
 from tests.services.cli.conftest import Result, ThreadedApiServer
 
 Draflow = Callable[..., Result]

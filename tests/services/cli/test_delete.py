@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.eventstore import EventStore
-from services.cli.waiting import Progress, parse_duration
-from services.garbage_collector.service import GarbageCollectorService
-from services.runtime.controller import Runtime
+from draflow.infra.eventstore import EventStore
+from draflow.services.cli.waiting import Progress, parse_duration
+from draflow.services.garbage_collector.service import GarbageCollectorService
+from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_until
 from tests.paths import ROOT
 from tests.services.cli.conftest import Result, ThreadedApiServer

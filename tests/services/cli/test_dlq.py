@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-from events.dra import PodBound, PodStarted
-from events.envelope import Envelope, Event
-from infra.config import Settings
-from infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
-from infra.errors import PoisonEvent
-from infra.eventstore import EventStore
+from draflow.events.dra import PodBound, PodStarted
+from draflow.events.envelope import Envelope, Event
+from draflow.infra.config import Settings
+from draflow.infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
+from draflow.infra.errors import PoisonEvent
+from draflow.infra.eventstore import EventStore
 from tests.helpers import assert_eventually
 from tests.processes import draflow
 

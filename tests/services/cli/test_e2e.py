@@ -1,4 +1,4 @@
-"""The real thing: ``python -m services.apiserver`` and ``draflow`` as separate processes."""
+"""The real thing: ``python -m draflow.services.apiserver`` and ``draflow`` as separate processes."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.config import Settings
-from infra.eventstore import EventStore
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
 from tests.helpers import wait_until
 
 CLAIM = """\
@@ -69,7 +69,11 @@ class Proc:
 
 def draflow(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "draflow.services.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -87,7 +91,7 @@ def env(settings: Settings) -> dict[str, str]:
 def test_apiserver_and_cli_processes(env: dict[str, str], settings: Settings, tmp_path: Path) -> None:
     manifest = tmp_path / "claim.yaml"
     manifest.write_text(CLAIM)
-    api = Proc(["services.apiserver"], env)
+    api = Proc(["draflow.services.apiserver"], env)
     watch: Proc | None = None
     try:
         wait_until(lambda: any("serving" in line for line in api.lines), timeout_s=30)
@@ -95,7 +99,7 @@ def test_apiserver_and_cli_processes(env: dict[str, str], settings: Settings, tm
         assert applied.returncode == 0, applied.stderr
         assert applied.stdout == "namespace/e2e created\nresourceclaim.resource.k8s.io/gpu created\n"
 
-        watch = Proc(["services.cli", "get", "resourceclaims", "-n", "e2e", "-w"], env)
+        watch = Proc(["draflow.services.cli", "get", "resourceclaims", "-n", "e2e", "-w"], env)
         wait_until(lambda: len(watch.lines) >= 2, timeout_s=30)
         assert watch.lines[0].split() == ["NAME", "STATE", "AGE"]
         assert watch.lines[1].split()[:2] == ["gpu", "pending"]

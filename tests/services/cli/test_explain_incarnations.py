@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from infra.config import Settings
-from services.cli.main import main
+from draflow.events.api.core_v1 import Pod
+from draflow.infra.config import Settings
+from draflow.services.cli.main import main
 from tests.builders import make_pod
 from tests.helpers import assert_eventually
 from tests.services.scheduler.service.conftest import Cluster

@@ -15,18 +15,18 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import ResourceClaimTemplate, ResourceClaimTemplateSpec
-from events.dra import PodUnschedulable
-from events.saga import TERMINAL_SAGA_EVENTS
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.apiserver.server import ApiServer
-from services.cli.main import main
-from services.cli.verify import verify_records
-from services.runtime.client import ApiClient
-from services.scheduler.plugins.dynamicresources.plugin import DynamicResources
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import ResourceClaimTemplate, ResourceClaimTemplateSpec
+from draflow.events.dra import PodUnschedulable
+from draflow.events.saga import TERMINAL_SAGA_EVENTS
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.cli.main import main
+from draflow.services.cli.verify import verify_records
+from draflow.services.runtime.client import ApiClient
+from draflow.services.scheduler.plugins.dynamicresources.plugin import DynamicResources
 from tests.builders import exact, make_claim, make_class, make_node, make_slice
 from tests.helpers import assert_eventually
 from tests.services.scheduler.service.conftest import Cluster
@@ -208,8 +208,8 @@ async def test_verify_replay_checks_quota_statuses(
 ) -> None:
     """The real quota reconciler writes ResourceQuota status; verify-replay re-computes it with
     today's code, and catches a changed usage rule."""
-    import services.quota_reconciler.reconcile as reconcile_mod
-    from services.quota_reconciler.service import QuotaReconciler
+    import draflow.services.quota_reconciler.reconcile as reconcile_mod
+    from draflow.services.quota_reconciler.service import QuotaReconciler
     from tests.services.apiserver.test_quota import CLASS, QUOTA, claim, pod
 
     results = await api.apply([CLASS, QUOTA, claim("a", 2), pod("p", 1)])

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import msgspec
 
-from events.dra import PodBound, PodStarted
-from events.saga import SagaCompleted, SagaStarted, SagaStepCompleted
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import LocalNatsServer
+from draflow.events.dra import PodBound, PodStarted
+from draflow.events.saga import SagaCompleted, SagaStarted, SagaStepCompleted
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
 from tests.processes import draflow
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from services.cli.jsonpath import JSONPathError, Template, evaluate, render_value
+from draflow.services.cli.jsonpath import JSONPathError, Template, evaluate, render_value
 
 LIST: dict[str, Any] = {
     "kind": "List",

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.natsd import free_port
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import free_port
 from tests.paths import ROOT
 from tests.widgets import WidgetCreated, WidgetResized
 
@@ -22,7 +22,7 @@ def draflow(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
         "DRAFLOW_SUBJECT_ROOT": settings.root,
     }
     return subprocess.run(
-        [sys.executable, "-m", "services.cli", *args],
+        [sys.executable, "-m", "draflow.services.cli", *args],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from events.api.core_v1 import Pod
-from infra.config import Settings
-from infra.eventstore import EventStore
-from infra.projection_store import ProjectionStore
-from projections.catalog import all_projections
-from services.cli.asof import fold_objects
-from services.cli.main import main
+from draflow.events.api.core_v1 import Pod
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.projection_store import ProjectionStore
+from draflow.projections.catalog import all_projections
+from draflow.services.cli.asof import fold_objects
+from draflow.services.cli.main import main
 from tests.paths import TESTS
 
 GOLDEN = TESTS / "data" / "golden" / "basic-claim-template.jsonl"
@@ -127,8 +127,8 @@ def test_replay_to_time_and_rebuild_in_place(
 
 
 async def test_replayed_projection_equals_a_live_projection_store(imported: Settings, tmp_path: Path) -> None:
-    """The CLI's replay writes exactly what ``infra.projection_store.rebuild`` writes."""
-    from infra.projection_store import rebuild
+    """The CLI's replay writes exactly what ``draflow.infra.projection_store.rebuild`` writes."""
+    from draflow.infra.projection_store import rebuild
 
     code = await asyncio.to_thread(main, ["replay", "--data-dir", str(tmp_path / "cli")])
     assert code == 0
@@ -166,7 +166,7 @@ def test_verify_replay_re_decides_claims_with_the_claim_controller(
 ) -> None:
     """The claims made from templates are re-decided by the claim controller's own ``sync_pod_from``
     (what its service runs): a changed naming rule there is the first difference."""
-    import services.claim_controller.controller as controller
+    import draflow.services.claim_controller.controller as controller
 
     monkeypatch.setattr(controller, "generate_claim_name_prefix", lambda pod, claim: f"{pod}-x-{claim}-")
     code, out, err = run(capsys, "verify-replay", "-o", "json")

@@ -11,11 +11,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from infra.config import Settings
-from infra.errors import TransientError
-from infra.eventstore import EventStore
-from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
-from services.cli.main import main
+from draflow.infra.config import Settings
+from draflow.infra.errors import TransientError
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
+from draflow.services.cli.main import main
 from tests.services.cli.conftest import Result
 
 Cli = Callable[..., Result]

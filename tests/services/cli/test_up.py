@@ -1,18 +1,19 @@
-"""``draflow up`` (the packaged Procfile, from any directory) and ``draflow examples``."""
+"""``draflow up`` (the packaged Procfile, from any directory) and ``draflow examples``.
+
+That the wheel ships the Procfile and the examples: ``tests/test_packaging.py``.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
-from infra.ports import Ports
-from services.cli.up import packaged_procfile, procfile
+from draflow.infra.ports import Ports
+from draflow.services.cli.up import packaged_procfile, procfile
 from tests.helpers import free_port_offset
 from tests.paths import ROOT
 
@@ -36,7 +37,7 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
     assert cmds["kubelet_node_1"] == default["kubelet_node_1"].replace("--gpus 8", "--gpus 2")  # labels kept
     assert (
         cmds["kubelet_node_6"]
-        == "DRAFLOW_METRICS_SLOT=16 exec python -m services.kubelet --node node-6 --gpus 2"
+        == "DRAFLOW_METRICS_SLOT=16 exec python -m draflow.services.kubelet --node node-6 --gpus 2"
     )
     assert [n for n, _ in procfile(nodes=0)] == [n for n in default if not n.startswith("kubelet_node_")]
 
@@ -52,43 +53,6 @@ def test_examples_list_and_path(tmp_path: Path) -> None:
         [str(BIN / "draflow"), "examples", "path"], cwd=tmp_path, capture_output=True, text=True
     )
     assert (Path(path.stdout.strip()) / "dra-example-driver" / "deviceclass.yaml").is_file()
-
-
-def test_the_wheel_ships_the_procfile_and_the_examples(tmp_path: Path) -> None:
-    src = tmp_path / "src"  # a copy: building in the checkout would leave build/ behind
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("events", "infra", "projections", "sagas", "services", "examples"):
-        shutil.copytree(ROOT / name, src / name, ignore=ignore)
-    for name in ("pyproject.toml", "README.md", "Procfile"):
-        shutil.copy(ROOT / name, src / name)
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(src),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("draflow-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert "services/cli/Procfile" in names
-    data = [n.split("/data/", 1)[1] for n in names if "/data/share/draflow/examples/" in n]
-    expected = sorted(
-        f"share/draflow/examples/{p.relative_to(ROOT / 'examples')}"
-        for p in (ROOT / "examples").rglob("*")
-        if p.is_file()
-    )
-    assert sorted(data) == expected
 
 
 def test_draflow_up_runs_the_system_from_any_directory(tmp_path: Path) -> None:

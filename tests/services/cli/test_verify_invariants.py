@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from events.api.codec import encode_object
-from events.api.core_v1 import Pod, PodResourceClaimStatus
-from events.api.resource_v1 import (
+from draflow.events.api.codec import encode_object
+from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
+from draflow.events.api.resource_v1 import (
     AllocationResult,
     DeviceAllocationResult,
     DeviceRequestAllocationResult,
     ResourceClaim,
     ResourceClaimConsumerReference,
 )
-from events.dra import (
+from draflow.events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
     ClaimReservationsReleased,
@@ -29,13 +29,13 @@ from events.dra import (
     PodClaimStatusesRecorded,
     PodStarted,
 )
-from events.objects import object_applied
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.cli.invariants import BOUND_ONCE, KEEPS_CLAIMS
-from services.cli.main import main
-from services.cli.verify import verify_records
-from services.runtime.client import ApiClient
+from draflow.events.objects import object_applied
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.cli.invariants import BOUND_ONCE, KEEPS_CLAIMS
+from draflow.services.cli.main import main
+from draflow.services.cli.verify import verify_records
+from draflow.services.runtime.client import ApiClient
 from tests.builders import exact, make_claim, make_pod
 
 pytestmark = pytest.mark.kep4381
@@ -162,7 +162,7 @@ async def test_a_bound_pod_is_not_bound_again(api: ApiClient, event_store: Event
 async def test_releasing_a_finished_or_deleting_pods_claim_is_fine(
     api: ApiClient, event_store: EventStore
 ) -> None:
-    from events.dra import PodSucceeded
+    from draflow.events.dra import PodSucceeded
 
     pod = await running_pod(api, event_store)
     await _as(event_store, "kubelet-node-1", "Pod", "pod0", [PodSucceeded()])
@@ -202,7 +202,7 @@ async def test_the_command_names_the_rule(
 
 
 def test_a_claim_reserved_for_a_pod_that_does_not_use_it_may_go() -> None:
-    from services.cli.invariants import released_running_pod
+    from draflow.services.cli.invariants import released_running_pod
 
     pod = make_pod("pod0", phase="Running", node_name="node-1")
     claim = make_claim("other", exact(), reserved_for=[pod])

@@ -1,4 +1,4 @@
-"""``services.dra.resourceclaim``: the one pod -> claim resolution, pinned to Kubernetes' behaviour
+"""``draflow.services.dra.resourceclaim``: the one pod -> claim resolution, pinned to Kubernetes' behaviour
 where the three copies it replaces disagreed (``k8s.io/dynamic-resource-allocation/resourceclaim``:
 ``Name``, ``IsForPod``, ``IsReservedForPod``; ``metav1.IsControlledBy``)."""
 
@@ -9,12 +9,12 @@ import re
 import msgspec
 import pytest
 
-from events.api.classic_pod import decode_manifest, pod_claims
-from events.api.core_v1 import Pod, PodExtendedResourceClaimStatus, PodResourceClaim
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
-from services.dra.classic.podclaims import Blocked, claim_from_template, sync_pod
-from services.dra.resourceclaim import (
+from draflow.events.api.classic_pod import decode_manifest, pod_claims
+from draflow.events.api.core_v1 import Pod, PodExtendedResourceClaimStatus, PodResourceClaim
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
+from draflow.services.dra.classic.podclaims import Blocked, claim_from_template, sync_pod
+from draflow.services.dra.resourceclaim import (
     ClaimNameError,
     ClaimProblem,
     ClaimRef,
@@ -27,7 +27,7 @@ from services.dra.resourceclaim import (
     resolve_claim_name,
     resolve_claims,
 )
-from services.scheduler.plugins.classic.scheduling import UNSCHEDULABLE, pre_filter
+from draflow.services.scheduler.plugins.classic.scheduling import UNSCHEDULABLE, pre_filter
 from tests.builders import make_claim, make_pod
 
 pytestmark = pytest.mark.kep4381

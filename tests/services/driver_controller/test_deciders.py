@@ -7,19 +7,19 @@ from typing import Any, cast
 import pytest
 from msgspec.structs import replace
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.meta import ObjectMeta, OwnerReference
-from services.dra.classic import claims as cl
-from services.dra.classic.nodeselect import node_names_selector
-from services.dra.classic.plugin import AllocationResult
-from services.dra.classic.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
-from services.driver_controller import controller as ctl
-from services.driver_controller import saga_wiring as wiring
-from services.driver_controller import sagas
-from services.driver_controller.saga_wiring import ClaimStep
-from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.scheduler.plugins.classic import scheduling as sch
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.nodeselect import node_names_selector
+from draflow.services.dra.classic.plugin import AllocationResult
+from draflow.services.dra.classic.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
+from draflow.services.driver_controller import controller as ctl
+from draflow.services.driver_controller import saga_wiring as wiring
+from draflow.services.driver_controller import sagas
+from draflow.services.driver_controller.saga_wiring import ClaimStep
+from draflow.services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from draflow.services.scheduler.plugins.classic import scheduling as sch
 from tests.builders import make_node
 from tests.builders.classic import make_classic_claim
 
@@ -153,7 +153,7 @@ def test_undo_allocate_never_frees_a_recorded_allocation() -> None:
 
 
 def pod(uid: str = "uid-p") -> c1.Pod:
-    from events.api.classic_pod import decode_manifest
+    from draflow.events.api.classic_pod import decode_manifest
 
     obj = decode_manifest(
         {

@@ -9,18 +9,18 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.objects import object_applied, status_updated
-from infra.eventstore import EventStore
-from sagas.engine import SagaEngine, SagaStatus
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import Failure
-from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
-from services.driver_controller.sagas import CANCEL_REALLOCATION, Done, SagaInput, run_action
-from services.driver_controller.store import EventClaimStore
-from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.drivers.fpga_example import FpgaController
-from services.drivers.fpga_example.controller import FABRIC_LABEL
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.objects import object_applied, status_updated
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaEngine, SagaStatus
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import Failure
+from draflow.services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
+from draflow.services.driver_controller.sagas import CANCEL_REALLOCATION, Done, SagaInput, run_action
+from draflow.services.driver_controller.store import EventClaimStore
+from draflow.services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from draflow.services.drivers.fpga_example import FpgaController
+from draflow.services.drivers.fpga_example.controller import FABRIC_LABEL
 from tests.builders import make_node
 from tests.builders.classic import make_classic_claim, make_classic_class
 

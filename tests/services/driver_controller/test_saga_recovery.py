@@ -16,23 +16,23 @@ from typing import Any
 
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.envelope import Envelope, Event
-from events.objects import object_applied, status_updated
-from events.saga import SagaStepCompleted, SagaStepFailed
-from infra.config import Settings
-from infra.eventstore import EventStore
-from sagas.engine import SagaEngine, SagaStatus
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import ControllerPlugin
-from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
-from services.driver_controller.sagas import SagaInput
-from services.driver_controller.service import DriverControllerService
-from services.driver_controller.store import EventClaimStore
-from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.drivers.fpga_example import FpgaController
-from services.drivers.fpga_example.controller import FABRIC_LABEL
-from services.runtime.controller import Runtime
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import object_applied, status_updated
+from draflow.events.saga import SagaStepCompleted, SagaStepFailed
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaEngine, SagaStatus
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import ControllerPlugin
+from draflow.services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
+from draflow.services.driver_controller.sagas import SagaInput
+from draflow.services.driver_controller.service import DriverControllerService
+from draflow.services.driver_controller.store import EventClaimStore
+from draflow.services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from draflow.services.drivers.fpga_example import FpgaController
+from draflow.services.drivers.fpga_example.controller import FABRIC_LABEL
+from draflow.services.runtime.controller import Runtime
 from tests.builders import make_node
 from tests.builders.classic import make_classic_claim, make_classic_class
 from tests.services.scheduler.service.interrupt import BeforeAppend, StopAfterAppend

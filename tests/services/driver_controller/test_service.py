@@ -11,20 +11,20 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.classic_pod import decode_manifest
-from events.api.loader import parse_documents
-from events.api.meta import ObjectMeta
-from events.objects import object_applied, object_deleted, status_updated
-from infra.eventstore import EventStore
-from services.dra.classic import claims as cl
-from services.dra.classic.validation import admit_classic
-from services.driver_controller.service import DriverControllerService
-from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.drivers.fpga_example import FpgaController
-from services.drivers.fpga_example.controller import FABRIC_LABEL
-from services.runtime.controller import Runtime
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.classic_pod import decode_manifest
+from draflow.events.api.loader import parse_documents
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.objects import object_applied, object_deleted, status_updated
+from draflow.infra.eventstore import EventStore
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.validation import admit_classic
+from draflow.services.driver_controller.service import DriverControllerService
+from draflow.services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from draflow.services.drivers.fpga_example import FpgaController
+from draflow.services.drivers.fpga_example.controller import FABRIC_LABEL
+from draflow.services.runtime.controller import Runtime
 from tests.builders import make_node
 from tests.paths import ROOT
 
@@ -145,7 +145,7 @@ async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runti
 
 
 async def test_a_claim_waiting_for_a_free_fpga_gets_it_after_the_other_is_deleted(runtime: Runtime) -> None:
-    from events.objects import deletion_requested
+    from draflow.events.objects import deletion_requested
 
     fpga = FpgaController(pool=[{"name": "fpga-0"}], programming_steps=0)
     svc = DriverControllerService(runtime, {"fpga.example.com": fpga}, retry_initial_s=0.01, retry_attempts=2)

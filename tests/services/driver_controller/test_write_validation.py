@@ -11,14 +11,14 @@ from typing import cast
 
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.api.base import ApiStruct
-from events.api.core_v1 import Pod
-from events.api.meta import ObjectMeta
-from infra.errors import PermanentError
-from sagas.engine import SagaDefinition, StepContext
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.infra.errors import PermanentError
+from draflow.sagas.engine import SagaDefinition, StepContext
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,
@@ -26,9 +26,9 @@ from services.dra.classic.plugin import (
     Freed,
     Parameters,
 )
-from services.dra.classic.validation import admit_classic
-from services.driver_controller.saga_wiring import ALLOCATION, ClassicSagaDeps, write_problems
-from services.driver_controller.sagas import SagaInput
+from draflow.services.dra.classic.validation import admit_classic
+from draflow.services.driver_controller.saga_wiring import ALLOCATION, ClassicSagaDeps, write_problems
+from draflow.services.driver_controller.sagas import SagaInput
 
 pytestmark = pytest.mark.kep3063
 
@@ -144,7 +144,7 @@ async def test_an_invalid_allocation_write_is_a_definite_failure(caplog: pytest.
     driver, store, alloc, inp = _setup(0)
     step = alloc.steps[-1]
     assert step.name == "allocate-and-record" and step.compensate is not None
-    with caplog.at_level(logging.ERROR, logger="services.driver_controller.saga_wiring"):
+    with caplog.at_level(logging.ERROR, logger="draflow.services.driver_controller.saga_wiring"):
         with pytest.raises(PermanentError, match=r"invalid claim write refused: .*status\.userLimit"):
             await step.action(cast(StepContext, Ctx(inp, ClassicSagaDeps({DRIVER: driver}, store))))
     assert all(w.status.phase != cv.ALLOCATED for w in store.writes)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from events.objects import object_applied
-from services.drivers.acme_gpu.publisher import GPUS_LABEL, MEMORY_LABEL, CapacityPublisher, capacity_for
-from services.runtime.controller import Runtime
+from draflow.events.objects import object_applied
+from draflow.services.drivers.acme_gpu.publisher import (
+    GPUS_LABEL,
+    MEMORY_LABEL,
+    CapacityPublisher,
+    capacity_for,
+)
+from draflow.services.runtime.controller import Runtime
 from tests.builders import make_node
 
 pytestmark = pytest.mark.kep3063

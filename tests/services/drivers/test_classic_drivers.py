@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.api.meta import ObjectMeta
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.meta import ObjectMeta
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import (
     ENTRY_POINT_GROUP,
     AllocationResult,
     ClaimAllocation,
@@ -25,13 +25,13 @@ from services.dra.classic.plugin import (
     declared_entry_points,
     load_plugins,
 )
-from services.dra.kubeletplugin import DRAPlugin
-from services.dra.resourceclaim import ClaimRef
-from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.drivers.acme_gpu import parse_parameters as acme_params
-from services.drivers.fpga_example import FpgaController, FpgaNodePlugin
-from services.drivers.fpga_example import parse_parameters as fpga_params
-from services.drivers.fpga_example.controller import FABRIC_LABEL
+from draflow.services.dra.kubeletplugin import DRAPlugin
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from draflow.services.drivers.acme_gpu import parse_parameters as acme_params
+from draflow.services.drivers.fpga_example import FpgaController, FpgaNodePlugin
+from draflow.services.drivers.fpga_example import parse_parameters as fpga_params
+from draflow.services.drivers.fpga_example.controller import FABRIC_LABEL
 from tests.builders import make_node
 from tests.builders.classic import make_classic_claim
 from tests.paths import ROOT
@@ -222,7 +222,9 @@ def test_entry_points_declared_in_pyproject_load() -> None:
     with pytest.raises(PluginLoadError, match=r"gpu\.acme\.com takes no options"):
         load_plugins(["gpu.acme.com"], available=_declared(), options={"gpu.acme.com": {"x": 1}})
     wrong = EntryPoint(
-        name="other.example.com", value="services.drivers.acme_gpu.controller:create_plugin", group="g"
+        name="other.example.com",
+        value="draflow.services.drivers.acme_gpu.controller:create_plugin",
+        group="g",
     )
     with pytest.raises(PluginLoadError, match=r"plugin reports driver 'gpu\.acme\.com'"):
         load_plugins(available=[wrong])

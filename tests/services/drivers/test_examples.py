@@ -12,14 +12,21 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.loader import load_manifests
-from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
-from services.apiserver.admission import admit as api_admit
-from services.claim_controller import CreateClaim, apply_to_claim, apply_to_pod, sync_claim, sync_pod
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, pod_consumer_ref
-from services.drivers.gpu_example import GpuExamplePlugin, build_slices
-from services.kubelet import Admit, DRAManager, admit, prepare_pod, release_reservations, unprepare_pod
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.loader import load_manifests
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
+from draflow.services.apiserver.admission import admit as api_admit
+from draflow.services.claim_controller import CreateClaim, apply_to_claim, apply_to_pod, sync_claim, sync_pod
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, pod_consumer_ref
+from draflow.services.drivers.gpu_example import GpuExamplePlugin, build_slices
+from draflow.services.kubelet import (
+    Admit,
+    DRAManager,
+    admit,
+    prepare_pod,
+    release_reservations,
+    unprepare_pod,
+)
 from tests.builders import make_allocation
 from tests.paths import ROOT
 

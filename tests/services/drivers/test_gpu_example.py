@@ -9,19 +9,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from events.api.loader import load_manifests
-from events.api.resource_v1 import (
+from draflow.events.api.loader import load_manifests
+from draflow.events.api.resource_v1 import (
     DeviceAllocationConfiguration,
     DeviceClass,
     OpaqueDeviceConfiguration,
     ResourceClaim,
     ResourceSlice,
 )
-from services.apiserver.admission import admit as api_admit
-from services.dra.kubeletplugin import DRAPlugin, PluginError
-from services.dra.resourceclaim import ClaimRef
-from services.drivers import cdi
-from services.drivers.gpu_example import (
+from draflow.services.apiserver.admission import admit as api_admit
+from draflow.services.dra.kubeletplugin import DRAPlugin, PluginError
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers import cdi
+from draflow.services.drivers.gpu_example import (
     DEVICE_CLASS_MANIFEST,
     FailureSwitches,
     GpuExamplePlugin,
@@ -29,7 +29,7 @@ from services.drivers.gpu_example import (
     gpu_uuid,
     sync_pool,
 )
-from services.drivers.gpu_example.config import ConfigError, parse_gpu_config
+from draflow.services.drivers.gpu_example.config import ConfigError, parse_gpu_config
 from tests.builders import make_allocation, make_claim
 from tests.paths import TESTS
 

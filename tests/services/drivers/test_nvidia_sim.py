@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from events.api.loader import load_manifests
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from events.quantity import Quantity
-from services.apiserver.admission import admit
-from services.apiserver.admission.served import validate_object
-from services.dra import cel
-from services.dra.kubeletplugin import DRAPlugin
-from services.dra.resourceclaim import ClaimRef
-from services.dra.structured.selection import attribute_value
-from services.drivers import cdi
-from services.drivers.nvidia_sim import (
+from draflow.events.api.loader import load_manifests
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.events.quantity import Quantity
+from draflow.services.apiserver.admission import admit
+from draflow.services.apiserver.admission.served import validate_object
+from draflow.services.dra import cel
+from draflow.services.dra.kubeletplugin import DRAPlugin
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.dra.structured.selection import attribute_value
+from draflow.services.drivers import cdi
+from draflow.services.drivers.nvidia_sim import (
     DRIVER,
     LayoutError,
     NodeLayout,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from events.api.meta import OwnerReference
-from services.garbage_collector import (
+from draflow.events.api.meta import OwnerReference
+from draflow.services.garbage_collector import (
     DeleteObject,
     Graph,
     Item,

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import msgspec
 import pytest
 
-from events.api.core_v1 import PodExtendedResourceClaimStatus
-from services.dra.claimactions import RemoveReservedFor
-from services.kubelet import (
+from draflow.events.api.core_v1 import PodExtendedResourceClaimStatus
+from draflow.services.dra.claimactions import RemoveReservedFor
+from draflow.services.kubelet import (
     Admit,
     Reject,
     admit,

@@ -8,12 +8,12 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.kubeletplugin import Device, PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.drivers.gpu_example import FailureSwitches, GpuExamplePlugin
-from services.kubelet import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.kubeletplugin import Device, PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers.gpu_example import FailureSwitches, GpuExamplePlugin
+from draflow.services.kubelet import (
     ClaimInfo,
     CorruptCheckpointError,
     DeviceState,
@@ -26,7 +26,7 @@ from services.kubelet import (
     unprepare_pod,
     write_checkpoint,
 )
-from services.kubelet.checkpoint import CheckpointError
+from draflow.services.kubelet.checkpoint import CheckpointError
 from tests.builders import make_allocation, make_claim, make_container, make_pod
 
 pytestmark = pytest.mark.kep4381

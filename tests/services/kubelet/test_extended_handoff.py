@@ -5,18 +5,18 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import DeviceClass, ResourceClaimStatus, ResourceSlice
-from services.dra.extended import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaimStatus, ResourceSlice
+from draflow.services.dra.extended import (
     ExtendedResourceIndex,
     claim_for_create,
     claim_status,
     decide_node,
     new_in_memory_claim,
 )
-from services.dra.structured import Allocator
-from services.kubelet.manager import DRAManager
-from services.kubelet.state import ClaimInfo, DeviceState
+from draflow.services.dra.structured import Allocator
+from draflow.services.kubelet.manager import DRAManager
+from draflow.services.kubelet.state import ClaimInfo, DeviceState
 from tests.builders import make_container, make_pod
 from tests.builders.manifests import EXAMPLES, load
 

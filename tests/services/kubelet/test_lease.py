@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from events.api.meta import OwnerReference
-from services.kubelet.lease import lease_object, lease_outdated, renew_interval
-from services.kubelet.node import is_ready, ready_status
+from draflow.events.api.meta import OwnerReference
+from draflow.services.kubelet.lease import lease_object, lease_outdated, renew_interval
+from draflow.services.kubelet.node import is_ready, ready_status
 from tests.builders import at, registered_node
 
 

@@ -9,11 +9,11 @@ import signal
 
 import pytest
 
-from events.api.core_v1 import Pod
-from infra.config import Settings
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.runtime.controller import Runtime
 from tests.processes import Proc
 from tests.services.test_shells import TEMPLATE_POD
 from tests.shells import eventually, manifests, run, schedule, start_runtime
@@ -47,7 +47,7 @@ def _running(probe: Runtime, name: str) -> bool:
 
 
 async def _kubelet(settings: Settings) -> Proc:
-    w = Proc(settings, "services.kubelet", ["--node", "node-1", "--gpus", "8"])
+    w = Proc(settings, "draflow.services.kubelet", ["--node", "node-1", "--gpus", "8"])
     # in a thread: the apiserver answering the kubelet runs on this test's event loop
     await asyncio.to_thread(w.expect, "kubelet node-1: registered")
     return w
@@ -114,7 +114,7 @@ async def test_corrupt_checkpoint_stops_the_kubelet(apiserver: ApiServer, settin
     state.mkdir(parents=True)
     data = '{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","Entries":[]}'
     (state / "dra_manager_state").write_text(json.dumps({"Data": data, "Checksum": 1}))
-    kubelet = Proc(settings, "services.kubelet", ["--node", "node-1"])
+    kubelet = Proc(settings, "draflow.services.kubelet", ["--node", "node-1"])
     code = await asyncio.to_thread(kubelet.wait, 60)
     assert code == 1
     assert any("CorruptCheckpointError" in line for line in kubelet.stderr), kubelet.stderr[-10:]

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.dra import PodBound
-from infra.config import Settings
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.drivers.gpu_example.plugin import FailureSwitches
-from services.kubelet.service import KubeletService
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import PodBound
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.drivers.gpu_example.plugin import FailureSwitches
+from draflow.services.kubelet.service import KubeletService
+from draflow.services.runtime.controller import Runtime
 from tests.services.test_shells import TEMPLATE_POD, kubelet_builder
 from tests.shells import eventually, manifests, run, schedule, start_runtime
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from services.drivers.gpu_example import GpuExamplePlugin
-from services.kubelet import (
+from draflow.services.drivers.gpu_example import GpuExamplePlugin
+from draflow.services.kubelet import (
     Admit,
     DRAManager,
     Step,

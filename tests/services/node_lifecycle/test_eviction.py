@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.api.core_v1 import Pod, PodCondition, Toleration
-from services.node_lifecycle.eviction import EvictionPlan, min_toleration_seconds, plan_evictions
-from services.node_lifecycle.podgc import collect_pods
-from services.node_lifecycle.taints import NOT_READY, OUT_OF_SERVICE, UNREACHABLE
+from draflow.events.api.core_v1 import Pod, PodCondition, Toleration
+from draflow.services.node_lifecycle.eviction import EvictionPlan, min_toleration_seconds, plan_evictions
+from draflow.services.node_lifecycle.podgc import collect_pods
+from draflow.services.node_lifecycle.taints import NOT_READY, OUT_OF_SERVICE, UNREACHABLE
 from tests.builders import at, make_pod, make_taint, make_toleration, registered_node, stamp
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from events.api.core_v1 import Node, NodeCondition
-from services.node_lifecycle.config import LifecycleConfig, parse_duration, parse_time
-from services.node_lifecycle.health import (
+from draflow.events.api.core_v1 import Node, NodeCondition
+from draflow.services.node_lifecycle.config import LifecycleConfig, parse_duration, parse_time
+from draflow.services.node_lifecycle.health import (
     EXCLUDE_DISRUPTION_LABEL,
     FULL_DISRUPTION,
     NORMAL,

@@ -16,23 +16,23 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from events.api.core_v1 import Node, Pod, Taint
-from events.api.resource_v1 import ResourceClaim
-from events.dra import PodStarted
-from events.node import NodeHeartbeatLost, PodDisruptionTargeted
-from infra.config import Settings
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.cli import verify_nodes
-from services.cli.verify import verify_records
-from services.kubelet.heartbeat import NodeHeartbeat
-from services.kubelet.node import node_object
-from services.kubelet.service import KubeletService
-from services.node_lifecycle.config import LifecycleConfig
-from services.node_lifecycle.health import check_heartbeat
-from services.node_lifecycle.service import NodeLifecycleService
-from services.node_lifecycle.taints import OUT_OF_SERVICE, UNREACHABLE
-from services.runtime.controller import Runtime
+from draflow.events.api.core_v1 import Node, Pod, Taint
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import PodStarted
+from draflow.events.node import NodeHeartbeatLost, PodDisruptionTargeted
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.cli import verify_nodes
+from draflow.services.cli.verify import verify_records
+from draflow.services.kubelet.heartbeat import NodeHeartbeat
+from draflow.services.kubelet.node import node_object
+from draflow.services.kubelet.service import KubeletService
+from draflow.services.node_lifecycle.config import LifecycleConfig
+from draflow.services.node_lifecycle.health import check_heartbeat
+from draflow.services.node_lifecycle.service import NodeLifecycleService
+from draflow.services.node_lifecycle.taints import OUT_OF_SERVICE, UNREACHABLE
+from draflow.services.runtime.controller import Runtime
 from tests.shells import Running, eventually, manifests, run, schedule, start_runtime
 
 CFG = LifecycleConfig(monitor_period_s=0.2, grace_period_s=1.5, orphan_quarantine_s=0.0)

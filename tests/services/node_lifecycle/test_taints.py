@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from events.api.core_v1 import Node, NodeCondition, Taint
-from events.node import NodeHeartbeatLost, NodeTainted, NodeUntainted
-from events.objects import status_updated
-from projections.objects import fold
-from services.node_lifecycle.config import LifecycleConfig
-from services.node_lifecycle.controller import decide_nodes, node_events
-from services.node_lifecycle.health import zone_states
-from services.node_lifecycle.taints import NOT_READY, UNREACHABLE, UNSCHEDULABLE, taint_change
+from draflow.events.api.core_v1 import Node, NodeCondition, Taint
+from draflow.events.node import NodeHeartbeatLost, NodeTainted, NodeUntainted
+from draflow.events.objects import status_updated
+from draflow.projections.objects import fold
+from draflow.services.node_lifecycle.config import LifecycleConfig
+from draflow.services.node_lifecycle.controller import decide_nodes, node_events
+from draflow.services.node_lifecycle.health import zone_states
+from draflow.services.node_lifecycle.taints import NOT_READY, UNREACHABLE, UNSCHEDULABLE, taint_change
 from tests.builders import at, make_lease, make_taint, registered_node
 
 CFG = LifecycleConfig()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.otlp.model import SpanRecord
-from services.otlp.store import SpanStore, TraceQuery
+from draflow.services.otlp.model import SpanRecord
+from draflow.services.otlp.store import SpanStore, TraceQuery
 
 
 def _span(

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from infra.config import Settings
-from infra.natsd import free_port
-from services.cli.trace import trace_ids_from_log
+from draflow.infra.config import Settings
+from draflow.infra.natsd import free_port
+from draflow.services.cli.trace import trace_ids_from_log
 from tests.helpers import wait_until
 from tests.processes import Proc, draflow
 
@@ -47,7 +47,7 @@ class Receiver:
     def __init__(self, settings: Settings, port: int = 0, grpc_port: int = 0) -> None:
         self.port, self.grpc_port = port or free_port(), grpc_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.worker = Proc(settings, "services.otlp", [], self.env())
+        self.worker = Proc(settings, "draflow.services.otlp", [], self.env())
         self.worker.expect("LISTENING", timeout_s=20)
 
     def env(self) -> dict[str, str]:
@@ -237,7 +237,7 @@ def test_otlp_json_bad_bodies_and_restart(settings: Settings, receiver: Receiver
         ]
         assert again.get("/api/traces?tag=draflow.saga.id:nope")["data"] == []
         # a second receiver on a busy port steps aside and still stops cleanly
-        busy = Proc(settings, "services.otlp", [], again.env(), merge_stderr=True)
+        busy = Proc(settings, "draflow.services.otlp", [], again.env(), merge_stderr=True)
         busy.expect(f"127.0.0.1:{again.port} is in use", anywhere=True, timeout_s=20)
         busy.expect(f"127.0.0.1:{again.grpc_port} is in use", anywhere=True, timeout_s=20)
         busy.proc.send_signal(signal.SIGTERM)

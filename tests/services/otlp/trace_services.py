@@ -12,12 +12,12 @@ import sys
 
 from opentelemetry.trace import Status, StatusCode
 
-from events.dra import PodBound, PodStarted
-from events.envelope import Envelope, Event
-from events.saga import SagaStarted
-from infra import tracing
-from infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
-from infra.service import ServiceContext, run_service
+from draflow.events.dra import PodBound, PodStarted
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import SagaStarted
+from draflow.infra import tracing
+from draflow.infra.consumer import ConsumerOptions, DurableConsumer, FunctionHandler
+from draflow.infra.service import ServiceContext, run_service
 
 POD = {"k8s.pod.name": "web", "k8s.namespace.name": "default"}
 

@@ -7,11 +7,11 @@ import random
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod, ResourceQuota
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from services.dra.extended import ExtendedResourceIndex, pod_requests
-from services.dra.quota.state import QuotaState
-from services.quota_reconciler.reconcile import reconcile
+from draflow.events.api.core_v1 import Pod, ResourceQuota
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.services.dra.extended import ExtendedResourceIndex, pod_requests
+from draflow.services.dra.quota.state import QuotaState
+from draflow.services.quota_reconciler.reconcile import reconcile
 from tests.builders import (
     exact,
     first_available,

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from events.envelope import Event
-from infra.config import Settings
-from infra.errors import ConcurrencyError
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.kubelet.service import KubeletService
-from services.runtime.controller import Runtime
+from draflow.events.envelope import Event
+from draflow.infra.config import Settings
+from draflow.infra.errors import ConcurrencyError
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.kubelet.service import KubeletService
+from draflow.services.runtime.controller import Runtime
 from tests.services.test_shells import TEMPLATE_POD, kubelet_builder
 from tests.shells import eventually, manifests, run, schedule, start_runtime
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.dra.resourceclaim import generate_claim_name_prefix
-from services.runtime.naming import (
+from draflow.services.dra.resourceclaim import generate_claim_name_prefix
+from draflow.services.runtime.naming import (
     ALPHANUMS,
     SeededSuffixes,
     generate_name,

@@ -7,10 +7,10 @@ import random
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from services.scheduler.framework import Reserved, Unschedulable
-from services.scheduler.plugins.dynamicresources import prebind_claim
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.scheduler.framework import Reserved, Unschedulable
+from draflow.services.scheduler.plugins.dynamicresources import prebind_claim
 from tests.builders import bound_to, make_pod, pod_with_template_claim
 from tests.builders.scheduler import gpu_cluster, next_result
 

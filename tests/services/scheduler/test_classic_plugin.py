@@ -6,23 +6,23 @@ import asyncio
 
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import decode_manifest
-from events.api.core_v1 import Pod
-from events.api.meta import ObjectMeta
-from events.objects import object_applied, status_updated
-from infra.eventstore import EventStore
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import AllocationResult
-from services.dra.classic.validation import admit_classic
-from services.dra.resourceclaim import pod_owner_reference
-from services.driver_controller.store import EventClaimStore
-from services.scheduler.framework import Scheduler, Unschedulable
-from services.scheduler.plugins import default_plugins
-from services.scheduler.plugins.classic import NAME, ClassicDynamicResources
-from services.scheduler.plugins.classic.feed import ClassicFeed
-from services.scheduler.plugins.classic.plugin import WAIT_ALLOCATION, WAIT_INFORMATION
-from services.scheduler.plugins.classic.writes import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.classic_pod import decode_manifest
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.objects import object_applied, status_updated
+from draflow.infra.eventstore import EventStore
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import AllocationResult
+from draflow.services.dra.classic.validation import admit_classic
+from draflow.services.dra.resourceclaim import pod_owner_reference
+from draflow.services.driver_controller.store import EventClaimStore
+from draflow.services.scheduler.framework import Scheduler, Unschedulable
+from draflow.services.scheduler.plugins import default_plugins
+from draflow.services.scheduler.plugins.classic import NAME, ClassicDynamicResources
+from draflow.services.scheduler.plugins.classic.feed import ClassicFeed
+from draflow.services.scheduler.plugins.classic.plugin import WAIT_ALLOCATION, WAIT_INFORMATION
+from draflow.services.scheduler.plugins.classic.writes import (
     POTENTIAL,
     REALLOCATE,
     RESERVE,

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from services.scheduler.framework import (
+from draflow.services.scheduler.framework import (
     Diagnosis,
     Unschedulable,
     failed_scheduling_event,
     pod_scheduled_condition,
 )
-from services.scheduler.framework.status import unresolvable, unschedulable
+from draflow.services.scheduler.framework.status import unresolvable, unschedulable
 from tests.builders import exact, make_class, make_node, make_pod, make_slice, pod_with_template_claim
 from tests.builders.scheduler import cluster
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import DeviceConstraint
-from services.dra.resourceclaim import resolve_claims
-from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
-from services.scheduler.plugins.dynamicresources import DynamicResources
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import DeviceConstraint
+from draflow.services.dra.resourceclaim import resolve_claims
+from draflow.services.scheduler.framework import Reserved, SchedulingError, Unschedulable
+from draflow.services.scheduler.plugins.dynamicresources import DynamicResources
 from tests.builders import (
     bound_to,
     exact,
@@ -330,7 +330,7 @@ def test_unknown_object_kinds_are_ignored() -> None:
 
 
 def test_allocator_step_budget_is_a_node_rejection() -> None:
-    from services.scheduler.framework import SchedulerConfig
+    from draflow.services.scheduler.framework import SchedulerConfig
 
     core = gpu_cluster(2, 10, config=SchedulerConfig(allocator_max_steps=2))
     pod, claim = pod_with_template_claim("p", exact(count=5))
@@ -341,7 +341,7 @@ def test_allocator_step_budget_is_a_node_rejection() -> None:
 
 
 def test_device_taint_rules_and_tolerations() -> None:
-    from events.api.resource_v1 import (
+    from draflow.events.api.resource_v1 import (
         DeviceTaint,
         DeviceTaintRule,
         DeviceTaintRuleSpec,

@@ -9,12 +9,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.core_v1 import Node, Pod
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import DeviceClass
-from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from services.scheduler.framework import Reserved, Scheduler, SchedulingError, Unschedulable
-from services.scheduler.plugins import default_plugins
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import DeviceClass
+from draflow.services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from draflow.services.scheduler.framework import Reserved, Scheduler, SchedulingError, Unschedulable
+from draflow.services.scheduler.plugins import default_plugins
 from tests.builders import make_class, make_container, make_pod
 from tests.builders.manifests import EXAMPLES, load
 from tests.services.dra.extended.test_nodes import user_claim
@@ -127,7 +127,7 @@ def test_leftover_devices_serve_an_ordinary_claim_next_to_the_special_one() -> N
 
 
 def _pod_claim_type() -> type:
-    from events.api.core_v1 import PodResourceClaim
+    from draflow.events.api.core_v1 import PodResourceClaim
 
     return PodResourceClaim
 
@@ -198,10 +198,10 @@ def test_node_without_allocatable_uses_capacity() -> None:
 
 
 def test_deleted_claim_requeues_its_owner_or_everyone_when_it_held_devices() -> None:
-    from events.api.resource_v1 import ResourceClaimStatus
-    from services.dra.extended import new_in_memory_claim
-    from services.scheduler.framework import ActionType, ClusterEvent, EventResource, QueueingHint
-    from services.scheduler.plugins.dynamicresources.events import special_claim_deleted_hint
+    from draflow.events.api.resource_v1 import ResourceClaimStatus
+    from draflow.services.dra.extended import new_in_memory_claim
+    from draflow.services.scheduler.framework import ActionType, ClusterEvent, EventResource, QueueingHint
+    from draflow.services.scheduler.plugins.dynamicresources.events import special_claim_deleted_hint
 
     core = _core()
     plugin_node = core.cluster.nodes[PLUGIN_NODE].node

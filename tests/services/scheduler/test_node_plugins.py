@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.framework import Code, CycleState, Reserved, Unschedulable
-from services.scheduler.framework.resources import is_extended_resource, is_scalar_resource, pod_requests
+from draflow.services.scheduler.framework import Code, CycleState, Reserved, Unschedulable
+from draflow.services.scheduler.framework.resources import (
+    is_extended_resource,
+    is_scalar_resource,
+    pod_requests,
+)
 from tests.builders import bound_to, make_container, make_node, make_pod, make_taint, make_toleration
 from tests.builders.scheduler import cluster
 
@@ -186,7 +190,7 @@ def test_node_name_plugin() -> None:
 
 
 def test_no_nodes_is_an_error() -> None:
-    from services.scheduler.framework import NO_NODES_MESSAGE, SchedulingError
+    from draflow.services.scheduler.framework import NO_NODES_MESSAGE, SchedulingError
 
     result = cluster().schedule(make_pod("p"))
     assert isinstance(result, SchedulingError) and result.message == NO_NODES_MESSAGE

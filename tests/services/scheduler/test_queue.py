@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import PodResourceClaimStatus
-from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
-from services.scheduler.plugins.dynamicresources import prebind_claim
+from draflow.events.api.core_v1 import PodResourceClaimStatus
+from draflow.services.scheduler.framework import Reserved, SchedulingError, Unschedulable
+from draflow.services.scheduler.plugins.dynamicresources import prebind_claim
 from tests.builders import (
     bound_to,
     make_allocation,

@@ -4,8 +4,8 @@ failures stay scheduling errors with backoff (as before)."""
 
 from __future__ import annotations
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework import (
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework import (
     ActionType,
     ClusterEvent,
     CycleState,
@@ -19,9 +19,9 @@ from services.scheduler.framework import (
     Status,
     Unschedulable,
 )
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.status import Code, error, pending, unschedulable
-from services.scheduler.plugins import default_plugins
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.status import Code, error, pending, unschedulable
+from draflow.services.scheduler.plugins import default_plugins
 from tests.builders import make_node, make_pod
 
 WAIT = "waiting for the gate to open"

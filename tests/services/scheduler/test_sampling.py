@@ -15,8 +15,8 @@ import zlib
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework import Reserved, SchedulerConfig, num_feasible_nodes_to_find
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework import Reserved, SchedulerConfig, num_feasible_nodes_to_find
 from tests.builders import (
     exact,
     make_allocation,

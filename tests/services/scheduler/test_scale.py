@@ -8,11 +8,11 @@ import random
 import msgspec
 import pytest
 
-from services.dra.structured import Allocator
-from services.scheduler.framework import Reserved, SchedulerConfig, Unschedulable
-from services.scheduler.plugins import default_plugins
-from services.scheduler.plugins.dynamicresources import DynamicResources, prebind_claim
-from services.scheduler.plugins.dynamicresources.precheck import compile_slots, precheck
+from draflow.services.dra.structured import Allocator
+from draflow.services.scheduler.framework import Reserved, SchedulerConfig, Unschedulable
+from draflow.services.scheduler.plugins import default_plugins
+from draflow.services.scheduler.plugins.dynamicresources import DynamicResources, prebind_claim
+from draflow.services.scheduler.plugins.dynamicresources.precheck import compile_slots, precheck
 from tests.builders import (
     bound_to,
     exact,

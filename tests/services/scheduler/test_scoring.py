@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework import CycleState, NodeInfo, Reserved, Scheduler, SchedulerConfig
-from services.scheduler.framework.interface import MAX_NODE_SCORE
-from services.scheduler.plugins import default_plugins
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework import CycleState, NodeInfo, Reserved, Scheduler, SchedulerConfig
+from draflow.services.scheduler.framework.interface import MAX_NODE_SCORE
+from draflow.services.scheduler.plugins import default_plugins
 from tests.builders import make_class, make_node, make_slice, pod_with_template_claim
 
 

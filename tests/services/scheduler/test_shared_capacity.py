@@ -2,7 +2,7 @@
 
 One node with one multi-allocatable device (``allowMultipleAllocations``, 8Gi of ``memory``, a
 1Gi-step range policy). Every claim asks for part of that memory. The scheduler keeps what shares
-consume in its incremental ledger (:mod:`services.scheduler.framework.ledger`); these tests drive
+consume in its incremental ledger (:mod:`draflow.services.scheduler.framework.ledger`); these tests drive
 whole cycles (Reserve, the written claim, Unreserve, deallocation, deletion, a restart that
 rebuilds the state from the claims) and check the decisions and the ledger against an independent
 sum of the claims' ``consumedCapacity``.
@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import (
     AllocationResult,
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
@@ -26,10 +26,10 @@ from events.api.resource_v1 import (
     ExactDeviceRequest,
     ResourceClaim,
 )
-from events.quantity import Quantity
-from services.dra.structured import DeviceID
-from services.scheduler.framework import Reserved, Scheduler, Unschedulable
-from services.scheduler.plugins.dynamicresources import prebind_claim
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured import DeviceID
+from draflow.services.scheduler.framework import Reserved, Scheduler, Unschedulable
+from draflow.services.scheduler.plugins.dynamicresources import prebind_claim
 from tests.builders import (
     DRIVER,
     bound_to,

@@ -12,15 +12,15 @@ from typing import Generic, TypeVar
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod, PodTemplateSpec
-from events.api.loader import load_manifests
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import ResourceClaimTemplate
-from events.api.workloads_v1 import Deployment, DeploymentSpec, Job, JobSpec
-from services.apiserver.admission import admit as api_admit
-from services.claim_controller import CreateClaim, sync_pod
-from services.runtime.naming import ALPHANUMS
-from services.workloads import (
+from draflow.events.api.core_v1 import Pod, PodTemplateSpec
+from draflow.events.api.loader import load_manifests
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import ResourceClaimTemplate
+from draflow.events.api.workloads_v1 import Deployment, DeploymentSpec, Job, JobSpec
+from draflow.services.apiserver.admission import admit as api_admit
+from draflow.services.claim_controller import CreateClaim, sync_pod
+from draflow.services.runtime.naming import ALPHANUMS
+from draflow.services.workloads import (
     POD_TEMPLATE_HASH_LABEL,
     RUN_SECONDS_ANNOTATION,
     CreatePod,
@@ -394,7 +394,7 @@ def test_make_container_builder_is_usable_for_pod_templates() -> None:
 
 
 def test_job_run_seconds_comes_from_the_flag_or_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from services.workloads.__main__ import parse_args
+    from draflow.services.workloads.__main__ import parse_args
 
     monkeypatch.delenv("DRAFLOW_JOB_RUN_SECONDS", raising=False)
     assert parse_args([]).job_run_seconds == 5.0

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from events.dra import PodBound
-from infra.config import Settings
-from services.apiserver.server import ApiServer
-from services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
-from services.garbage_collector.service import GarbageCollectorService
-from services.kubelet.service import KubeletService
-from services.runtime.controller import Runtime
-from services.workloads.service import WorkloadsService
+from draflow.events.dra import PodBound
+from draflow.infra.config import Settings
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
+from draflow.services.garbage_collector.service import GarbageCollectorService
+from draflow.services.kubelet.service import KubeletService
+from draflow.services.runtime.controller import Runtime
+from draflow.services.workloads.service import WorkloadsService
 from tests.shells import eventually, manifests, run, start_runtime
 
 WORKLOADS = """

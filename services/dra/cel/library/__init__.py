@@ -2,7 +2,7 @@
 
 Every function is a list of :class:`Overload` (signature for the checker + Python implementation).
 Implementations receive evaluated arguments (the receiver first for member functions) and raise
-:class:`~services.dra.cel.errors.EvalError` for CEL runtime errors.
+:class:`~draflow.services.dra.cel.errors.EvalError` for CEL runtime errors.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from events.quantity import DECIMAL_EXPONENT, Quantity, QuantityError
+from draflow.events.quantity import DECIMAL_EXPONENT, Quantity, QuantityError
 
 from ..errors import EvalError
 from ..types import BOOL, DOUBLE, INT, QUANTITY, STRING

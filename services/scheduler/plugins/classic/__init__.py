@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from services.scheduler.plugins.classic.plugin import NAME, ClassicDynamicResources
+from draflow.services.scheduler.plugins.classic.plugin import NAME, ClassicDynamicResources
 
 __all__ = ["NAME", "ClassicDynamicResources"]

@@ -20,17 +20,17 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from events.api import classic_v1alpha1 as cv
-from events.envelope import Envelope, Event
-from events.objects import status_updated
-from infra.errors import ConcurrencyError
-from infra.eventstore import EventStore
-from projections.objects import fold
-from services.dra.classic.validation import validate_classic
-from services.scheduler.framework.core import Scheduler
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.plugins.classic.plugin import ClassicDynamicResources
-from services.scheduler.plugins.classic.writes import ClaimWrite, apply_write
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import status_updated
+from draflow.infra.errors import ConcurrencyError
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import fold
+from draflow.services.dra.classic.validation import validate_classic
+from draflow.services.scheduler.framework.core import Scheduler
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.plugins.classic.plugin import ClassicDynamicResources
+from draflow.services.scheduler.plugins.classic.writes import ClaimWrite, apply_write
 
 __all__ = ["CLASSIC_KINDS", "ClassicFeed"]
 

@@ -1,7 +1,7 @@
 """``ClassicDynamicResources``: KEP-3063's kube-scheduler part, on the scheduler framework.
 
-The decisions are the pure functions of :mod:`services.scheduler.plugins.classic.scheduling`; this class
-puts them on the extension points and turns their claim updates into :class:`ClaimWrite` asks
+The decisions are the pure functions of :mod:`draflow.services.scheduler.plugins.classic.scheduling`; this
+class puts them on the extension points and turns their claim updates into :class:`ClaimWrite` asks
 (the shell appends them, see :mod:`.feed`):
 
 * **PreFilter**: no KEP claims -> Skip. A missing claim, an Immediate claim not allocated yet, a
@@ -39,19 +39,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import pod_claims
-from events.api.core_v1 import Pod
-from services.dra.classic import claims as cl
-from services.dra.classic.podclaims import pod_claim_refs
-from services.dra.resourceclaim import pod_owner_reference
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import SKIP, QueueingHint, Status, pending, unschedulable
-from services.scheduler.plugins.classic import scheduling as sch
-from services.scheduler.plugins.classic.writes import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.classic_pod import pod_claims
+from draflow.events.api.core_v1 import Pod
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.podclaims import pod_claim_refs
+from draflow.services.dra.resourceclaim import pod_owner_reference
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.status import SKIP, QueueingHint, Status, pending, unschedulable
+from draflow.services.scheduler.plugins.classic import scheduling as sch
+from draflow.services.scheduler.plugins.classic.writes import (
     POTENTIAL,
     REALLOCATE,
     RESERVE,

@@ -29,12 +29,12 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from services.dra.classic import claims as cl
-from services.dra.classic.nodeselect import selector_matches
-from services.dra.classic.podclaims import pod_claim_refs
-from services.dra.resourceclaim import is_controlled_by, pod_owner_reference
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.nodeselect import selector_matches
+from draflow.services.dra.classic.podclaims import pod_claim_refs
+from draflow.services.dra.resourceclaim import is_controlled_by, pod_owner_reference
 
 __all__ = [
     "MAX_POTENTIAL_NODES",

@@ -1,7 +1,7 @@
 """What the classic plugin asks to write into a claim's status, and the pure meaning of each ask.
 
 The scheduling cycle is pure, so the plugin does not write: it emits :class:`ClaimWrite` values.
-The scheduler shell (:mod:`services.scheduler.plugins.classic.feed`) loads the claim's latest
+The scheduler shell (:mod:`draflow.services.scheduler.plugins.classic.feed`) loads the claim's latest
 version from the log, applies :func:`apply_write` to *that* claim and appends the result with the
 claim's expected last sequence; on a conflict it reloads and applies again. Because the decision
 is re-made on the latest claim, ``reserve`` keeps ``reservedFor`` within ``userLimit`` even when
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api import classic_v1alpha1 as cv
-from events.api.meta import OwnerReference
-from services.dra.classic import claims as cl
-from services.scheduler.plugins.classic.scheduling import MAX_POTENTIAL_NODES
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.meta import OwnerReference
+from draflow.services.dra.classic import claims as cl
+from draflow.services.scheduler.plugins.classic.scheduling import MAX_POTENTIAL_NODES
 
 __all__ = ["POTENTIAL", "REALLOCATE", "RESERVE", "SELECT", "UNRESERVE", "ClaimWrite", "apply_write"]
 

@@ -1,13 +1,13 @@
 """The ``DynamicResources`` scheduler plugin (see ``plugin.py``)."""
 
-from services.scheduler.plugins.dynamicresources.plugin import (
+from draflow.services.scheduler.plugins.dynamicresources.plugin import (
     CANNOT_ALLOCATE,
     NAME,
     NOT_AVAILABLE,
     DRAState,
     DynamicResources,
 )
-from services.scheduler.plugins.dynamicresources.prebind import (
+from draflow.services.scheduler.plugins.dynamicresources.prebind import (
     PreBindConflict,
     deallocated,
     prebind_claim,

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from services.dra.extended.claim import is_extended_resource_claim
-from services.dra.resourceclaim import ClaimProblem, named_claims, resolve_claims
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import EventRegistration
-from services.scheduler.framework.status import QueueingHint
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.dra.extended.claim import is_extended_resource_claim
+from draflow.services.dra.resourceclaim import ClaimProblem, named_claims, resolve_claims
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import EventRegistration
+from draflow.services.scheduler.framework.status import QueueingHint
 
 __all__ = ["claim_hint", "claim_key", "pod_hint", "queue_keys", "registrations", "special_claim_deleted_hint"]
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.devices import Sig
-from services.scheduler.framework.devorder import SigOrder
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import Status
-from services.scheduler.plugins.dynamicresources.precheck import Estimate, Slot, compile_indexed
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.devices import Sig
+from draflow.services.scheduler.framework.devorder import SigOrder
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.status import Status
+from draflow.services.scheduler.plugins.dynamicresources.precheck import Estimate, Slot, compile_indexed
 
 __all__ = ["IndexedPrecheck", "indexed_precheck"]
 

@@ -17,7 +17,7 @@ Extension points (upstream ``pkg/scheduler/framework/plugins/dynamicresources``)
 * Reserve — the allocations computed for the chosen node go into the assume cache.
 * PreBind — what the saga writes per claim (``ClaimBinding``).
 
-Extended resources backed by DRA (KEP-5004, ``services.dra.extended``): PreFilter finds
+Extended resources backed by DRA (KEP-5004, ``draflow.services.dra.extended``): PreFilter finds
 the pod's special claim from an earlier cycle or starts an in-memory one when some requested
 extended resource is mapped to a DeviceClass; Filter splits the demand per node
 (``decide_node``: resources the node advertises are NodeResourcesFit's, mapped ones it lacks go
@@ -37,9 +37,9 @@ from collections.abc import Iterator, Mapping
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
-from services.dra.extended.claim import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.services.dra.extended.claim import (
     MSG_STALE_CLAIM,
     NodeDecision,
     decide_node,
@@ -47,30 +47,35 @@ from services.dra.extended.claim import (
     new_in_memory_claim,
     wants_dra,
 )
-from services.dra.resourceclaim import (
+from draflow.services.dra.resourceclaim import (
     RESERVED_FOR_MAX_SIZE,
     ClaimProblem,
     ClaimRef,
     is_reserved_for_pod,
     resolve_claims,
 )
-from services.dra.structured import AllocationTimeout, Allocator, InvalidInputError, NodeAllocationError
-from services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.decisions import ClaimBinding, ExtendedClaim
-from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
-from services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
-from services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
-from services.scheduler.plugins.dynamicresources.precheck import (
+from draflow.services.dra.structured import (
+    AllocationTimeout,
+    Allocator,
+    InvalidInputError,
+    NodeAllocationError,
+)
+from draflow.services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.decisions import ClaimBinding, ExtendedClaim
+from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from draflow.services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
+from draflow.services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
+from draflow.services.scheduler.plugins.dynamicresources.precheck import (
     Estimate,
     Slot,
     compile_slots,
     precheck,
 )
-from services.scheduler.plugins.dynamicresources.score import normalize, raw_score
-from services.scheduler.sagas.extended_steps import persisted_claim
+from draflow.services.scheduler.plugins.dynamicresources.score import normalize, raw_score
+from draflow.services.scheduler.sagas.extended_steps import persisted_claim
 
 __all__ = ["NAME", "DRAState", "DynamicResources"]
 

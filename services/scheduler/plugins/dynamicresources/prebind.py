@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import msgspec
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim, ResourceClaimStatus
-from services.dra.resourceclaim import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimStatus
+from draflow.services.dra.resourceclaim import (
     DELETE_PROTECTION_FINALIZER,
     RESERVED_FOR_MAX_SIZE,
     ClaimRef,
 )
-from services.scheduler.framework.decisions import ClaimBinding
+from draflow.services.scheduler.framework.decisions import ClaimBinding
 
 __all__ = ["PreBindConflict", "deallocated", "prebind_claim", "unreserve_claim"]
 

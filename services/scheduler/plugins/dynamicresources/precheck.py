@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from services.scheduler.framework.devices import DeviceIndex, Sig
-from services.scheduler.framework.devorder import SigOrder
-from services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.services.scheduler.framework.devices import DeviceIndex, Sig
+from draflow.services.scheduler.framework.devorder import SigOrder
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 
 __all__ = [
     "FIRST_AVAILABLE_MAX",

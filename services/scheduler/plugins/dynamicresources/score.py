@@ -15,8 +15,8 @@ order survives the mapping to the framework's 0..100 range.
 
 from __future__ import annotations
 
-from services.scheduler.framework.interface import MAX_NODE_SCORE
-from services.scheduler.plugins.dynamicresources.precheck import Estimate
+from draflow.services.scheduler.framework.interface import MAX_NODE_SCORE
+from draflow.services.scheduler.plugins.dynamicresources.precheck import Estimate
 
 __all__ = ["normalize", "raw_score"]
 

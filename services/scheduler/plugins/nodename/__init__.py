@@ -6,12 +6,12 @@ for simulations that ask "where could this pod go", as upstream's does for the a
 
 from __future__ import annotations
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import CycleState, EventRegistration
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import SKIP, QueueingHint, Status, unresolvable
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import CycleState, EventRegistration
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.status import SKIP, QueueingHint, Status, unresolvable
 
 __all__ = ["NAME", "REASON", "NodeName"]
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import DeviceClass
-from services.dra.extended.names import implicit_name
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import CycleState, EventRegistration
-from services.scheduler.framework.nodeinfo import NodeInfo, node_resources
-from services.scheduler.framework.resources import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import DeviceClass
+from draflow.services.dra.extended.names import implicit_name
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import CycleState, EventRegistration
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo, node_resources
+from draflow.services.scheduler.framework.resources import (
     CPU,
     EPHEMERAL_STORAGE,
     MEMORY,
@@ -33,7 +33,7 @@ from services.scheduler.framework.resources import (
     node_allocatable,
     pod_requests,
 )
-from services.scheduler.framework.status import QueueingHint, Status, unresolvable, unschedulable
+from draflow.services.scheduler.framework.status import QueueingHint, Status, unresolvable, unschedulable
 
 __all__ = ["NAME", "NodeResourcesFit", "fits"]
 

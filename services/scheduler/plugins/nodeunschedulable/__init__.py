@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from events.api.core_v1 import Pod, Taint
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import CycleState, EventRegistration
-from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.framework.status import QueueingHint, Status, unresolvable
-from services.scheduler.plugins.tainttoleration import tolerates
+from draflow.events.api.core_v1 import Pod, Taint
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import CycleState, EventRegistration
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.status import QueueingHint, Status, unresolvable
+from draflow.services.scheduler.plugins.tainttoleration import tolerates
 
 __all__ = ["NAME", "REASON", "NodeUnschedulable"]
 

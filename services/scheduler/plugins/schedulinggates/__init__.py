@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from events.api.core_v1 import Pod
-from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
-from services.scheduler.framework.interface import EventRegistration
-from services.scheduler.framework.status import QueueingHint, Status, unresolvable
+from draflow.events.api.core_v1 import Pod
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.framework.interface import EventRegistration
+from draflow.services.scheduler.framework.status import QueueingHint, Status, unresolvable
 
 __all__ = ["NAME", "SchedulingGates"]
 

@@ -22,10 +22,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from infra.config import Settings
-from services.apiserver.kubeapi.auth import Credentials, load_or_create, write_kubeconfig
-from services.apiserver.kubeapi.server import KubeApi
-from services.apiserver.server import ApiServer
+from draflow.infra.config import Settings
+from draflow.services.apiserver.kubeapi.auth import Credentials, load_or_create, write_kubeconfig
+from draflow.services.apiserver.kubeapi.server import KubeApi
+from draflow.services.apiserver.server import ApiServer
 
 KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.runtime.client import ApiClient
+from draflow.services.runtime.client import ApiClient
 from tests.services.apiserver.kubeapi.conftest import Kube, http
 
 RC = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from services.runtime import printers
-from services.runtime.client import ApiClient
+from draflow.services.runtime import printers
+from draflow.services.runtime.client import ApiClient
 from tests.paths import ROOT
 from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl
 
@@ -35,7 +35,7 @@ async def test_tls_and_tokens(kube: Kube) -> None:
     assert code == 200
     assert (await http(kube, "GET", "/version", token=None))[0] == 200  # public, as upstream
     # a second start reuses the CA and the token: kubeconfigs handed out stay valid
-    from services.apiserver.kubeapi.auth import load_or_create
+    from draflow.services.apiserver.kubeapi.auth import load_or_create
 
     again = load_or_create(kube.credentials.directory, "127.0.0.1")
     assert again.ca_pem == kube.credentials.ca_pem and again.tokens == kube.credentials.tokens

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
 from tests.e2e.demo import EXAMPLES, EXAMPLES_DIR
 from tests.paths import ROOT
 from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl

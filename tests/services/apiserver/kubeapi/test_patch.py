@@ -8,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from events.api import core_v1 as c1
-from events.api import resource_v1 as r1
-from services.apiserver.kubeapi.patch import PatchError, apply_patch, json_patch, merge_patch, strategic_merge
+from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
+from draflow.services.apiserver.kubeapi.patch import (
+    PatchError,
+    apply_patch,
+    json_patch,
+    merge_patch,
+    strategic_merge,
+)
 
 POD: dict[str, Any] = {
     "apiVersion": "v1",

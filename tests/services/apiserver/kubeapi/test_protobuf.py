@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.apiserver.kubeapi.protobuf import MAGIC, ProtobufError, decode_body, fields
-from services.runtime.client import ApiClient
+from draflow.services.apiserver.kubeapi.protobuf import MAGIC, ProtobufError, decode_body, fields
+from draflow.services.runtime.client import ApiClient
 from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl
 
 

@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.apiserver.kubeapi.run import kube_api_address, parse_address
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.kubeapi.run import kube_api_address, parse_address
 from tests.helpers import wait_until
 from tests.processes import Proc
 
@@ -32,7 +32,7 @@ def test_apiserver_serves_it_and_survives_a_taken_port(settings: Settings, event
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc = Proc(settings, "services.apiserver", ["--kube-api", f"127.0.0.1:{port}"])
+        proc = Proc(settings, "draflow.services.apiserver", ["--kube-api", f"127.0.0.1:{port}"])
         try:
             proc.expect("apiserver: serving", timeout_s=60)  # NATS is served all the same
             wait_until(
@@ -43,7 +43,7 @@ def test_apiserver_serves_it_and_survives_a_taken_port(settings: Settings, event
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    proc = Proc(settings, "services.apiserver", ["--kube-api", f"127.0.0.1:{port}"])
+    proc = Proc(settings, "draflow.services.apiserver", ["--kube-api", f"127.0.0.1:{port}"])
     try:
         proc.expect(f"apiserver: Kubernetes API on https://127.0.0.1:{port}", timeout_s=60)
         kubeconfig = (settings.data_dir / "kubeconfig").read_text()

@@ -11,9 +11,9 @@ from typing import Any
 
 import aiohttp
 
-from services.apiserver.kubeapi.server import KubeApi
-from services.apiserver.server import ApiServer
-from services.runtime.client import ApiClient
+from draflow.services.apiserver.kubeapi.server import KubeApi
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.helpers import assert_eventually
 from tests.services.apiserver.kubeapi.conftest import KUBECTL, Kube, http, kubectl

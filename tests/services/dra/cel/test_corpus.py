@@ -8,8 +8,14 @@ from typing import Any
 import pytest
 import yaml
 
-from events.quantity import Quantity
-from services.dra.cel import CelCompileError, CelRuntimeError, Version, compile_expression, prepare_device
+from draflow.events.quantity import Quantity
+from draflow.services.dra.cel import (
+    CelCompileError,
+    CelRuntimeError,
+    Version,
+    compile_expression,
+    prepare_device,
+)
 from tests.paths import TESTS
 
 pytestmark = pytest.mark.kep4381

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from events.api.resource_v1 import Device, DeviceAttribute
-from services.dra.cel import CelRuntimeError, Version, compile_expression, prepare_device
-from services.dra.structured import AllocationError, Allocator
+from draflow.events.api.resource_v1 import Device, DeviceAttribute
+from draflow.services.dra.cel import CelRuntimeError, Version, compile_expression, prepare_device
+from draflow.services.dra.structured import AllocationError, Allocator
 from tests.builders import exact, make_claim, make_class, make_node, make_slice
 
 pytestmark = pytest.mark.kep4381

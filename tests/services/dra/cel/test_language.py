@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from events.quantity import Quantity
-from services.dra.cel import CelCompileError, CelRuntimeError, compile_any, prepare_device
-from services.dra.cel.values import Semver, Uint
+from draflow.events.quantity import Quantity
+from draflow.services.dra.cel import CelCompileError, CelRuntimeError, compile_any, prepare_device
+from draflow.services.dra.cel.values import Semver, Uint
 
 pytestmark = pytest.mark.kep4381
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.dra import cel
-from services.dra.cel import (
+from draflow.services.dra import cel
+from draflow.services.dra.cel import (
     CelCompileError,
     CelInterrupted,
     CelRuntimeError,
@@ -19,8 +19,8 @@ from services.dra.cel import (
     prepare_device,
     time_limit,
 )
-from services.dra.cel.regex import compile_regex, regex_cost
-from services.dra.structured import AllocationTimeout, Allocator
+from draflow.services.dra.cel.regex import compile_regex, regex_cost
+from draflow.services.dra.structured import AllocationTimeout, Allocator
 from tests.builders import DRIVER, exact, make_claim, make_class, make_device, make_node, make_slice
 
 pytestmark = pytest.mark.kep4381

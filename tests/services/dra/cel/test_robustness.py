@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.dra.cel import (
+from draflow.services.dra.cel import (
     CelCompileError,
     CelRuntimeError,
     Version,

@@ -14,23 +14,23 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from events.api import classic_v1alpha1 as cv
-from events.api import core_v1 as c1
-from events.api.classic_pod import decode_manifest
-from sagas.engine import SagaDefinition
-from services.dra.classic import claims as cl
-from services.dra.classic.plugin import ControllerPlugin
-from services.dra.classic.podclaims import (
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import core_v1 as c1
+from draflow.events.api.classic_pod import decode_manifest
+from draflow.sagas.engine import SagaDefinition
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.classic.plugin import ControllerPlugin
+from draflow.services.dra.classic.podclaims import (
     CreateClaim,
     DeleteClaim,
     pod_claim_refs,
     pods_waiting_for,
     sync_pod,
 )
-from services.dra.classic.validation import admit_classic, validate_classic
-from services.driver_controller import controller as ctl
-from services.driver_controller.saga_wiring import ClaimStep, plan_for
-from services.driver_controller.sagas import (
+from draflow.services.dra.classic.validation import admit_classic, validate_classic
+from draflow.services.driver_controller import controller as ctl
+from draflow.services.driver_controller.saga_wiring import ClaimStep, plan_for
+from draflow.services.driver_controller.sagas import (
     DRIVER_ALLOCATE,
     RECORD_FAILURE,
     Done,
@@ -39,7 +39,7 @@ from services.driver_controller.sagas import (
     SagaInput,
     run_action,
 )
-from services.scheduler.plugins.classic import scheduling as sch
+from draflow.services.scheduler.plugins.classic import scheduling as sch
 
 
 def _action(fn: object) -> str:

@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from events.api import classic_v1alpha1 as cv
-from events.api.loader import parse_documents
-from services.dra.classic import claims as cl
-from services.dra.resourceclaim import ClaimRef
-from services.driver_controller import controller as ctl
-from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.drivers.fpga_example import FpgaController
-from services.drivers.fpga_example.controller import FABRIC_LABEL
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.loader import parse_documents
+from draflow.services.dra.classic import claims as cl
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.driver_controller import controller as ctl
+from draflow.services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from draflow.services.drivers.fpga_example import FpgaController
+from draflow.services.drivers.fpga_example.controller import FABRIC_LABEL
 from tests.builders import make_node
 from tests.paths import ROOT
 from tests.services.dra.classic.sim import Cluster
@@ -73,7 +73,7 @@ def test_device_consumer_runs_as_written_and_shares_a_gpu_until_full() -> None:
 
 
 def _q(v: str) -> Any:
-    from events.quantity import Quantity
+    from draflow.events.quantity import Quantity
 
     return Quantity.parse(v)
 
@@ -327,7 +327,7 @@ def test_unsuitable_nodes_account_for_all_claims_of_the_pod() -> None:
 
 
 def test_kubelet_admits_prepares_and_hands_out_cdi_devices() -> None:
-    from services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
+    from draflow.services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
 
     cluster, _ = acme_cluster({"node-a": ["8Gi"]})
     consumer(cluster, "dc")

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 from msgspec.structs import replace
 
-from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import decode_manifest
-from events.api.errors import ApiError
-from events.api.meta import OwnerReference
-from services.dra.classic.validation import admit_classic, apply_classic_defaults, validate_classic
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.classic_pod import decode_manifest
+from draflow.events.api.errors import ApiError
+from draflow.events.api.meta import OwnerReference
+from draflow.services.dra.classic.validation import admit_classic, apply_classic_defaults, validate_classic
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.kep3063
@@ -188,7 +188,7 @@ def test_kep_pod_template_needs_a_fixed_valid_name() -> None:
 
 def test_seed_pod_is_valid() -> None:
 
-    from events.api.loader import parse_documents
+    from draflow.events.api.loader import parse_documents
 
     path = ROOT / "examples" / "classic" / "device-consumer-pod.yaml"
     ((_, raw),) = parse_documents(path.read_text())
@@ -210,7 +210,7 @@ def test_phase_transitions_follow_the_kep() -> None:
 
 
 def test_node_gpu_capacity_rules() -> None:
-    from events.api.acme_gpu_v1alpha1 import NodeGpuCapacity
+    from draflow.events.api.acme_gpu_v1alpha1 import NodeGpuCapacity
 
     raw = {
         "apiVersion": "gpu.acme.com/v1alpha1",

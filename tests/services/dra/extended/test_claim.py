@@ -8,11 +8,11 @@ import msgspec
 import pytest
 import yaml
 
-from events.api.codec import decode_object
-from events.api.core_v1 import Pod, PodExtendedResourceClaimStatus
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import DeviceClass, ResourceClaim
-from services.dra.extended import (
+from draflow.events.api.codec import decode_object
+from draflow.events.api.core_v1 import Pod, PodExtendedResourceClaimStatus
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.services.dra.extended import (
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     IN_MEMORY_CLAIM_NAME,
     ExtendedResourceIndex,

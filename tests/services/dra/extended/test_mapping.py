@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from services.dra.extended import ExtendedResourceIndex, is_dra_extended_resource_name
+from draflow.services.dra.extended import ExtendedResourceIndex, is_dra_extended_resource_name
 from tests.builders import make_class
 
 pytestmark = pytest.mark.kep5004

@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.codec import decode_object
-from events.api.core_v1 import Node, Pod
-from events.api.loader import load_manifests
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import (
+from draflow.events.api.codec import decode_object
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.events.api.loader import load_manifests
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import (
     DeviceClaim,
     DeviceClass,
     ResourceClaim,
@@ -17,8 +17,8 @@ from events.api.resource_v1 import (
     ResourcePool,
     ResourceSlice,
 )
-from services.apiserver.admission import admit, validate
-from services.dra.extended import (
+from draflow.services.apiserver.admission import admit, validate
+from draflow.services.dra.extended import (
     MSG_CANNOT_FIT,
     MSG_STALE_CLAIM,
     ExtendedResourceIndex,
@@ -28,7 +28,7 @@ from services.dra.extended import (
     new_in_memory_claim,
     node_resources,
 )
-from services.dra.structured import AllocatedState, Allocator, InvalidInputError
+from draflow.services.dra.structured import AllocatedState, Allocator, InvalidInputError
 from tests.builders import make_class, make_container, make_pod
 from tests.builders.manifests import EXAMPLES, load
 

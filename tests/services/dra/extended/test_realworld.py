@@ -5,17 +5,17 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.core_v1 import Node, NodeStatus, Pod
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import DeviceClass, ResourceSlice
-from services.dra.extended import (
+from draflow.events.api.core_v1 import Node, NodeStatus, Pod
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import DeviceClass, ResourceSlice
+from draflow.services.dra.extended import (
     MSG_CANNOT_FIT,
     ExtendedResourceIndex,
     decide_node,
     new_in_memory_claim,
     node_resources,
 )
-from services.dra.structured import Allocator
+from draflow.services.dra.structured import Allocator
 from tests.builders.manifests import REALWORLD, load
 
 pytestmark = pytest.mark.kep5004

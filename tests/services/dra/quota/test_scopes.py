@@ -5,12 +5,12 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.codec import decode_object
-from events.api.core_v1 import Pod, ResourceQuota
-from services.apiserver.admission.quota import check_quota
-from services.dra.quota.scopes import covers
-from services.dra.quota.state import QuotaState
-from services.quota_reconciler.reconcile import reconcile
+from draflow.events.api.codec import decode_object
+from draflow.events.api.core_v1 import Pod, ResourceQuota
+from draflow.services.apiserver.admission.quota import check_quota
+from draflow.services.dra.quota.scopes import covers
+from draflow.services.dra.quota.state import QuotaState
+from draflow.services.quota_reconciler.reconcile import reconcile
 from tests.builders import exact, make_claim, make_class, make_container, make_pod
 
 pytestmark = pytest.mark.kep5004

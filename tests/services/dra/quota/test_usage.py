@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.resource_v1 import DeviceRequest
-from services.dra.extended import ExtendedResourceIndex
-from services.dra.quota.usage import claim_usage, pod_usage, verified_owner
+from draflow.events.api.resource_v1 import DeviceRequest
+from draflow.services.dra.extended import ExtendedResourceIndex
+from draflow.services.dra.quota.usage import claim_usage, pod_usage, verified_owner
 from tests.builders import exact, first_available, make_claim, make_class, make_container, make_pod
 from tests.builders.extended import special_claim, with_extended_claim
 

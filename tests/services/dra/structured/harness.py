@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from events.quantity import Quantity
-from services.cli.main import main
+from draflow.events.quantity import Quantity
+from draflow.services.cli.main import main
 
 HERE = Path(__file__).parent
 VECTORS = sorted((HERE / "vectors").glob("*.yaml"))

@@ -40,7 +40,7 @@ def test_real_subprocess_run() -> None:
     """The console entry point in a fresh interpreter, as a user runs it."""
     path = Path(__file__).parent / "vectors" / "with-constraint-for-request-retry.yaml"
     proc = subprocess.run(
-        [sys.executable, "-m", "services.cli.main", "allocate", str(path)],
+        [sys.executable, "-m", "draflow.services.cli.main", "allocate", str(path)],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from events.api.resource_v1 import CELDeviceSelector, DeviceConstraint, DeviceRequest, DeviceSelector
-from services.dra.structured import AllocatedState, Allocator, InvalidInputError
+from draflow.events.api.resource_v1 import CELDeviceSelector, DeviceConstraint, DeviceRequest, DeviceSelector
+from draflow.services.dra.structured import AllocatedState, Allocator, InvalidInputError
 from tests.builders import exact, make_claim, make_class, make_device, make_node, make_slice
 
 pytestmark = pytest.mark.kep4381

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
-from events.api.resource_v1 import (
+from draflow.events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from draflow.events.api.resource_v1 import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
     DeviceCapacity,
@@ -16,8 +16,8 @@ from events.api.resource_v1 import (
     DeviceTaintSelector,
     DeviceToleration,
 )
-from events.quantity import Quantity
-from services.dra.structured import (
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured import (
     AllocatedState,
     AllocationTimeout,
     Allocator,
@@ -27,15 +27,15 @@ from services.dra.structured import (
     apply_taint_rules,
     seeded_share_ids,
 )
-from services.dra.structured.capacity import consumed_amount, violates_policy
-from services.dra.structured.model import Features
-from services.dra.structured.nodeselector import (
+from draflow.services.dra.structured.capacity import consumed_amount, violates_policy
+from draflow.services.dra.structured.model import Features
+from draflow.services.dra.structured.nodeselector import (
     CompiledNodeSelector,
     NodeSelectorParseError,
     merge_result_selector,
 )
-from services.dra.structured.prepared import CapacitySpec
-from services.dra.structured.selection import tolerates
+from draflow.services.dra.structured.prepared import CapacitySpec
+from draflow.services.dra.structured.selection import tolerates
 from tests.builders import (
     exact,
     make_claim,
@@ -252,7 +252,7 @@ def test_pools_sorted_by_driver_and_name_slices_by_name() -> None:
 
 
 def test_allocated_state_from_claims_skips_admin_access_and_splits_shared() -> None:
-    from events.api.resource_v1 import (
+    from draflow.events.api.resource_v1 import (
         AllocationResult,
         DeviceAllocationResult,
         DeviceRequestAllocationResult,

@@ -10,14 +10,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.core_v1 import (
+from draflow.events.api.core_v1 import (
     ContainerExtendedResourceRequest,
     Pod,
     PodExtendedResourceClaimStatus,
     PodStatus,
 )
-from services.apiserver.admission import admit
-from services.apiserver.admission.served import validate_object
+from draflow.services.apiserver.admission import admit
+from draflow.services.apiserver.admission.served import validate_object
 from tests.builders import make_container, make_pod
 
 pytestmark = pytest.mark.kep5004

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from events.api.codec import decode_object
-from services.apiserver.admission import apply_defaults, validate
+from draflow.events.api.codec import decode_object
+from draflow.services.apiserver.admission import apply_defaults, validate
 
 pytestmark = pytest.mark.kep4381
 

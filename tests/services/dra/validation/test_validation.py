@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from events.api.codec import decode_object
-from events.api.errors import ApiError
-from events.api.resource_v1 import ResourceClaim
-from services.apiserver.admission import admit, apply_defaults, check_admin_access, validate
+from draflow.events.api.codec import decode_object
+from draflow.events.api.errors import ApiError
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.services.apiserver.admission import admit, apply_defaults, check_admin_access, validate
 
 pytestmark = pytest.mark.kep4381
 
@@ -322,7 +322,7 @@ def test_namespace_defaulting() -> None:
 
 
 def test_cel_is_checked_with_the_project_compiler() -> None:
-    from services.apiserver.admission.cel import check_cel
+    from draflow.services.apiserver.admission.cel import check_cel
 
     problem = check_cel("device.nosuch == 1")
     assert problem is not None and problem.startswith("compilation failed: ERROR: <input>:1:7:")
@@ -353,7 +353,7 @@ def test_regex_errors_are_worded_as_kubernetes() -> None:
 def test_admission_checks_do_not_evaluate_user_cel() -> None:
     import time
 
-    from services.apiserver.admission.cel import check_cel
+    from draflow.services.apiserver.admission.cel import check_cel
 
     start = time.perf_counter()
     assert check_cel("'" + "a" * 28 + "!'.matches('^(a+)+$')") is None
@@ -372,7 +372,7 @@ def test_status_dropped_on_create_and_kept_on_update() -> None:
 def test_recorded_allocated_claim_is_a_valid_status_write() -> None:
     from msgspec.structs import replace
 
-    from events.api.loader import load_manifests
+    from draflow.events.api.loader import load_manifests
     from tests.events.api.realworld_table import CORPUS
 
     path = CORPUS / "kubernetes-sigs__dranet" / "examples__azure_aks_examples__gb300__resource-claim.yaml"

@@ -20,11 +20,11 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from infra.config import Settings
-from infra.natsd import LocalNatsServer
-from services.kubelet.podresources.server import default_socket_path
-from services.kubelet.podresources.v1 import api_pb2 as pb
-from services.runtime.controller import Runtime
+from draflow.infra.config import Settings
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.kubelet.podresources.server import default_socket_path
+from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
+from draflow.services.runtime.controller import Runtime
 from tests.conftest import settings_for
 from tests.helpers import wait_for
 from tests.processes import ROOT, Proc, stop_cleanly
@@ -42,10 +42,10 @@ KUBELET_ARGS = [
     "example.com/gpu=2",
 ]
 SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
-    ("services.claim_controller", [], "claim-controller: following"),
-    ("services.scheduler", [], None),
-    ("services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    ("services.driver_controller", [], "driver-controller: drivers"),
+    ("draflow.services.claim_controller", [], "claim-controller: following"),
+    ("draflow.services.scheduler", [], None),
+    ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
+    ("draflow.services.driver_controller", [], "driver-controller: drivers"),
 )
 DEVICE_CLASS = ROOT / "examples" / "dra-example-driver" / "deviceclass.yaml"
 
@@ -59,7 +59,7 @@ def socket_of(settings: Settings, node: str = NODE) -> Path:
 
 
 def start_kubelet(settings: Settings, *extra: str) -> Proc:
-    return Proc(settings, "services.kubelet", [*KUBELET_ARGS, *extra])
+    return Proc(settings, "draflow.services.kubelet", [*KUBELET_ARGS, *extra])
 
 
 async def kubelet_ready(proc: Proc) -> str:
@@ -71,7 +71,7 @@ async def kubelet_ready(proc: Proc) -> str:
 async def cluster(settings: Settings, *kubelet_args: str) -> AsyncIterator[tuple[Runtime, list[Proc]]]:
     """Everything running, the DeviceClass applied; yields a probe runtime and the processes (the
     kubelet last, so a test may replace it)."""
-    procs = [Proc(settings, "services.apiserver")]
+    procs = [Proc(settings, "draflow.services.apiserver")]
     try:
         await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
         probe, events = await start_runtime(settings, "podresources-probe")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from events.api.core_v1 import Container
-from services.kubelet.devices import (
+from draflow.events.api.core_v1 import Container
+from draflow.services.kubelet.devices import (
     DeviceCheckpointError,
     DeviceManager,
     DevicesUnavailable,

@@ -19,10 +19,10 @@ from typing import Any
 import grpc
 import pytest
 
-from events.api.resource_v1 import ResourceClaim
-from events.dra import PodResourcesPrepared
-from infra.natsd import LocalNatsServer
-from services.runtime.controller import Runtime
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import PodResourcesPrepared
+from draflow.infra.natsd import LocalNatsServer
+from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
 from tests.processes import ROOT
 from tests.services.kubelet.podresources.cluster import (
@@ -180,7 +180,7 @@ def _draflow(settings: Any, *args: str) -> tuple[int, str, str]:
     from tests.processes import service_env
 
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "podresources", *args],
+        [sys.executable, "-m", "draflow.services.cli", "podresources", *args],
         cwd=ROOT,
         env=service_env(settings),
         capture_output=True,

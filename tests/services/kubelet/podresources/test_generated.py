@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.kubelet.podresources.gen import GENERATED, PROTO, ROOT, generate
+from draflow.services.kubelet.podresources.gen import GENERATED, PROTO, ROOT, generate
 
 pytestmark = pytest.mark.kep3695
 
@@ -19,12 +19,12 @@ def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
     for path in written:
         committed = here / path.name
         assert committed.read_bytes() == path.read_bytes(), (
-            f"{committed.relative_to(ROOT)} is stale: run python -m services.kubelet.podresources.gen"
+            f"{committed.relative_to(ROOT)} is stale: run python -m draflow.services.kubelet.podresources.gen"
         )
 
 
 def test_service_and_package_are_upstreams() -> None:
-    from services.kubelet.podresources.v1 import api_pb2
+    from draflow.services.kubelet.podresources.v1 import api_pb2
 
     service = api_pb2.DESCRIPTOR.services_by_name["PodResourcesLister"]
     assert service.full_name == "v1.PodResourcesLister"

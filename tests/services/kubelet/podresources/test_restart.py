@@ -14,7 +14,7 @@ import stat
 
 import pytest
 
-from infra.natsd import LocalNatsServer
+from draflow.infra.natsd import LocalNatsServer
 from tests.helpers import wait_for
 from tests.services.kubelet.podresources.cluster import (
     NODE,

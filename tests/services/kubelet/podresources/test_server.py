@@ -15,15 +15,15 @@ from pathlib import Path
 import grpc
 import pytest
 
-from services.kubelet.podresources import metrics
-from services.kubelet.podresources.ratelimit import TokenBucket
-from services.kubelet.podresources.server import (
+from draflow.services.kubelet.podresources import metrics
+from draflow.services.kubelet.podresources.ratelimit import TokenBucket
+from draflow.services.kubelet.podresources.server import (
     MAX_SOCKET_PATH,
     PodResourcesServer,
     SocketPathError,
     short_path,
 )
-from services.kubelet.podresources.v1 import api_pb2 as pb
+from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 from tests.services.kubelet.podresources.cluster import allocatable, get_pod, list_pods, rpc_error
 
 pytestmark = pytest.mark.kep3695

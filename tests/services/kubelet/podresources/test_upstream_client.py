@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
-from infra.natsd import LocalNatsServer
+from draflow.infra.natsd import LocalNatsServer
 from tests.helpers import wait_for
 from tests.paths import ROOT
 from tests.services.kubelet.podresources.cluster import (

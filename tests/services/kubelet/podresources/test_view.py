@@ -5,24 +5,24 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.core_v1 import (
+from draflow.events.api.core_v1 import (
     Container,
     ContainerExtendedResourceRequest,
     PodExtendedResourceClaimStatus,
     ResourceRequirements,
 )
-from services.dra.kubeletplugin import Device, PrepareResult
-from services.dra.resourceclaim import ClaimRef
-from services.kubelet.devices import DeviceManager
-from services.kubelet.manager import DRAManager
-from services.kubelet.podresources.view import (
+from draflow.services.dra.kubeletplugin import Device, PrepareResult
+from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.kubelet.devices import DeviceManager
+from draflow.services.kubelet.manager import DRAManager
+from draflow.services.kubelet.podresources.view import (
     ClaimDevice,
     ClaimView,
     active_pods,
     find_pod,
     pod_view,
 )
-from services.kubelet.state import ClaimInfo, DeviceState
+from draflow.services.kubelet.state import ClaimInfo, DeviceState
 from tests.builders import make_container, make_pod
 
 pytestmark = pytest.mark.kep3695

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from services.kubelet.devices import DeviceManager
-from services.kubelet.podresources import encode
-from services.kubelet.podresources.view import ClaimDevice, ClaimView, ContainerView, PodView
+from draflow.services.kubelet.devices import DeviceManager
+from draflow.services.kubelet.podresources import encode
+from draflow.services.kubelet.podresources.view import ClaimDevice, ClaimView, ContainerView, PodView
 
 pytestmark = pytest.mark.kep3695
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from services.dra.extended import ExtendedResourceIndex, decide_node, new_in_memory_claim
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
-from services.scheduler.sagas.extended_steps import (
+from draflow.services.dra.extended import ExtendedResourceIndex, decide_node, new_in_memory_claim
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
+from draflow.services.scheduler.sagas.extended_steps import (
     claim_before_delete,
     must_delete,
     persisted_claim,

@@ -1,4 +1,5 @@
-"""``services.scheduler.sagas.ownership``: who wrote the facts on an object as they stand now (pure)."""
+"""``draflow.services.scheduler.sagas.ownership``: who wrote the facts on an object as they stand now
+(pure)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,23 @@ import datetime
 
 import pytest
 
-from events.api.resource_v1 import ResourceClaimConsumerReference, ResourceClaimStatus
-from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved, PodBound
-from events.envelope import Envelope, Event
-from events.objects import object_applied, object_deleted, status_updated
-from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
+from draflow.events.api.resource_v1 import ResourceClaimConsumerReference, ResourceClaimStatus
+from draflow.events.dra import (
+    ClaimAllocated,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodBound,
+)
+from draflow.events.envelope import Envelope, Event
+from draflow.events.objects import object_applied, object_deleted, status_updated
+from draflow.services.scheduler.sagas.ownership import (
+    allocation_writer,
+    binder,
+    creator,
+    foreign,
+    reservation_writer,
+)
 from tests.builders import make_allocation, make_claim
 
 pytestmark = pytest.mark.kep4381

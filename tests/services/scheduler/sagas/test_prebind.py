@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.api.resource_v1 import ResourceClaimConsumerReference
-from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
-from services.scheduler.framework import ClaimBinding
-from services.scheduler.plugins.dynamicresources import (
+from draflow.events.api.resource_v1 import ResourceClaimConsumerReference
+from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
+from draflow.services.scheduler.framework import ClaimBinding
+from draflow.services.scheduler.plugins.dynamicresources import (
     PreBindConflict,
     deallocated,
     prebind_claim,

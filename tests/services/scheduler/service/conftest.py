@@ -10,17 +10,17 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.api.base import ApiStruct
-from events.api.codec import encode_object
-from events.api.core_v1 import Pod, PodResourceClaimStatus
-from events.api.meta import ObjectMeta
-from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceClaimTemplateSpec
-from events.dra import PodClaimStatusesRecorded
-from infra.eventstore import EventStore
-from sagas.engine import SagaEngine, Step, StepContext
-from services.runtime.client import ApiClient
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
-from services.scheduler.service import SchedulerService
+from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import encode_object
+from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceClaimTemplateSpec
+from draflow.events.dra import PodClaimStatusesRecorded
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaEngine, Step, StepContext
+from draflow.services.runtime.client import ApiClient
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
+from draflow.services.scheduler.service import SchedulerService
 from tests.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import msgspec
 
-from events.envelope import Event
-from sagas.engine import SagaEngine, Step, StepContext
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
-from services.scheduler.service import SchedulerService
+from draflow.events.envelope import Event
+from draflow.sagas.engine import SagaEngine, Step, StepContext
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
+from draflow.services.scheduler.service import SchedulerService
 
 Match = Callable[[str, Sequence[Event]], bool]
 

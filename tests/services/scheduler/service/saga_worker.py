@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 import msgspec
 
-from events.envelope import Event
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
-from services.scheduler.service import SchedulerService
+from draflow.events.envelope import Event
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from draflow.services.scheduler.service import SchedulerService
 from tests.services.scheduler.service.interrupt import HeldBefore, StopAfterAppend
 
 

@@ -16,22 +16,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from events.api.core_v1 import Pod, PodResourceClaimStatus
-from events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
-from events.dra import (
+from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import (
     ClaimAllocated,
     ClaimDeallocated,
     ClaimReservationsReleased,
     ClaimReserved,
     PodClaimStatusesRecorded,
 )
-from events.envelope import Envelope, Event
-from events.saga import SagaStepCompensated, SagaStepFailed
-from projections.objects import fold
-from sagas.engine import SagaState
-from services.scheduler.framework import Reserved
-from services.scheduler.sagas.pod_scheduling import PodSchedulingInput
-from services.scheduler.service import SchedulerService
+from draflow.events.envelope import Envelope, Event
+from draflow.events.saga import SagaStepCompensated, SagaStepFailed
+from draflow.projections.objects import fold
+from draflow.sagas.engine import SagaState
+from draflow.services.scheduler.framework import Reserved
+from draflow.services.scheduler.sagas.pod_scheduling import PodSchedulingInput
+from draflow.services.scheduler.service import SchedulerService
 from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.services.scheduler.service.conftest import Cluster
 

@@ -17,10 +17,10 @@ import asyncio
 import msgspec
 import pytest
 
-from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved, PodBound
-from events.objects import object_applied, object_deleted
-from sagas.engine import SagaStatus
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
+from draflow.events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved, PodBound
+from draflow.events.objects import object_applied, object_deleted
+from draflow.sagas.engine import SagaStatus
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from tests.builders import exact, make_allocation, make_claim
 from tests.helpers import wait_for_value
 from tests.services.scheduler.service.conftest import Cluster

@@ -10,10 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from events.dra import ClaimAllocated
-from events.envelope import Event
-from infra.config import Settings
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import ClaimAllocated
+from draflow.events.envelope import Event
+from draflow.infra.config import Settings
 from tests.builders import make_allocation
 from tests.helpers import assert_eventually
 from tests.services.scheduler.service.conftest import Cluster

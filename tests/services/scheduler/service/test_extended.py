@@ -20,24 +20,24 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.api.codec import encode_object
-from events.api.core_v1 import Pod
-from events.api.meta import ObjectMeta, OwnerReference
-from events.api.resource_v1 import (
+from draflow.events.api.codec import encode_object
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import (
     DeviceClaim,
     DeviceRequest,
     ExactDeviceRequest,
     ResourceClaim,
     ResourceClaimSpec,
 )
-from events.objects import deletion_requested
-from infra.eventstore import EventStore
-from sagas.engine import SagaStatus
-from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from services.runtime.client import ApiClient
-from services.runtime.protocol import StatusError
-from services.scheduler.framework import Reserved
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from draflow.events.objects import deletion_requested
+from draflow.infra.eventstore import EventStore
+from draflow.sagas.engine import SagaStatus
+from draflow.services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
+from draflow.services.scheduler.framework import Reserved
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from tests.builders import make_class, make_container, make_device, make_node, make_pod, make_slice
 from tests.builders.manifests import REALWORLD
 from tests.helpers import assert_eventually

@@ -20,19 +20,19 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from infra.eventstore import EventStore
-from projections.objects import fold
-from sagas.engine import SagaStatus
-from services.runtime.client import ApiClient
-from services.scheduler.framework import Reserved, Unschedulable
-from services.scheduler.sagas.extended_claim import EXTENDED_CLAIM_CLEANUP, ExtendedClaimCleanupInput
-from services.scheduler.sagas.pod_scheduling import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.infra.eventstore import EventStore
+from draflow.projections.objects import fold
+from draflow.sagas.engine import SagaStatus
+from draflow.services.runtime.client import ApiClient
+from draflow.services.scheduler.framework import Reserved, Unschedulable
+from draflow.services.scheduler.sagas.extended_claim import EXTENDED_CLAIM_CLEANUP, ExtendedClaimCleanupInput
+from draflow.services.scheduler.sagas.pod_scheduling import (
     POD_SCHEDULING,
     PodSchedulingInput,
 )
-from services.scheduler.service import SchedulerService
+from draflow.services.scheduler.service import SchedulerService
 from tests.services.scheduler.service.conftest import Cluster, HeldBind
 from tests.services.scheduler.service.test_extended import _gpu_cluster, _gpu_pod
 

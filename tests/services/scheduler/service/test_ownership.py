@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from events.dra import ClaimAllocated
-from projections.objects import fold
-from sagas.engine import SagaStatus
-from services.scheduler.framework import Reserved
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
-from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
-from services.scheduler.service import SchedulerService
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import ClaimAllocated
+from draflow.projections.objects import fold
+from draflow.sagas.engine import SagaStatus
+from draflow.services.scheduler.framework import Reserved
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from draflow.services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
+from draflow.services.scheduler.service import SchedulerService
 from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.services.scheduler.service.conftest import Cluster, HeldBind
 

@@ -14,15 +14,15 @@ import sys
 
 import pytest
 
-from infra.config import Settings
-from infra.eventstore import EventStore
-from services.apiserver.server import ApiServer
-from services.claim_controller.service import ClaimControllerService
-from services.drivers.gpu_example.plugin import FailureSwitches
-from services.drivers.gpu_example.publisher import SlicePublisher
-from services.kubelet.service import KubeletService
-from services.runtime.client import ApiClient
-from services.scheduler.service import SchedulerService
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.drivers.gpu_example.plugin import FailureSwitches
+from draflow.services.drivers.gpu_example.publisher import SlicePublisher
+from draflow.services.kubelet.service import KubeletService
+from draflow.services.runtime.client import ApiClient
+from draflow.services.scheduler.service import SchedulerService
 from tests.paths import ROOT
 from tests.services.scheduler.service.test_races import _env
 from tests.services.test_shells import TEMPLATE_POD, kubelet_builder
@@ -39,7 +39,7 @@ async def _register(svc: KubeletService) -> None:
 
 async def _log(settings: Settings, *args: str) -> str:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "services.cli", "log", *args,
+        sys.executable, "-m", "draflow.services.cli", "log", *args,
         cwd=ROOT, env=_env(settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = await proc.communicate()

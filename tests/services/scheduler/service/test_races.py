@@ -11,12 +11,12 @@ from collections import Counter
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import ResourceClaim
-from events.dra import ClaimAllocated, ClaimDeallocated
-from events.objects import decode_stored
-from events.saga import TERMINAL_SAGA_EVENTS
-from infra.config import Settings
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import ResourceClaim
+from draflow.events.dra import ClaimAllocated, ClaimDeallocated
+from draflow.events.objects import decode_stored
+from draflow.events.saga import TERMINAL_SAGA_EVENTS
+from draflow.infra.config import Settings
 from tests.helpers import assert_eventually
 from tests.paths import ROOT
 from tests.services.scheduler.service.conftest import Cluster
@@ -39,7 +39,7 @@ async def _draflow_log(settings: Settings, subject: str) -> str:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "services.cli",
+        "draflow.services.cli",
         "log",
         "--subject",
         subject,
@@ -54,11 +54,11 @@ async def _draflow_log(settings: Settings, subject: str) -> str:
 
 
 async def _spawn(settings: Settings) -> asyncio.subprocess.Process:
-    """``python -m services.scheduler`` as Procfile runs it."""
+    """``python -m draflow.services.scheduler`` as Procfile runs it."""
     env = {**_env(settings), "DRAFLOW_LOG_LEVEL": "INFO"}  # its log is in a failure's message
     with (settings.data_dir / "scheduler.stderr").open("ab") as errlog:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.scheduler", cwd=ROOT, env=env, stderr=errlog
+            sys.executable, "-m", "draflow.services.scheduler", cwd=ROOT, env=env, stderr=errlog
         )
 
 

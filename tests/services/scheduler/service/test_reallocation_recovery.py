@@ -14,12 +14,12 @@ from collections.abc import Sequence
 import msgspec
 import pytest
 
-from events.api.core_v1 import Pod
-from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved
-from events.envelope import Envelope, Event
-from sagas.engine import SagaStatus
-from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
-from services.scheduler.service import SchedulerService
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved
+from draflow.events.envelope import Envelope, Event
+from draflow.sagas.engine import SagaStatus
+from draflow.services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
+from draflow.services.scheduler.service import SchedulerService
 from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.services.scheduler.service.conftest import Cluster
 from tests.services.scheduler.service.interrupt import BeforeAppend, StopAfterAppend, stop_dead

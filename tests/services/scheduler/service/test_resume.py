@@ -22,12 +22,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from events.dra import ClaimAllocated, ClaimDeallocated, PodBound
-from events.envelope import Event
-from events.saga import SagaStepCompensated, SagaStepCompleted
-from infra.config import Settings
-from sagas.engine import SagaStatus
-from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
+from draflow.events.dra import ClaimAllocated, ClaimDeallocated, PodBound
+from draflow.events.envelope import Event
+from draflow.events.saga import SagaStepCompensated, SagaStepCompleted
+from draflow.infra.config import Settings
+from draflow.sagas.engine import SagaStatus
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from tests.paths import ROOT
 from tests.services.scheduler.service.conftest import Cluster
 from tests.services.scheduler.service.interrupt import HeldBefore, StopAfterAppend, stop_dead

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.dra import DELETE_PROTECTION_FINALIZER, ClaimAllocated, ClaimDeallocated
-from events.objects import KubeEvent, decode_stored
+from draflow.events.api.core_v1 import Pod
+from draflow.events.dra import DELETE_PROTECTION_FINALIZER, ClaimAllocated, ClaimDeallocated
+from draflow.events.objects import KubeEvent, decode_stored
 from tests.builders import exact, make_allocation, make_claim, make_pod
 from tests.helpers import assert_eventually
 from tests.services.scheduler.service.conftest import Cluster

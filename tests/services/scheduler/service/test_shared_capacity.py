@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from events.api.core_v1 import Pod
-from events.api.resource_v1 import (
+from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import (
     CapacityRequestPolicy,
     CapacityRequestPolicyRange,
     CapacityRequirements,
@@ -22,9 +22,9 @@ from events.api.resource_v1 import (
     ExactDeviceRequest,
     ResourceClaim,
 )
-from events.quantity import Quantity
-from infra.config import Settings
-from services.claim_controller.service import ClaimControllerService
+from draflow.events.quantity import Quantity
+from draflow.infra.config import Settings
+from draflow.services.claim_controller.service import ClaimControllerService
 from tests.builders import make_claim, make_class, make_node, make_pod, make_slice
 from tests.helpers import assert_eventually
 from tests.services.scheduler.service.conftest import Cluster

@@ -18,10 +18,10 @@ from typing import Any
 
 import msgspec
 
-from events.api.codec import decode_object
-from events.quantity import Quantity
-from services.dra.structured import AllocatedState, AllocationError, Allocator
-from services.dra.structured.model import Features
+from draflow.events.api.codec import decode_object
+from draflow.events.quantity import Quantity
+from draflow.services.dra.structured import AllocatedState, AllocationError, Allocator
+from draflow.services.dra.structured.model import Features
 from tests.services.dra.structured.upstream import dsl, goeval
 from tests.services.dra.structured.upstream.goeval import Env, Evaluator, Obj, Q, parse_expr, parse_stmts
 
