@@ -30,6 +30,7 @@ from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.controller import Runtime
 from tests.processes import Proc
+from tests.shells import apiserver_in_process
 
 
 class OneImportRoot(importlib.abc.MetaPathFinder):
@@ -122,14 +123,8 @@ async def event_store(settings: Settings) -> AsyncIterator[EventStore]:
 @pytest.fixture
 async def apiserver(event_store: EventStore) -> AsyncIterator[ApiServer]:
     """The apiserver in-process (an asyncio task) on the test's own stream."""
-    events = await EventStore.open(event_store.settings, "apiserver")
-    server = ApiServer(events)
-    await server.start()
-    try:
+    async with apiserver_in_process(event_store.settings) as server:
         yield server
-    finally:
-        await server.stop()
-        await events.close()
 
 
 @pytest.fixture

@@ -4,7 +4,10 @@
   test's settings in its environment; stdout read line by line (``expect``), stderr kept as a tail
   for failure messages (or merged into stdout). Every Proc still running when its test ends is
   killed (``tests/conftest.py``), whatever the test's outcome.
-* :func:`draflow`: one CLI command as a separate process, output captured.
+* :func:`draflow`: one CLI command as a separate process, output captured (:func:`draflow_out`:
+  one that must succeed, its stdout).
+* :func:`running_system`: the apiserver, then the given services (each waited for until it says
+  it is ready) and a probe runtime; every process stopped cleanly (exit 0) afterwards.
 * :class:`HonchoSystem`: ``honcho start`` from the repository's Procfile, as a user runs it.
 """
 
@@ -21,16 +24,29 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from draflow.infra.config import Settings
+from draflow.services.runtime.controller import Runtime
 from tests.paths import ROOT
+from tests.shells import start_runtime
 
 VENV_BIN = Path(sys.executable).parent
 
-__all__ = ["ROOT", "VENV_BIN", "HonchoSystem", "Proc", "draflow", "service_env", "stop_cleanly"]
+__all__ = [
+    "ROOT",
+    "VENV_BIN",
+    "HonchoSystem",
+    "Proc",
+    "Service",
+    "draflow",
+    "draflow_out",
+    "running_system",
+    "service_env",
+    "stop_cleanly",
+]
 
 
 def service_env(settings: Settings, **extra: str) -> dict[str, str]:
@@ -141,16 +157,60 @@ async def stop_cleanly(procs: list[Proc]) -> None:
     ]
 
 
-def draflow(settings: Settings, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+def draflow(
+    settings: Settings, *args: str, stdin: str | None = None, **extra: str
+) -> subprocess.CompletedProcess[str]:
     """``python -m draflow.services.cli ARGS`` against ``settings``' stream (output captured)."""
     return subprocess.run(
         [sys.executable, "-m", "draflow.services.cli", *args],
         cwd=ROOT,
         env=service_env(settings, **extra),
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def draflow_out(settings: Settings, *args: str, stdin: str | None = None) -> str:
+    """The stdout of a CLI command that must succeed (its stderr is the failure message)."""
+    done = draflow(settings, *args, stdin=stdin)
+    assert done.returncode == 0, f"draflow {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
+    return done.stdout
+
+
+# module, arguments, the stdout line that says it is ready (None: do not wait)
+Service = tuple[str, list[str], str | None]
+
+
+@contextlib.asynccontextmanager
+async def running_system(
+    settings: Settings,
+    services: Sequence[Service],
+    *,
+    before: Callable[[Runtime], Awaitable[None]] | None = None,
+) -> AsyncIterator[tuple[Runtime, list[Proc]]]:
+    """The apiserver, a probe runtime (``before(probe)`` may apply objects the services must find at
+    start), then ``services`` in order, each waited for; yields the probe and the processes (the
+    apiserver first). Afterwards every process gets SIGTERM and must exit with 0."""
+    procs = [Proc(settings, "draflow.services.apiserver")]
+    try:
+        await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
+        probe, events = await start_runtime(settings, "e2e-probe")
+        try:
+            if before is not None:
+                await before(probe)
+            started = [Proc(settings, module, args) for module, args, _ in services]
+            procs += started
+            for proc, (_, _, ready) in zip(started, services, strict=True):
+                if ready:
+                    await asyncio.to_thread(proc.expect, ready, 90)
+            yield probe, procs
+        finally:
+            await probe.stop()
+            await events.close()
+    finally:
+        await stop_cleanly(procs)
 
 
 class HonchoSystem:

@@ -9,7 +9,8 @@ that must not depend on it: it appends the facts the scheduler appends (``ClaimA
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from draflow.events.api.resource_v1 import (
 from draflow.events.dra import ClaimAllocated, ClaimReserved, PodBound
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.controller import Runtime
 from tests.helpers import assert_eventually
 
@@ -42,6 +44,20 @@ class Running:
         await asyncio.wait_for(self.task, 10)
         await self.rt.stop()
         await self.events.close()
+
+
+@contextlib.asynccontextmanager
+async def apiserver_in_process(settings: Settings, actor: str = "apiserver") -> AsyncIterator[ApiServer]:
+    """The apiserver as an asyncio task on ``settings``' stream, with its own connection (a second
+    one with another ``actor`` is a replica: requests go to either)."""
+    events = await EventStore.open(settings, actor)
+    server = ApiServer(events)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        await events.close()
 
 
 async def start_runtime(settings: Settings, actor: str) -> tuple[Runtime, EventStore]:

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from draflow.events.api.core_v1 import Pod
-from draflow.events.api.meta import NodeSelector, ObjectMeta, OwnerReference
+from draflow.events.api.meta import NodeSelector, ObjectMeta
 from draflow.events.api.resource_v1 import (
     AllocationResult,
     CELDeviceSelector,
@@ -35,6 +35,7 @@ from draflow.events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
+from draflow.services.dra.resourceclaim import pod_owner_reference
 from draflow.services.dra.structured.nodeselector import node_name_selector
 from tests.builders.core import DELETED_AT, make_pod
 
@@ -160,17 +161,6 @@ def _consumer(c: str | Pod | ResourceClaimConsumerReference) -> ResourceClaimCon
     return c
 
 
-def _pod_owner(pod: Pod) -> OwnerReference:
-    return OwnerReference(
-        api_version="v1",
-        kind="Pod",
-        name=pod.metadata.name,
-        uid=pod.metadata.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
-
-
 def make_claim(
     name: str = "claim",
     *requests: DeviceRequest | str,
@@ -194,7 +184,7 @@ def make_claim(
             namespace=namespace,
             uid=uid if uid is not None else f"uid-{name}",
             finalizers=tuple(finalizers),
-            owner_references=(_pod_owner(owner),) if owner is not None else (),
+            owner_references=(pod_owner_reference(owner),) if owner is not None else (),
             annotations=dict(annotations or {}),
             deletion_timestamp=DELETED_AT if deleting else None,
             resource_version=resource_version,

@@ -8,7 +8,6 @@ namespaces and every device is free again: no allocation, nothing prepared on an
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -30,12 +29,12 @@ from tests.e2e.demo import (
     check_workloads,
 )
 from tests.helpers import wait_for
-from tests.processes import Proc, stop_cleanly
-from tests.shells import manifests, start_runtime
+from tests.processes import Proc, Service, running_system
+from tests.shells import manifests
 
 pytestmark = pytest.mark.kep4381
 
-SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
+SERVICES: tuple[Service, ...] = (
     ("draflow.services.claim_controller", [], "claim-controller: following"),
     ("draflow.services.scheduler", [], None),
     ("draflow.services.workloads", [], "workloads: following"),
@@ -50,21 +49,8 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
 
 @pytest.fixture
 async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]]]:
-    procs = [Proc(settings, "draflow.services.apiserver")]
-    try:
-        await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
-        procs += [Proc(settings, module, args) for module, args, _ in SERVICES]
-        for proc, (_, _, ready) in zip(procs[1:], SERVICES, strict=True):
-            if ready:
-                await asyncio.to_thread(proc.expect, ready, 90)
-        probe, events = await start_runtime(settings, "e2e-probe")
-        try:
-            yield probe, procs
-        finally:
-            await probe.stop()
-            await events.close()
-    finally:
-        await stop_cleanly(procs)
+    async with running_system(settings, SERVICES) as system:
+        yield system
 
 
 def _state(probe: Runtime) -> tuple[dict[tuple[str, str], Pod], dict[tuple[str, str], ResourceClaim]]:

@@ -20,7 +20,6 @@ plugin (its 8 devices are the KEP's ResourceSlice), ``...-xyz8`` with a device p
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,8 +34,8 @@ from draflow.services.runtime.controller import Runtime
 from tests.e2e.test_demo import _prepared_everywhere
 from tests.helpers import wait_for
 from tests.paths import ROOT
-from tests.processes import Proc, stop_cleanly
-from tests.shells import manifests, start_runtime
+from tests.processes import Service, running_system
+from tests.shells import manifests
 
 pytestmark = pytest.mark.kep5004
 
@@ -46,7 +45,7 @@ PLUGIN_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-xyz8"
 GPU = "example.com/gpu"
 QUOTA_KEYS = ("requests.example.com/gpu", "gpu.example.com.deviceclass.resource.k8s.io/devices")
 
-SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
+SERVICES: tuple[Service, ...] = (
     ("draflow.services.claim_controller", [], "claim-controller: following"),
     ("draflow.services.scheduler", [], None),
     ("draflow.services.workloads", [], "workloads: following"),
@@ -65,30 +64,20 @@ def _docs(name: str) -> list[dict[str, Any]]:
     return manifests((KEP / name).read_text())
 
 
+async def _apply_the_keps_objects(probe: Runtime) -> None:
+    docs = [*_docs("nodes.yaml"), *_docs("deviceclass.yaml"), *_docs("resourceslice-runnable.yaml")]
+    for result in await probe.api.apply([*docs, *_docs("quota.yaml")]):
+        assert result.error is None, result.error
+    await wait_for(lambda: probe.get("Node", "", DRA_NODE) is not None, 10, "the KEP's Nodes")
+    node = probe.get("Node", "", PLUGIN_NODE)
+    assert str(node.status.capacity[GPU]) == "2" and not node.status.allocatable  # as written
+
+
 @pytest.fixture
 async def kep_cluster(settings: Settings) -> AsyncIterator[Runtime]:
     """The apiserver, the KEP's objects as written, then the other services and both kubelets."""
-    procs = [Proc(settings, "draflow.services.apiserver")]
-    try:
-        await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
-        probe, events = await start_runtime(settings, "e2e-probe")
-        try:
-            docs = [*_docs("nodes.yaml"), *_docs("deviceclass.yaml"), *_docs("resourceslice-runnable.yaml")]
-            for result in await probe.api.apply([*docs, *_docs("quota.yaml")]):
-                assert result.error is None, result.error
-            await wait_for(lambda: probe.get("Node", "", DRA_NODE) is not None, 10, "the KEP's Nodes")
-            node = probe.get("Node", "", PLUGIN_NODE)
-            assert str(node.status.capacity[GPU]) == "2" and not node.status.allocatable  # as written
-            procs += [Proc(settings, module, args) for module, args, _ in SERVICES]
-            for proc, (_, _, ready) in zip(procs[1:], SERVICES, strict=True):
-                if ready:
-                    await asyncio.to_thread(proc.expect, ready, 90)
-            yield probe
-        finally:
-            await probe.stop()
-            await events.close()
-    finally:
-        await stop_cleanly(procs)
+    async with running_system(settings, SERVICES, before=_apply_the_keps_objects) as (probe, _):
+        yield probe
 
 
 def _demo_pods(probe: Runtime) -> list[Pod]:

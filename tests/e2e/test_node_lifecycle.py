@@ -21,8 +21,6 @@ GPU each on node-5; then node-5's kubelet is stopped:
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,7 +30,8 @@ from draflow.events.api.core_v1 import Node, Pod
 from draflow.infra.config import Settings
 from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
-from tests.processes import ROOT, Proc, service_env, stop_cleanly
+from tests.paths import ROOT
+from tests.processes import Proc, draflow_out, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 EXAMPLE = ROOT / "examples" / "node-lifecycle" / "unreachable.yaml"
@@ -83,19 +82,6 @@ async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]
         await stop_cleanly([p for p in procs if p.proc.poll() is None])
 
 
-def draflow(settings: Settings, *args: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "draflow.services.cli", *args],
-        cwd=ROOT,
-        env=service_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout
-
-
 def ready(node: Node | None) -> str:
     cond = next((c for c in node.status.conditions if c.type == "Ready"), None) if node else None
     return cond.status if cond else "missing"
@@ -135,7 +121,7 @@ async def test_a_stopped_kubelet_is_noticed_its_pods_evicted_and_its_return_welc
         lambda: phases() == ["Running"] * 3 or phases(), 90, "the example's pods Running on node-5"
     )
     assert {pod(probe, n).spec.node_name for n in names} == {"node-5"}  # type: ignore[union-attr]
-    leases = await asyncio.to_thread(draflow, settings, "get", "leases", "-n", "kube-node-lease")
+    leases = await asyncio.to_thread(draflow_out, settings, "get", "leases", "-n", "kube-node-lease")
     assert leases.split("\n")[0].split() == ["NAME", "HOLDER", "AGE"] and "node-5   node-5" in leases
 
     # stop node-5's kubelet
@@ -154,7 +140,7 @@ async def test_a_stopped_kubelet_is_noticed_its_pods_evicted_and_its_return_welc
     )
     cond = next(c for c in node5.status.conditions if c.type == "Ready")
     assert (cond.reason, cond.message) == ("NodeStatusUnknown", "Kubelet stopped posting node status.")
-    table = await asyncio.to_thread(draflow, settings, "get", "nodes")
+    table = await asyncio.to_thread(draflow_out, settings, "get", "nodes")
     assert [line.split()[:2] for line in table.splitlines()[1:]] == [
         ["node-1", "Ready"],
         ["node-5", "NotReady"],
@@ -198,7 +184,9 @@ async def test_a_stopped_kubelet_is_noticed_its_pods_evicted_and_its_return_welc
     assert held.status.allocation is not None and [r.name for r in held.status.reserved_for] == [
         "default-toleration"
     ]
-    described = await asyncio.to_thread(draflow, settings, "describe", "pod", "default-toleration", "-n", NS)
+    described = await asyncio.to_thread(
+        draflow_out, settings, "describe", "pod", "default-toleration", "-n", NS
+    )
     assert (
         "TaintManagerEviction" in described
         and "Marking for deletion Pod node-lifecycle/default-toleration" in described
@@ -232,5 +220,7 @@ async def test_a_stopped_kubelet_is_noticed_its_pods_evicted_and_its_return_welc
     )
     for name in ("short-toleration", "stays"):
         assert pod(probe, name).metadata.deletion_timestamp is None  # type: ignore[union-attr]
-    described = await asyncio.to_thread(draflow, settings, "describe", "pod", "short-toleration", "-n", NS)
+    described = await asyncio.to_thread(
+        draflow_out, settings, "describe", "pod", "short-toleration", "-n", NS
+    )
     assert "Cancelling deletion of Pod node-lifecycle/short-toleration" in described

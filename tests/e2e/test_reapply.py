@@ -10,8 +10,6 @@ passes ``draflow verify-replay``, invariants included.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,14 +22,13 @@ from draflow.services.cli.verify import verify_records
 from draflow.services.runtime.controller import Runtime
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.helpers import wait_for
-from tests.processes import ROOT, Proc, service_env, stop_cleanly
-from tests.shells import start_runtime
+from tests.processes import Service, draflow_out, running_system
 
 pytestmark = pytest.mark.kep4381
 
 NS = "basic-resourceclaimtemplate"
 FILES = ("deviceclass.yaml", "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml")
-SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
+SERVICES: tuple[Service, ...] = (
     ("draflow.services.claim_controller", [], "claim-controller: following"),
     ("draflow.services.scheduler", [], None),
     ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
@@ -41,35 +38,13 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
 
 @pytest.fixture
 async def cluster(settings: Settings) -> AsyncIterator[Runtime]:
-    procs = [Proc(settings, "draflow.services.apiserver")]
-    try:
-        await asyncio.to_thread(procs[0].expect, "apiserver: serving", 60)
-        procs += [Proc(settings, module, args) for module, args, _ in SERVICES]
-        for proc, (_, _, ready) in zip(procs[1:], SERVICES, strict=True):
-            if ready:
-                await asyncio.to_thread(proc.expect, ready, 90)
-        probe, events = await start_runtime(settings, "e2e-probe")
-        try:
-            yield probe
-        finally:
-            await probe.stop()
-            await events.close()
-    finally:
-        await stop_cleanly(procs)
+    async with running_system(settings, SERVICES) as (probe, _):
+        yield probe
 
 
 def draflow_apply(settings: Settings) -> list[str]:
     args = [a for f in FILES for a in ("-f", str(EXAMPLES_DIR / f))]
-    done = subprocess.run(
-        [sys.executable, "-m", "draflow.services.cli", "apply", *args],
-        cwd=ROOT,
-        env=service_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+    return draflow_out(settings, "apply", *args).splitlines()
 
 
 def _holding(probe: Runtime) -> dict[str, Any]:

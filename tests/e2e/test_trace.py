@@ -23,11 +23,8 @@ SPAN_KIND_CONSUMER = 5
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    c = Collector()
-    try:
+    with Collector() as c:
         yield c
-    finally:
-        c.close()
 
 
 async def test_kubelet_starts_the_pod_in_the_schedulers_trace(

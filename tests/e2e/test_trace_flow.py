@@ -11,8 +11,6 @@ namespace is a different trace (the teardown), again with the kubelet in it.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,26 +20,14 @@ import pytest
 from draflow.infra.config import Settings
 from draflow.services.cli.trace import trace_ids_from_log
 from tests.helpers import wait_until
-from tests.processes import ROOT, Proc, service_env
+from tests.paths import ROOT
+from tests.processes import Proc, draflow_out
 from tests.services.otlp.test_trace import Receiver
 
 EXAMPLE = (
     ROOT / "examples" / "dra-example-driver" / "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml"
 )
 NS = "basic-resourceclaimtemplate"
-
-
-def _cli(settings: Settings, *args: str) -> str:
-    r = subprocess.run(
-        [sys.executable, "-m", "draflow.services.cli", *args],
-        cwd=ROOT,
-        env=service_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
-    return r.stdout
 
 
 @pytest.fixture
@@ -63,7 +49,9 @@ def system(settings: Settings) -> Iterator[tuple[Settings, Receiver]]:
             ("draflow.services.kubelet", ["--node", "node-1", "--gpus", "2"]),
         ):
             procs.append(Proc(settings, module, args, env))
-        wait_until(lambda: "node-1" in _cli(settings, "get", "resourceslices"), timeout_s=60, interval_s=0.3)
+        wait_until(
+            lambda: "node-1" in draflow_out(settings, "get", "resourceslices"), timeout_s=60, interval_s=0.3
+        )
         yield settings, receiver
     finally:
         for p in reversed(procs):
@@ -103,9 +91,11 @@ def _ops(trace: dict[str, Any], service: str) -> set[str]:
 
 def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Settings, Receiver]) -> None:
     settings, receiver = system
-    _cli(settings, "apply", "-f", str(EXAMPLE))
+    draflow_out(settings, "apply", "-f", str(EXAMPLE))
     wait_until(
-        lambda: "Running" in _cli(settings, "get", "pod", "pod0", "-n", NS), timeout_s=60, interval_s=0.3
+        lambda: "Running" in draflow_out(settings, "get", "pod", "pod0", "-n", NS),
+        timeout_s=60,
+        interval_s=0.3,
     )
 
     def pod_trace() -> dict[str, Any] | None:
@@ -148,7 +138,7 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
 
     # requests carry the caller's span: the claim the claim controller creates from the template,
     # and the scheduler's Kubernetes Event at Bind, are the apiserver's children of their spans
-    claim = _cli(settings, "get", "resourceclaims", "-n", NS, "-o", "name").split()[0].split("/")[-1]
+    claim = draflow_out(settings, "get", "resourceclaims", "-n", NS, "-o", "name").split()[0].split("/")[-1]
     assert trace_ids_from_log(settings, NS, claim, kind="ResourceClaim") == {trace["traceID"]}
     for verb, caller in (("create", "claim-controller"), ("event", "scheduler")):
         served = [s for s in trace["spans"] if s["operationName"] == f"api {verb}"]
@@ -156,7 +146,7 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
         parents = {ids[s["references"][0]["spanID"]]["processID"] for s in served}
         assert caller in {trace["processes"][p]["serviceName"] for p in parents}, verb
 
-    _cli(settings, "delete", "namespace", NS)
+    draflow_out(settings, "delete", "namespace", NS)
 
     def teardown() -> dict[str, Any] | None:
         others = [t for t in _traces(receiver, "pod0") if t["traceID"] != trace["traceID"]]
@@ -170,5 +160,5 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
     assert {"kubelet release pod", "kubelet finish-deletion pod"} <= kubelet, kubelet
 
     # the same run, re-decided by today's code: scheduler, allocator and claim controller agree
-    out = _cli(settings, "verify-replay")
+    out = draflow_out(settings, "verify-replay")
     assert out.endswith("every decision matches the log\n") and " 0 claims from templates" not in out, out

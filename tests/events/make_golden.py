@@ -15,7 +15,6 @@ Golden logs are history: regenerate them to *add* a newer log, keep the old file
 from __future__ import annotations
 
 import asyncio
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from draflow.events.codec import decode_raw
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
-from tests.processes import ROOT, Proc, service_env
+from tests.processes import ROOT, Proc, draflow
 
 GOLDEN = ROOT / "tests" / "data" / "golden"
 EXAMPLES = ROOT / "examples" / "dra-example-driver"
@@ -44,15 +43,7 @@ spec:
 
 
 def cli(settings: Settings, *args: str, stdin: str | None = None) -> str:
-    r = subprocess.run(
-        [sys.executable, "-m", "draflow.services.cli", *args],
-        cwd=ROOT,
-        env=service_env(settings),
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = draflow(settings, *args, stdin=stdin)
     if r.returncode != 0:
         raise SystemExit(f"draflow {' '.join(args)} failed: {r.stderr}")
     return r.stdout

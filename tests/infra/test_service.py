@@ -19,7 +19,7 @@ from tests.paths import ROOT
 from tests.processes import Proc
 from tests.widgets import WidgetCreated, WidgetResized
 
-TRACE_SERVICES = "tests.infra.trace_services"
+TRACE_SERVICES = "tests.trace_services"
 
 
 def test_service_waits_for_nats_then_stops_on_sigterm(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from tests.processes import Proc
 from tests.widgets import WidgetCreated
 
 SAGA_WORKER = "tests.sagas.saga_worker"
-TRACE_SERVICES = "tests.infra.trace_services"
+TRACE_SERVICES = "tests.trace_services"
 
 
 class Collector:
@@ -78,14 +78,17 @@ class Collector:
         self.server.shutdown()
         self.server.server_close()
 
+    def __enter__(self) -> Collector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    c = Collector()
-    try:
+    with Collector() as c:
         yield c
-    finally:
-        c.close()
 
 
 SPAN_KIND_INTERNAL, SPAN_KIND_PRODUCER, SPAN_KIND_CONSUMER = 1, 4, 5

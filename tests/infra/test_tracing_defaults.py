@@ -30,7 +30,7 @@ from tests.infra.test_tracing import Collector
 from tests.processes import Proc, draflow
 from tests.services.otlp.test_trace import Receiver, _pod_trace_ready
 
-TRACE_SERVICES = "tests.services.otlp.trace_services"
+TRACE_SERVICES = "tests.trace_services"
 
 
 class OffsetReceiver(Receiver):

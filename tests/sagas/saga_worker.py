@@ -23,9 +23,65 @@ from draflow.events.saga import SagaStepCompensated, SagaStepCompleted
 from draflow.events.union import register_events
 from draflow.infra import tracing
 from draflow.infra.config import Settings
-from draflow.infra.errors import ConcurrencyError, PermanentError
+from draflow.infra.errors import ConcurrencyError, PermanentError, TransientError
 from draflow.infra.eventstore import EventStore
-from draflow.sagas.engine import SagaDefinition, SagaEngine, SagaState, Step, StepContext
+from draflow.sagas.engine import NoInput, SagaDefinition, SagaEngine, SagaState, Step, StepContext
+
+
+def three_steps(
+    fail: dict[str, int],
+    permanent: set[str],
+    *,
+    log: list[str] | None = None,
+    gate: asyncio.Event | None = None,
+    input_type: type[msgspec.Struct] = NoInput,
+) -> SagaDefinition:
+    """Saga ``T``, steps ``a``, ``b``, ``c``, run in-process (the engine and CLI tests): a step fails
+    transiently ``fail[name]`` times, a step in ``permanent`` fails for good; ``log`` records every
+    move (``do b#2``, ``undo a``); with ``gate``, step ``b`` sets it and never returns (the saga
+    stays Running)."""
+
+    def action(name: str) -> Any:
+        async def run(ctx: StepContext) -> dict[str, Any]:
+            if log is not None:
+                log.append(f"do {name}#{ctx.attempt}")
+            if name == "b" and gate is not None:
+                gate.set()
+                await asyncio.Event().wait()  # never returns
+            if fail.get(name, 0) > 0:
+                fail[name] -= 1
+                raise TransientError(f"{name} busy")
+            if name in permanent:
+                raise ValueError(f"{name} impossible")
+            return {"done": name}
+
+        return run
+
+    def undo(name: str) -> Any:
+        async def run(ctx: StepContext) -> None:
+            if log is not None:
+                log.append(f"undo {name}")
+
+        return run
+
+    steps = tuple(Step(n, action(n), undo(n)) for n in ("a", "b", "c"))
+    return SagaDefinition("T", steps, input_type)
+
+
+def compensation_fails() -> SagaDefinition:
+    """Saga ``U``: step ``a`` succeeds and cannot be undone (``cannot undo``), step ``b`` fails
+    (``no``): the saga ends CompensationFailed. Run in-process (the engine and CLI tests)."""
+
+    async def ok(ctx: StepContext) -> None:
+        return None
+
+    async def boom(ctx: StepContext) -> None:
+        raise RuntimeError("cannot undo")
+
+    async def fail(ctx: StepContext) -> None:
+        raise ValueError("no")
+
+    return SagaDefinition("U", (Step("a", ok, boom), Step("b", fail)))
 
 
 class EffectApplied(Event, frozen=True, kw_only=True):

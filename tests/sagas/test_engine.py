@@ -12,12 +12,11 @@ import pytest
 from draflow.events.envelope import Envelope, Event
 from draflow.events.saga import SagaStarted, SagaStepCompleted, SagaStepFailed, SagaStepStarted
 from draflow.infra.config import Settings
-from draflow.infra.errors import TransientError
 from draflow.infra.eventstore import EventStore
 from draflow.sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
 from draflow.sagas.state import Action, SagaStatus, apply, decide
 from tests.processes import Proc
-from tests.sagas.saga_worker import effect_subject
+from tests.sagas.saga_worker import compensation_fails, effect_subject, three_steps
 
 SAGA_WORKER = "tests.sagas.saga_worker"
 
@@ -48,31 +47,9 @@ def test_decisions_are_a_pure_function_of_the_events() -> None:
     assert decide(s) == Action("compensate", 0, "a")
 
 
-def _engine_steps(log: list[str], fail: dict[str, int], permanent: set[str]) -> SagaDefinition:
-    def action(name: str) -> Any:
-        async def run(ctx: StepContext) -> dict[str, Any]:
-            log.append(f"do {name}#{ctx.attempt}")
-            if fail.get(name, 0) > 0:
-                fail[name] -= 1
-                raise TransientError(f"{name} busy")
-            if name in permanent:
-                raise ValueError(f"{name} impossible")
-            return {"done": name}
-
-        return run
-
-    def undo(name: str) -> Any:
-        async def run(ctx: StepContext) -> None:
-            log.append(f"undo {name}")
-
-        return run
-
-    return SagaDefinition("T", tuple(Step(n, action(n), undo(n)) for n in ("a", "b", "c")))
-
-
 async def test_transient_failures_are_retried(event_store: EventStore) -> None:
     log: list[str] = []
-    engine = SagaEngine(event_store, [_engine_steps(log, {"b": 2}, set())], retry_initial_s=0.01)
+    engine = SagaEngine(event_store, [three_steps({"b": 2}, set(), log=log)], retry_initial_s=0.01)
     state = await engine.start("T", "s-retry")
     assert state.status == SagaStatus.COMPLETED
     assert log == ["do a#1", "do b#1", "do b#2", "do b#3", "do c#1"]
@@ -86,29 +63,20 @@ async def test_transient_failures_are_retried(event_store: EventStore) -> None:
 async def test_failure_compensates_in_reverse(event_store: EventStore) -> None:
     log: list[str] = []
     engine = SagaEngine(
-        event_store, [_engine_steps(log, {"c": 99}, set())], retry_attempts=3, retry_initial_s=0.01
+        event_store, [three_steps({"c": 99}, set(), log=log)], retry_attempts=3, retry_initial_s=0.01
     )
     state = await engine.start("T", "s-comp")
     assert state.status == SagaStatus.COMPENSATED
     assert log == ["do a#1", "do b#1", "do c#1", "do c#2", "do c#3", "undo c", "undo b", "undo a"]
     assert state.error.startswith("c: gave up after 3 attempts: TransientError: c busy")
     log.clear()
-    permanent = SagaEngine(event_store, [_engine_steps(log, {}, {"b"})])
+    permanent = SagaEngine(event_store, [three_steps({}, {"b"}, log=log)])
     assert (await permanent.start("T", "s-perm")).status == SagaStatus.COMPENSATED
     assert log == ["do a#1", "do b#1", "undo b", "undo a"]  # no retry for a permanent failure
 
 
 async def test_failed_compensation_is_terminal(event_store: EventStore) -> None:
-    async def ok(ctx: StepContext) -> None:
-        return None
-
-    async def boom(ctx: StepContext) -> None:
-        raise RuntimeError("cannot undo")
-
-    async def fail(ctx: StepContext) -> None:
-        raise ValueError("no")
-
-    engine = SagaEngine(event_store, [SagaDefinition("U", (Step("a", ok, boom), Step("b", fail)))])
+    engine = SagaEngine(event_store, [compensation_fails()])
     state = await engine.start("U", "s-cf")
     assert state.status == SagaStatus.COMPENSATION_FAILED
     assert "cannot undo" in state.error and "b: ValueError: no" in state.error

@@ -14,21 +14,14 @@ from draflow.services.drivers.gpu_example import GpuExamplePlugin
 from draflow.services.drivers.gpu_example.plugin import FailureSwitches
 from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
 from draflow.services.kubelet.service import KubeletService
+from tests.builders.manifests import gpu_template_yaml
 from tests.shells import Running, eventually, manifests, run, schedule, start_runtime
 
 pytestmark = pytest.mark.kep4381
 
-TEMPLATE_POD = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: single-gpu, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.example.com}
----
+TEMPLATE_POD = (
+    gpu_template_yaml()
+    + """---
 apiVersion: v1
 kind: Pod
 metadata: {name: pod0, namespace: default}
@@ -42,6 +35,7 @@ spec:
   - name: gpu
     resourceClaimTemplateName: single-gpu
 """
+)
 
 
 def kubelet_builder(settings: Settings, node: str, failures: FailureSwitches | None = None, **kw: Any):

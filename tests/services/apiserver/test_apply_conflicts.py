@@ -32,6 +32,7 @@ from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import ApplyItem, ApplyRequest
 from tests.builders import make_allocation
 from tests.processes import draflow
+from tests.shells import apiserver_in_process
 
 CONFLICT = (
     'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "c": '
@@ -162,14 +163,8 @@ async def test_a_controller_write_between_decision_and_append_is_kept(
 @pytest.fixture
 async def replica(event_store: EventStore, apiserver: ApiServer) -> AsyncIterator[ApiServer]:
     """A second apiserver on the same log and request queue group (requests go to either)."""
-    events = await EventStore.open(event_store.settings, "apiserver-b")
-    server = ApiServer(events)
-    await server.start()
-    try:
+    async with apiserver_in_process(event_store.settings, "apiserver-b") as server:
         yield server
-    finally:
-        await server.stop()
-        await events.close()
 
 
 @pytest.mark.parametrize(("mine", "theirs", "outcome"), [("a", "b", "configured"), ("a", "a", "unchanged")])

@@ -3,32 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import free_port
-from tests.paths import ROOT
+from tests.processes import draflow
 from tests.widgets import WidgetCreated, WidgetResized
-
-
-def draflow(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "DRAFLOW_NATS_URL": settings.nats_url,
-        "DRAFLOW_STREAM": settings.stream,
-        "DRAFLOW_SUBJECT_ROOT": settings.root,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "draflow.services.cli", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 async def test_log_prints_one_line_per_event(event_store: EventStore, settings: Settings) -> None:

@@ -6,16 +6,15 @@ import asyncio
 import json
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import msgspec
 import pytest
 
 from draflow.infra.config import Settings
-from draflow.infra.errors import TransientError
 from draflow.infra.eventstore import EventStore
-from draflow.sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
+from draflow.sagas.engine import SagaEngine
 from draflow.services.cli.main import main
+from tests.sagas.saga_worker import compensation_fails, three_steps
 from tests.services.cli.conftest import Result
 
 Cli = Callable[..., Result]
@@ -25,51 +24,24 @@ class PodInput(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pod: str = ""
 
 
-def _definition(fail: dict[str, int], permanent: set[str], gate: asyncio.Event | None) -> SagaDefinition:
-    def action(name: str) -> Any:
-        async def run(ctx: StepContext) -> dict[str, Any]:
-            if name == "b" and gate is not None:
-                gate.set()
-                await asyncio.Event().wait()  # never returns: the saga stays Running
-            if fail.get(name, 0) > 0:
-                fail[name] -= 1
-                raise TransientError(f"{name} busy")
-            if name in permanent:
-                raise ValueError(f"{name} impossible")
-            return {"done": name}
-
-        return run
-
-    async def undo(ctx: StepContext) -> None:
-        return None
-
-    return SagaDefinition("T", tuple(Step(n, action(n), undo) for n in ("a", "b", "c")), PodInput)
-
-
 async def _run_sagas(settings: Settings) -> dict[str, int]:
     """s-ok Completed, s-comp Compensated (c gives up after 3 attempts), s-run left Running at b."""
     store = await EventStore.open(settings, "test")
     try:
-        ok = SagaEngine(store, [_definition({"b": 1}, set(), None)], retry_initial_s=0.01)
+        ok = SagaEngine(store, [three_steps({"b": 1}, set(), input_type=PodInput)], retry_initial_s=0.01)
         await ok.start("T", "s-ok", PodInput(pod="default/p0"))
         comp = SagaEngine(
-            store, [_definition({"c": 99}, set(), None)], retry_attempts=3, retry_initial_s=0.01
+            store,
+            [three_steps({"c": 99}, set(), input_type=PodInput)],
+            retry_attempts=3,
+            retry_initial_s=0.01,
         )
         await comp.start("T", "s-comp")
 
-        async def ok_step(ctx: StepContext) -> None:
-            return None
-
-        async def boom(ctx: StepContext) -> None:
-            raise RuntimeError("cannot undo")
-
-        async def fail(ctx: StepContext) -> None:
-            raise ValueError("no")
-
-        cf = SagaEngine(store, [SagaDefinition("U", (Step("a", ok_step, boom), Step("b", fail)))])
+        cf = SagaEngine(store, [compensation_fails()])
         await cf.start("U", "s-cf")
         gate = asyncio.Event()
-        running = SagaEngine(store, [_definition({}, set(), gate)])
+        running = SagaEngine(store, [three_steps({}, set(), gate=gate, input_type=PodInput)])
         task = asyncio.create_task(running.start("T", "s-run"))
         await gate.wait()
         task.cancel()

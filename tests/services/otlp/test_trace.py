@@ -19,7 +19,7 @@ from draflow.services.cli.trace import trace_ids_from_log
 from tests.helpers import wait_until
 from tests.processes import Proc, draflow
 
-TRACE_SERVICES = "tests.services.otlp.trace_services"
+TRACE_SERVICES = "tests.trace_services"
 
 
 def _request_with_one_span(service: str) -> ExportTraceServiceRequest:

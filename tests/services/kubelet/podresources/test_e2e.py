@@ -23,8 +23,9 @@ from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.dra import PodResourcesPrepared
 from draflow.infra.natsd import LocalNatsServer
 from draflow.services.runtime.controller import Runtime
+from tests.builders.manifests import gpu_template_yaml
 from tests.helpers import wait_for
-from tests.processes import ROOT
+from tests.processes import ROOT, draflow
 from tests.services.kubelet.podresources.cluster import (
     NODE,
     allocatable,
@@ -44,21 +45,15 @@ from tests.shells import manifests
 pytestmark = pytest.mark.kep3695
 
 EXAMPLES = ROOT / "examples" / "dra-example-driver"
-CASES = """
+CASES = (
+    """
 apiVersion: v1
 kind: Namespace
 metadata: {name: pr}
 ---
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu, namespace: pr}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.example.com}
----
+"""
+    + gpu_template_yaml("one-gpu", "pr")
+    + """---
 apiVersion: v1
 kind: Pod
 metadata: {name: sidecars, namespace: pr}
@@ -112,6 +107,7 @@ spec:
   containers:
   - {name: ctr, image: busybox, resources: {limits: {example.com/gpu: 1}}}
 """
+)
 
 
 def _apply_files() -> list[dict[str, Any]]:
@@ -174,19 +170,7 @@ async def _recorded_cdi(probe: Runtime, ns: str, name: str) -> dict[str, list[st
 
 
 def _draflow(settings: Any, *args: str) -> tuple[int, str, str]:
-    import subprocess
-    import sys
-
-    from tests.processes import service_env
-
-    done = subprocess.run(
-        [sys.executable, "-m", "draflow.services.cli", "podresources", *args],
-        cwd=ROOT,
-        env=service_env(settings),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = draflow(settings, "podresources", *args)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -15,6 +15,7 @@ import stat
 import pytest
 
 from draflow.infra.natsd import LocalNatsServer
+from tests.builders.manifests import gpu_template_yaml
 from tests.helpers import wait_for
 from tests.services.kubelet.podresources.cluster import (
     NODE,
@@ -30,17 +31,9 @@ from tests.shells import manifests
 
 pytestmark = pytest.mark.kep3695
 
-PODS = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu, namespace: default}
-spec:
-  spec:
-    devices:
-      requests:
-      - name: gpu
-        exactly: {deviceClassName: gpu.example.com}
----
+PODS = (
+    gpu_template_yaml("one-gpu", "default")
+    + """---
 apiVersion: v1
 kind: Pod
 metadata: {name: dra, namespace: default}
@@ -64,6 +57,7 @@ spec:
   containers:
   - {name: ctr, image: busybox, resources: {limits: {example.com/gpu: 1}}}
 """
+)
 
 
 async def test_restarted_kubelet_answers_from_its_checkpoints(nats_server: LocalNatsServer) -> None:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -31,10 +30,8 @@ from draflow.events.api.resource_v1 import (
     ResourceClaimSpec,
 )
 from draflow.events.objects import deletion_requested
-from draflow.infra.eventstore import EventStore
 from draflow.sagas.engine import SagaStatus
 from draflow.services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
-from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.scheduler.framework import Reserved
 from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
@@ -48,15 +45,6 @@ pytestmark = pytest.mark.kep5004
 
 NVIDIA = REALWORLD / "NVIDIA__k8s-dra-driver-gpu"
 GPU = "example.com/gpu"
-
-
-@pytest.fixture
-async def cluster(api: ApiClient, event_store: EventStore) -> AsyncIterator[Cluster]:
-    c = Cluster(api, event_store)
-    try:
-        yield c
-    finally:
-        await c.stop_all()
 
 
 def _nvidia_slice(node: str) -> dict[str, Any]:

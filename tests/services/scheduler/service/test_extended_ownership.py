@@ -15,17 +15,14 @@ sagas' real steps:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
-from draflow.infra.eventstore import EventStore
 from draflow.projections.objects import fold
 from draflow.sagas.engine import SagaStatus
-from draflow.services.runtime.client import ApiClient
 from draflow.services.scheduler.framework import Reserved, Unschedulable
 from draflow.services.scheduler.sagas.extended_claim import EXTENDED_CLAIM_CLEANUP, ExtendedClaimCleanupInput
 from draflow.services.scheduler.sagas.pod_scheduling import (
@@ -37,15 +34,6 @@ from tests.services.scheduler.service.conftest import Cluster, HeldBind
 from tests.services.scheduler.service.test_extended import _gpu_cluster, _gpu_pod
 
 pytestmark = pytest.mark.kep5004
-
-
-@pytest.fixture
-async def cluster(api: ApiClient, event_store: EventStore) -> AsyncIterator[Cluster]:
-    c = Cluster(api, event_store)
-    try:
-        yield c
-    finally:
-        await c.stop_all()
 
 
 async def _instances(cluster: Cluster) -> tuple[SchedulerService, SchedulerService]:

@@ -9,8 +9,6 @@ held) and ``draflow log`` shows the trail from allocation to cleanup.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 
 import pytest
 
@@ -24,7 +22,7 @@ from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.client import ApiClient
 from draflow.services.scheduler.service import SchedulerService
 from tests.paths import ROOT
-from tests.services.scheduler.service.test_races import _env
+from tests.processes import draflow_out
 from tests.services.test_shells import TEMPLATE_POD, kubelet_builder
 from tests.shells import eventually, manifests, run, start_runtime
 
@@ -38,13 +36,7 @@ async def _register(svc: KubeletService) -> None:
 
 
 async def _log(settings: Settings, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "draflow.services.cli", "log", *args,
-        cwd=ROOT, env=_env(settings), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    return out.decode()
+    return await asyncio.to_thread(draflow_out, settings, "log", *args)
 
 
 async def test_prepare_failure_through_the_real_scheduler_is_compensated_and_logged(
