@@ -20,6 +20,7 @@ from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
+from infra.auth.client import auth_options
 from infra.config import Settings
 from infra.nats_parser import FastParser
 
@@ -39,6 +40,9 @@ class DraflowClient(Client):
         self._ps = FastParser(self)
         self._raw_sinks: dict[int, RawSink] = {}
         self._reconnect_listeners: list[Callable[[], Awaitable[None]]] = []
+        # who connected: the role asked for and the credential file used (None: none needed)
+        self.role = ""
+        self.credential: str | None = None
 
     async def _process_msg(
         self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
@@ -144,7 +148,9 @@ async def connect(
     """Connect to ``settings.nats_url``, retrying (tenacity, jittered backoff) while the server starts.
 
     Once connected, nats-py reconnects forever on its own; listeners registered with
-    ``on_reconnect`` run after each reconnect.
+    ``on_reconnect`` run after each reconnect. The credential is the one of ``settings.role`` (else
+    ``name``), looked up again on each attempt: the system may be writing it right now
+    (``infra.auth.client``); a missing one raises :class:`~infra.auth.authority.AuthorityError`.
     """
     async for attempt in AsyncRetrying(
         stop=stop_after_delay(connect_timeout_s),
@@ -154,6 +160,9 @@ async def connect(
     ):
         with attempt:
             nc = DraflowClient()
+            auth = auth_options(settings, settings.role or name)
+            nc.role = settings.role or name
+            nc.credential = auth.get("nkeys_seed") or auth.get("user_credentials")
 
             async def reconnected(nc: DraflowClient = nc) -> None:
                 log.info("%s: reconnected to %s", name, nc.connected_url)
@@ -166,6 +175,7 @@ async def connect(
                 log.debug("%s: NATS error: %r", name, exc)
 
             opts: dict[str, Any] = {
+                **auth,
                 # The first connection fails fast and tenacity retries it (nats-py would loop
                 # forever); once connected, nats-py reconnects on its own, without limit.
                 "allow_reconnect": False,

@@ -23,7 +23,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import msgspec
+
 from infra import tracing
+from infra.auth.authority import AuthorityError
 from infra.config import Settings, flag_from_argv
 from infra.errors import StreamReset
 from infra.eventstore import EventStore
@@ -69,6 +72,8 @@ async def serve(
     actor: str | None = None,
 ) -> int:
     settings = settings or Settings.from_env()
+    if not settings.role:  # the service's name is its role (its credential, its permissions)
+        settings = msgspec.structs.replace(settings, role=name)
     stop = stop_on_signals()
     stopping = asyncio.create_task(stop.wait())
     store: EventStore | None = None
@@ -91,7 +96,11 @@ async def serve(
         if not opening.done():  # asked to stop while still waiting for nats-server
             await _cancel_until_done(opening)
             return 0
-        store = opening.result()
+        try:
+            store = opening.result()
+        except AuthorityError as exc:
+            log.error("%s: %s", name, exc)
+            return 2
         log.info("%s: connected to %s, stream %s", name, settings.nats_url, settings.stream)
         while True:
             code, reset = await _run_main(name, main, ServiceContext(name, settings, store, stop), grace_s)

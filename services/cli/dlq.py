@@ -29,6 +29,7 @@ import nats.errors
 from nats.js.errors import NotFoundError
 
 from events.codec import DecodeError, decode_raw
+from infra.auth.roles import ADMIN, CLI
 from infra.config import Settings
 from infra.eventstore import EventStore
 from services.cli.connection import add_nats_url_arg
@@ -193,7 +194,8 @@ def _show(letter: DeadLetter) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    settings = settings_with_url(args.nats_url)
+    # re-publishing and deleting dead letters change the log: the admin's credential
+    settings = settings_with_url(args.nats_url, ADMIN if args.action in ("retry", "discard") else CLI)
     store = await connect_store(settings)
     try:
         if args.action == "list":

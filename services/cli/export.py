@@ -31,6 +31,8 @@ from nats.js.errors import APIError, NotFoundError
 
 from events.codec import DecodeError, decode_raw, encode
 from infra import tracing
+from infra.auth.authority import AuthorityError
+from infra.auth.roles import ADMIN, CLI
 from infra.config import Settings
 from infra.errors import StoreUnavailable
 from infra.eventstore import ERR_WRONG_LAST_SEQUENCE, HDR_EXPECTED_LAST_SUBJECT_SEQ, HDR_MSG_ID, EventStore
@@ -91,14 +93,16 @@ def parse_headers(block: bytes | None) -> dict[str, str]:
     return out
 
 
-def settings_with_url(url: str | None) -> Settings:
-    return settings_for(url)
+def settings_with_url(url: str | None, role: str = CLI) -> Settings:
+    return settings_for(url, role)
 
 
 async def connect_store(settings: Settings, *, ensure: bool = False) -> EventStore:
     """Connect for a CLI command, with one-line errors."""
     try:
         store = await EventStore.open(settings, "draflow-cli", ensure=False, connect_timeout_s=3.0)
+    except AuthorityError as exc:
+        raise UserError(str(exc)) from None
     except (OSError, TimeoutError, nats.errors.Error) as exc:
         reason = str(exc) or type(exc).__name__
         raise UserError(f"cannot connect to NATS at {settings.nats_url}: {reason}") from None
@@ -272,6 +276,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     with tracing.suppressed():  # an imported run is history: no live-looking spans
-        skipped, appended = asyncio.run(import_log(settings_with_url(args.nats_url), args.file, sys.stderr))
+        skipped, appended = asyncio.run(
+            import_log(settings_with_url(args.nats_url, ADMIN), args.file, sys.stderr)
+        )
     print(f"imported {appended} events" + (f" ({skipped} were already there)" if skipped else ""))
     return 0

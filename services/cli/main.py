@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 
+from infra.auth.authority import AuthorityError
 from infra.errors import StreamReset
 from infra.ports import PortError
 
@@ -61,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except (UserError, PortError) as exc:  # PortError: DRAFLOW_PORT_OFFSET that cannot be used
+    # PortError: DRAFLOW_PORT_OFFSET that cannot be used; AuthorityError: no credential to connect with
+    except (UserError, PortError, AuthorityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except StreamReset as exc:  # `draflow get -w` while the stream is deleted and created again
