@@ -34,7 +34,14 @@ from events.subjects import aggregate_subject, events_prefix, parse_subject
 from infra import tracing
 from infra.auth.roles import ADMIN
 from infra.config import Settings
-from infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable, StreamReset
+from infra.errors import (
+    AppendError,
+    ConcurrencyError,
+    EventStoreError,
+    StoreUnavailable,
+    StreamMissing,
+    StreamReset,
+)
 from infra.nats_client import DraflowClient, RawInbox, connect
 from infra.publisher import (
     ERR_BATCH_DUPLICATE_MSG_ID,
@@ -162,12 +169,20 @@ class EventStore:
 
     async def check_stream(self, position: int) -> StreamStatus:
         """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
-        ``position``: another identity (deleted and created again), or it ends before
-        ``position``. The first check of a store opened without ``ensure`` learns the identity.
+        ``position``: gone (deleted), another identity (deleted and created again), or it ends
+        before ``position``. The first check of a store opened without ``ensure`` learns the identity.
         StoreUnavailable when the stream cannot be asked (or does not exist right now)."""
         if self.reset is not None:
             raise self.reset
-        status = await self._reader.stream_status()
+        try:
+            status = await self._reader.stream_status()
+        except StreamMissing:
+            if self.identity is None:  # never followed one: nothing lost yet
+                raise
+            # the log this process follows is gone: never answer from memory as if it were there
+            self.reset = StreamReset(self.stream, position, 0, self.identity, "")
+            self._reset_seen.set()
+            raise self.reset from None
         if self.identity is None:
             self.identity = status.created
         if status.created != self.identity or status.last_seq < position:
@@ -213,9 +228,10 @@ class EventStore:
         that asks for no credential. Every other role may not (the server refuses it)."""
         return self.nc.credential is None or self.nc.role == ADMIN
 
-    async def ensure_stream(self, *, wait_s: float = 120.0) -> None:
+    async def ensure_stream(self, *, wait_s: float | None = 120.0) -> None:
         """Create the event and dead-letter streams, or update them to the current config; a role
-        that may not manage them waits until they exist (the admin creates them at start)."""
+        that may not manage them waits until they exist (the admin creates them at start), at
+        most ``wait_s`` (None: for ever)."""
         for config in (event_stream_config(self.settings), dlq_stream_config(self.settings)):
             if not self.manages_streams:
                 await self._wait_for_stream(str(config.name), wait_s)
@@ -227,7 +243,7 @@ class EventStore:
                     raise
                 await self.js.update_stream(config)
 
-    async def _wait_for_stream(self, name: str, wait_s: float) -> None:
+    async def _wait_for_stream(self, name: str, wait_s: float | None) -> None:
         reader = StreamReader(self.nc, self._inbox, name)
         delay, told = 0.05, False
         async with asyncio.timeout(wait_s):

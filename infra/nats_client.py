@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -138,6 +139,14 @@ class RawInbox:
         self._handlers.pop(token, None)
 
 
+def _forget_tasks(nc: Client) -> None:
+    """A refused attempt's reader may still fail as its socket goes (the server reset it): that
+    is the refusal we already handle, not an error to print at exit."""
+    for task in (nc._reading_task, nc._ping_interval_task, nc._flusher_task):
+        if task is not None:
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
 async def connect(
     settings: Settings,
     name: str,
@@ -152,6 +161,7 @@ async def connect(
     ``name``), looked up again on each attempt: the system may be writing it right now
     (``infra.auth.client``); a missing one raises :class:`~infra.auth.authority.AuthorityError`.
     """
+    deadline = time.monotonic() + connect_timeout_s
     async for attempt in AsyncRetrying(
         stop=stop_after_delay(connect_timeout_s),
         wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.05),
@@ -185,17 +195,23 @@ async def connect(
                 **options,
             }
             try:
-                await nc.connect(
-                    servers=[s.strip() for s in settings.nats_url.split(",")],
-                    name=name,
-                    reconnected_cb=reconnected,
-                    disconnected_cb=disconnected,
-                    error_cb=error_cb,
-                    **opts,
-                )
+                # one attempt never outlives the whole wait: nats-py can hang in a TLS handshake the
+                # server gave up on (a certificate it does not trust)
+                async with asyncio.timeout(min(10.0, max(1.0, deadline - time.monotonic()))):
+                    await nc.connect(
+                        servers=[s.strip() for s in settings.nats_url.split(",")],
+                        name=name,
+                        reconnected_cb=reconnected,
+                        disconnected_cb=disconnected,
+                        error_cb=error_cb,
+                        **opts,
+                    )
             except BaseException:
+                # closing a half-open TLS connection can wait for ever too
                 with contextlib.suppress(Exception):
-                    await nc.close()
+                    async with asyncio.timeout(2.0):
+                        await nc.close()
+                _forget_tasks(nc)
                 raise
             nc.options["allow_reconnect"] = True
             nc.options["max_reconnect_attempts"] = -1

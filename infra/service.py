@@ -117,6 +117,13 @@ async def serve(
                 break
             log.error("%s: %s; rebuilding from sequence 1 of the new stream", name, reset)
             store.accept_new_stream()
+            if not reset.new_identity:  # deleted: wait until it exists again (restored)
+                waiting = asyncio.create_task(store.ensure_stream(wait_s=None))
+                await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    await _cancel_until_done(waiting)
+                    break
+                waiting.result()
     finally:
         stopping.cancel()
         tracing.shutdown_tracing()

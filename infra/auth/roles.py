@@ -202,3 +202,26 @@ def permissions(role: Role, *, root: str, stream: str, dlq_stream: str, public_k
         publish_deny=tuple(deny),
         allow_responses=role.serves_api,
     )
+
+
+def permission_matrix(root: str = "draflow") -> str:
+    """The matrix ``docs/security.md`` shows (a test keeps the page equal to this)."""
+    rows = [
+        "| role | what it does | appends to the log (`<root>.ev.<Kind>.>`) | request API | "
+        "reads the log | manages streams |",
+        "|---|---|---|---|---|---|",
+    ]
+    for role in (*STATIC_ROLES, kubelet_role("<node>")):
+        if role.admin:
+            appends, api, manages = "everything", f"`{root}.api.*`", "yes"
+        else:
+            appends = "every kind" if role.appends == ("*",) else ", ".join(role.appends) or "nothing"
+            if role.serves_api:
+                api = f"answers `{root}.api.*` and `{root}.node.*.*`"
+            elif role.api == "node":
+                api = f"`{root}.node.<node>.*` only (NodeRestriction)"
+            else:
+                api = f"`{root}.api.*`"
+            manages = "no"
+        rows.append(f"| `{role.name}` | {role.what} | {appends} | {api} | yes | {manages} |")
+    return "\n".join(rows) + "\n"

@@ -71,7 +71,7 @@ def _raw(obj: ApiStruct) -> msgspec.Raw:
 
 # writes get a SERVER span (a child of the caller's span when the request carries a traceparent);
 # reads (get, list) would only add noise to every controller's trace
-_TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "event"})
+_TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "event", "append"})
 # kinds whose validation checks CEL selectors
 _CEL_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 

@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.delete": ("delete",),
     "services.cli.events": ("events",),
     "services.cli.export": ("export", "import"),
+    "services.cli.backup": ("backup", "restore"),
     "services.cli.trace": ("trace",),
     "services.cli.dlq": ("dlq",),
     "services.cli.explain": ("explain",),

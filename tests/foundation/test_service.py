@@ -16,7 +16,6 @@ from infra.natsd import LocalNatsServer, free_port
 from tests.conftest import settings_for
 from tests.foundation.model import WidgetCreated, WidgetResized
 from tests.foundation.procs import ROOT, TRACE_SERVICES, Worker
-from tests.helpers import wait_until
 
 
 def test_service_waits_for_nats_then_stops_on_sigterm(tmp_path: Path) -> None:
@@ -55,9 +54,10 @@ def test_launcher_runs_nats_server_from_the_environment(tmp_path: Path) -> None:
     started as the launcher's child (the launcher creates the streams as the admin, then waits)."""
     port = free_port()
     env = {**os.environ, "DRAFLOW_NATS_URL": f"nats://127.0.0.1:{port}", "DRAFLOW_DATA_DIR": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infra.natsd"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    pipe = subprocess.PIPE
+    # the launcher makes the streams as the admin, then says so
+    launcher = [sys.executable, "-m", "infra.natsd"]
+    proc = subprocess.Popen(launcher, cwd=ROOT, env=env, stdout=pipe, stderr=pipe)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().decode().startswith("natsd: stream DRAFLOW ready")

@@ -37,8 +37,12 @@ CLAIM = {
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
 
 
 class Cluster:
@@ -121,9 +125,11 @@ async def refused(call: Any) -> str:
 async def test_a_kubelet_cannot_forge_another_nodes_pod_status(cluster: Cluster) -> None:
     await cluster.bound_pod("on-one", "node-1")
     before = await cluster.version("Pod", "on-one")
-    message = await refused(cluster.node2.append_events(
-        "Pod", "default", "on-one", [PodStarted(at=now())], expected_last_seq=before, msg_id=new_id()
-    ))
+    message = await refused(
+        cluster.node2.append_events(
+            "Pod", "default", "on-one", [PodStarted(at=now())], expected_last_seq=before, msg_id=new_id()
+        )
+    )
     assert message == (
         'pods "on-one" is forbidden: node "node-2" can only update pod status for pods with '
         "spec.nodeName set to itself"
@@ -174,8 +180,10 @@ async def test_a_kubelet_cannot_delete_pods_bound_elsewhere_nor_create_pods(clus
     slice_ = yaml.safe_load((ROOT / "examples/extended-resources/resourceslice.yaml").read_text())
     slice_["spec"]["nodeName"] = "node-1"
     message = await refused(cluster.node2.apply([slice_]))
-    assert message.endswith("can only create ResourceSlice with the same NodeName as the requesting node, "
-                            "expected node-2, got node-1")
+    assert message.endswith(
+        "can only create ResourceSlice with the same NodeName as the requesting node, "
+        "expected node-2, got node-1"
+    )
 
 
 async def test_a_kubelet_releases_only_its_own_pods_reservations(cluster: Cluster) -> None:
@@ -194,9 +202,11 @@ async def test_a_kubelet_releases_only_its_own_pods_reservations(cluster: Cluste
 
     await assert_eventually(reserved)
     release = [ClaimReservationsReleased(uids=(uid,)), ClaimDeallocated(reason="NoConsumers")]
-    message = await refused(cluster.node2.append_events(
-        "ResourceClaim", "default", "gpu", release, expected_last_seq=version, msg_id=new_id()
-    ))
+    message = await refused(
+        cluster.node2.append_events(
+            "ResourceClaim", "default", "gpu", release, expected_last_seq=version, msg_id=new_id()
+        )
+    )
     assert message == (
         'resourceclaims.resource.k8s.io "gpu" is forbidden: node "node-2" can only release reservations of '
         "pods bound to itself"
@@ -212,9 +222,16 @@ async def test_events_of_other_services_are_not_a_kubelets(cluster: Cluster) -> 
     """A kubelet may append the facts it observes, not decisions of the scheduler."""
     await cluster.bound_pod("mine", "node-1")
     version = await cluster.version("Pod", "mine")
-    message = await refused(cluster.node1.append_events(
-        "Pod", "default", "mine", [PodBound(node_name="node-1")], expected_last_seq=version, msg_id=new_id()
-    ))
+    message = await refused(
+        cluster.node1.append_events(
+            "Pod",
+            "default",
+            "mine",
+            [PodBound(node_name="node-1")],
+            expected_last_seq=version,
+            msg_id=new_id(),
+        )
+    )
     assert 'User "system:node:node-1" cannot update resource "pods"' in message
     raw = msgspec.to_builtins(PodStarted(at=now()))
     raw["type"] = "NoSuchEvent"

@@ -56,8 +56,9 @@ async def test_the_admin_may_change_the_stream(as_role) -> None:
     admin = await as_role(ADMIN)
     info = json.loads((await admin.nc.request("$JS.API.STREAM.INFO.DRAFLOW", b"", timeout=5)).data)
     config = {**info["config"], "description": "draflow event log (admin was here)"}
-    updated = json.loads((await admin.nc.request("$JS.API.STREAM.UPDATE.DRAFLOW", json.dumps(config).encode(),
-                                                 timeout=5)).data)
+    updated = json.loads(
+        (await admin.nc.request("$JS.API.STREAM.UPDATE.DRAFLOW", json.dumps(config).encode(), timeout=5)).data
+    )
     assert updated.get("error") is None, updated
     assert updated["config"]["description"].endswith("(admin was here)")
 
