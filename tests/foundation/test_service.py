@@ -69,9 +69,9 @@ def test_launcher_runs_nats_server_from_the_environment(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
-        for pipe in (proc.stdout, proc.stderr):
-            assert pipe is not None
-            pipe.close()
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            stream.close()
 
 
 async def test_append_many_reports_each_outcome(event_store: EventStore) -> None:

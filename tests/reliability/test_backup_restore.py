@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from events.api.codec import encode_object
+from events.api.codec import encode_object, object_meta
 from events.dra import PodBound
 from infra.eventstore import EventStore
 from services.apiserver.client import ApiClient
@@ -59,7 +59,7 @@ async def objects(secured: SecuredServer) -> dict[tuple[str, str, str], Any]:
         index = server.store.index
         kinds = {"Namespace", "DeviceClass", "ResourceClaim", "Pod"}
         return {
-            (kind, o.metadata.namespace, o.metadata.name): encode_object(o)
+            (kind, object_meta(o).namespace, object_meta(o).name): encode_object(o)
             for kind in kinds
             for o in index.items(kind)
         }
