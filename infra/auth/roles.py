@@ -194,13 +194,16 @@ def permissions(role: Role, *, root: str, stream: str, dlq_stream: str, public_k
     subscribe = [f"{inbox_prefix(public_key)}.>", f"{root}.ev.>"]
     if role.serves_api:
         subscribe += [f"{root}.api.*", f"{root}.node.*.*"]
+        # its answers go to the callers' inboxes. Not `allow_responses`: the server forgets those
+        # grants when it reloads its configuration (a new kubelet's credential), and every reply
+        # then in flight would be refused
+        publish.append("_INBOX.>")
     # explicit denials on top of the allow list: nothing but the admin changes a stream
     deny = [f"{js}.STREAM.{op}.>" for op in STREAM_ADMIN_OPS]
     return Permissions(
         publish=tuple(publish),
         subscribe=tuple(subscribe),
         publish_deny=tuple(deny),
-        allow_responses=role.serves_api,
     )
 
 

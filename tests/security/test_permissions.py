@@ -111,6 +111,7 @@ async def test_no_role_answers_for_the_apiserver_or_reads_others_replies(as_role
         await caller.nc.flush()
         message = await caller.refused(subject)
         assert "permissions violation for subscription" in message
+    await caller.publish_refused("_INBOX.someone.else.1")  # nor forge an answer
 
 
 async def _refused_connection(url: str, **options: Any) -> None:
