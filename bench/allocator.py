@@ -46,7 +46,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from services.scheduler.structured import AllocationError, Allocator, SliceCache
+from services.dra.structured import AllocationError, Allocator, SliceCache
 
 try:
     from bench.cel import measure as measure_cel

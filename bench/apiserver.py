@@ -27,8 +27,8 @@ from typing import Any
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.natsd import LocalNatsServer
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
 
 
 def claim(i: int) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from events.quantity import Quantity
-from services.scheduler.cel import DeviceInput, Version, compile_expression, prepare_device
+from services.dra.cel import DeviceInput, Version, compile_expression, prepare_device
 
 DRIVER = "gpu.example.com"
 

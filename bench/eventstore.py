@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from events.envelope import Envelope, Event
+from events.union import register_events
 from infra.config import Settings
 from infra.eventstore import AppendRequest, EventStore
 from infra.natsd import LocalNatsServer
@@ -37,6 +38,9 @@ class BenchClaimAllocated(Event, frozen=True, kw_only=True):
     pool: str
     devices: list[str]
     generation: int = 1
+
+
+register_events(BenchClaimAllocated)
 
 
 def _event(i: int) -> BenchClaimAllocated:

@@ -41,9 +41,9 @@ from events.api.core_v1 import Pod
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.natsd import LocalNatsServer
-from services.claim_controller.runtime import Runtime
 from services.kubelet.podresources.server import default_socket_path
 from services.kubelet.podresources.v1 import api_pb2 as pb
+from services.runtime.controller import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "node-1"

@@ -62,6 +62,7 @@ from events.api.resource_v1 import (
     ResourceSliceSpec,
 )
 from services.scheduler.framework import ClaimBinding, Reserved, Scheduler, SchedulerConfig
+from services.scheduler.plugins import default_plugins
 from services.scheduler.plugins.dynamicresources import prebind_claim
 
 DRIVER = "gpu.example.com"
@@ -161,7 +162,7 @@ def _stats(prefix: str, times: list[float], out: dict[str, float]) -> None:
 def _setup(
     nodes: int, devices: int, pods: int, config: SchedulerConfig, shape: str = "one"
 ) -> tuple[Scheduler, list[Pod], dict]:
-    core = Scheduler(config, clock=lambda: 0.0)
+    core = Scheduler(config, plugins=default_plugins(), clock=lambda: 0.0)
     core.observe(_class())
     for i in range(nodes):
         name = f"node-{i:04d}"

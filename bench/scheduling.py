@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ from events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStat
 from infra.config import Settings
 from infra.eventstore import AppendRequest, EventStore
 from infra.natsd import LocalNatsServer
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,7 +159,11 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(
+    args: argparse.Namespace, on_ready: Callable[[Settings], Awaitable[Any]] | None = None
+) -> dict[str, Any]:
+    """``on_ready(settings)`` runs once the apiserver answers, before the cluster is set up
+    (``bench.kubeapi`` connects its watchers there)."""
     tmp = Path(tempfile.mkdtemp(prefix="draflow-bench-"))
     server = LocalNatsServer(tmp / "nats")
     server.start()
@@ -180,6 +185,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 break
             except Exception:
                 await asyncio.sleep(0.1)
+        if on_ready is not None:
+            await on_ready(settings)
         tracker.start()
         t0 = time.monotonic()
         setup = await api.apply(cluster_manifests(args.nodes, args.devices_per_node))

@@ -13,8 +13,8 @@ from typing import Any
 from events.codec import HDR_TYPE, decode
 from events.dra import ClaimAllocated
 from infra.eventstore import EventStore, RawRecord
-from services.apiserver.client import ApiClient
-from services.apiserver.tail import Tail
+from services.runtime.client import ApiClient
+from services.runtime.tail import Tail
 
 __all__ = ["DRIVER", "Tracker", "apply_all", "claim_manifest", "cluster_manifests", "pod_manifest"]
 

@@ -1,10 +1,10 @@
 """JSON codec for envelopes: one msgspec pass on the hot path, upcasting on the slow path.
 
-Decoding tries the tagged union of all registered event types first (msgspec picks the class from
-``data.type``). If that fails validation, or the stored ``schema`` is older than the class's
-``SCHEMA``, the event is decoded to a dict, upcast step by step and converted. Unknown types raise
-:class:`UnknownEventType` (the consumer dead-letters them), so a service must import the modules
-that define the events it consumes.
+Decoding tries the tagged union of every event type (``events.union``, plus any registered there
+explicitly) first: msgspec picks the class from ``data.type``. If that fails validation, or the
+stored ``schema`` is older than the class's ``SCHEMA``, the event is decoded to a dict, upcast step
+by step and converted. Unknown types raise :class:`UnknownEventType` (the consumer dead-letters
+them).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any, Union, cast
 
 import msgspec
 
-from events.envelope import Envelope, Event, event_class, event_types, registry_version
+from events.envelope import Envelope, Event
+from events.union import event_class, event_types, registry_version
 from events.upcasters import UpcastError, upcast
 
 __all__ = [
@@ -140,7 +141,7 @@ def _slow_decode(payload: bytes) -> Envelope[Event]:
     raw = decode_raw(payload)
     cls = event_class(raw.type)
     if cls is None:
-        raise UnknownEventType(f"unknown event type {raw.type!r} (is the module defining it imported?)")
+        raise UnknownEventType(f"unknown event type {raw.type!r} (not in events.union)")
     try:
         data = msgspec.json.decode(raw.data)
         if not isinstance(data, dict):

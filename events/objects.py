@@ -70,6 +70,7 @@ __all__ = [
     "object_applied",
     "object_deleted",
     "object_event_type",
+    "object_event_types",
     "status_type",
     "status_updated",
 ]
@@ -135,6 +136,11 @@ def _define(kind: str, struct: type[ApiStruct]) -> None:
 
 for _rt in resource_types():
     _define(_rt.kind, _rt.struct)
+
+
+def object_event_types() -> tuple[type[Event], ...]:
+    """The generated lifecycle event classes, one per served kind and verb (``events.union``)."""
+    return tuple(_TYPES.values())
 
 
 def object_event_type(kind: str, verb: str) -> type[Event]:

@@ -217,8 +217,17 @@ class EventStore:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.nc.flush(), 0.5)
         # the server may have gone first (everything stops at once under honcho): nothing to close
-        with contextlib.suppress(OSError, nats.errors.Error, TimeoutError):
+        try:
             await self.nc.close()
+        except (OSError, nats.errors.Error, TimeoutError):
+            pass
+        except asyncio.CancelledError:
+            # a lost connection's transport cancels its own close waiter (seen when nats-server
+            # stops first): the client is closed all the same. A cancellation of this task is not
+            # swallowed.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
 
     # ---- stream setup -----------------------------------------------------------------------------
 

@@ -1,12 +1,13 @@
 """Every TCP port a draflow system listens on, derived from one setting: ``DRAFLOW_PORT_OFFSET``.
 
 With nothing set a system uses the usual ports (NATS 4222, OTLP/gRPC 4317, OTLP/HTTP 4318, the
-services' Prometheus metrics 9101-9199). ``DRAFLOW_PORT_OFFSET=N`` adds N to every one of them, so a
-second system on the same machine sets one variable (and its own ``DRAFLOW_DATA_DIR``) and shares no
-port with the first: its nats-server, its trace receiver, its metrics endpoints, and the URLs its
-services and the CLI connect to by default all move together. A variable naming one address
-(``DRAFLOW_NATS_URL``, ``OTEL_EXPORTER_OTLP_ENDPOINT``, ``DRAFLOW_OTLP_ADDR``, ...) still wins over
-the derived default.
+Kubernetes API 8443, the services' Prometheus metrics 9101-9199). ``DRAFLOW_PORT_OFFSET=N`` adds N
+to every one of them, so a second system on the same machine sets one variable (and its own
+``DRAFLOW_DATA_DIR``) and shares no port with the first: its nats-server, its trace receiver, its
+Kubernetes API, its metrics endpoints, and the URLs its services and the CLI connect to by default
+all move together. A variable naming one address (``DRAFLOW_NATS_URL``,
+``OTEL_EXPORTER_OTLP_ENDPOINT``, ``DRAFLOW_OTLP_ADDR``,
+``DRAFLOW_KUBE_API``, ...) still wins over the derived default.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ NATS_ROUTE = 6222  # a local JetStream cluster's route (server-to-server) ports:
 CLUSTER_MAX = 5  # servers of a local cluster: client ports 4222-4226, route ports 6222-6226
 OTLP_GRPC = 4317  # OTLP's registered ports
 OTLP_HTTP = 4318
+KUBE_API = 8443  # the Kubernetes API (HTTPS) the apiserver serves for kubectl
 METRICS_BASE = 9100  # + a service's slot (the Procfile's DRAFLOW_METRICS_SLOT)
 METRICS_SLOTS = range(1, 100)
 MAX_OFFSET = 65535 - (METRICS_BASE + METRICS_SLOTS[-1])
@@ -51,8 +53,8 @@ class Ports:
         if not 0 <= offset <= MAX_OFFSET:
             raise PortError(
                 f"{PORT_OFFSET_VAR}={raw!r}: expected a whole number from 0 to {MAX_OFFSET} (added to every "
-                f"port: NATS {NATS}, OTLP {OTLP_GRPC}/{OTLP_HTTP}, metrics {METRICS_BASE + 1}-"
-                f"{METRICS_BASE + METRICS_SLOTS[-1]}; e.g. 1000 for a second system)"
+                f"port: NATS {NATS}, OTLP {OTLP_GRPC}/{OTLP_HTTP}, Kubernetes API {KUBE_API}, metrics "
+                f"{METRICS_BASE + 1}-{METRICS_BASE + METRICS_SLOTS[-1]}; e.g. 1000 for a second system)"
             )
         return cls(offset)
 
@@ -85,6 +87,10 @@ class Ports:
     @property
     def otlp_http(self) -> int:
         return OTLP_HTTP + self.offset
+
+    @property
+    def kube_api(self) -> int:
+        return KUBE_API + self.offset
 
     def metrics(self, slot: int) -> int:
         """The metrics port of the service in ``slot`` (1-99; the Procfile gives each service one)."""

@@ -17,7 +17,7 @@ from events.envelope import Envelope, Event
 from events.objects import EVENT_KIND
 from projections.base import Projection
 from projections.heads import Heads
-from projections.objects import load_extensions, object_projection
+from projections.objects import object_projection
 from sagas.state import SagaState
 from sagas.state import apply as saga_apply
 
@@ -56,7 +56,6 @@ class SagaStates(Projection[SagaRow]):
 def all_projections(root: str = "draflow") -> list[Projection[Any]]:
     from events.api.registry import resource_types
 
-    load_extensions()
     kinds = sorted({rt.kind for rt in resource_types()} | {EVENT_KIND})
     return [Heads(root), SagaStates(), *(object_projection(k) for k in kinds)]
 

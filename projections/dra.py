@@ -1,13 +1,16 @@
 """Reducers of the DRA domain events (:mod:`events.dra`) in the object fold.
 
-Pure functions ``(object | None, event) -> object | None``, registered with
-:func:`projections.objects.reducer`; ``projections.objects.EXTENSIONS`` lists this module so every
-process that folds objects (the apiserver, watches, the scheduler's snapshot) applies them. An
+Pure functions ``(object | None, event) -> object | None``, listed in ``REDUCERS``;
+``projections.objects`` assembles every table into the one object fold, so every process that
+folds objects (the apiserver, watches, the scheduler's snapshot) applies them. An
 event on a subject whose object is gone leaves it gone. Reducers never raise: a precondition
 (``reservedFor`` empty before ``ClaimDeallocated``) is the writer's to check.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from msgspec.structs import replace
 
@@ -27,9 +30,9 @@ from events.dra import (
     PodSucceeded,
     PodUnschedulable,
 )
-from projections.objects import reducer
+from events.envelope import Event
 
-__all__ = ["set_condition"]
+__all__ = ["REDUCERS", "set_condition"]
 
 
 def set_condition(status: PodStatus, cond: PodCondition) -> PodStatus:
@@ -61,7 +64,6 @@ def _conditions(status: PodStatus, value: str, at: str, *types: str, reason: str
 # -- ResourceClaim --------------------------------------------------------------------------------
 
 
-@reducer(ClaimAllocated)
 def _allocated(claim: ResourceClaim | None, ev: ClaimAllocated) -> ResourceClaim | None:
     if claim is None:
         return None
@@ -71,7 +73,6 @@ def _allocated(claim: ResourceClaim | None, ev: ClaimAllocated) -> ResourceClaim
     return replace(claim, metadata=meta, status=replace(claim.status, allocation=ev.allocation))
 
 
-@reducer(ClaimReserved)
 def _reserved(claim: ResourceClaim | None, ev: ClaimReserved) -> ResourceClaim | None:
     if claim is None:
         return None
@@ -81,7 +82,6 @@ def _reserved(claim: ResourceClaim | None, ev: ClaimReserved) -> ResourceClaim |
     return replace(claim, status=replace(claim.status, reserved_for=reserved))
 
 
-@reducer(ClaimReservationsReleased)
 def _released(claim: ResourceClaim | None, ev: ClaimReservationsReleased) -> ResourceClaim | None:
     if claim is None:
         return None
@@ -92,7 +92,6 @@ def _released(claim: ResourceClaim | None, ev: ClaimReservationsReleased) -> Res
     return replace(claim, status=replace(claim.status, reserved_for=reserved))
 
 
-@reducer(ClaimDeallocated)
 def _deallocated(claim: ResourceClaim | None, ev: ClaimDeallocated) -> ResourceClaim | None:
     if claim is None:
         return None
@@ -107,7 +106,6 @@ def _deallocated(claim: ResourceClaim | None, ev: ClaimDeallocated) -> ResourceC
 # -- Pod ------------------------------------------------------------------------------------------
 
 
-@reducer(PodBound)
 def _bound(pod: Pod | None, ev: PodBound) -> Pod | None:
     if pod is None:
         return None
@@ -119,7 +117,6 @@ def _bound(pod: Pod | None, ev: PodBound) -> Pod | None:
     return replace(pod, spec=replace(pod.spec, node_name=ev.node_name), status=status)
 
 
-@reducer(PodUnschedulable)
 def _unschedulable(pod: Pod | None, ev: PodUnschedulable) -> Pod | None:
     if pod is None:
         return None
@@ -137,21 +134,18 @@ def _unschedulable(pod: Pod | None, ev: PodUnschedulable) -> Pod | None:
     return replace(pod, status=status)
 
 
-@reducer(PodClaimStatusesRecorded)
 def _claim_statuses(pod: Pod | None, ev: PodClaimStatusesRecorded) -> Pod | None:
     if pod is None:
         return None
     return replace(pod, status=replace(pod.status, resource_claim_statuses=tuple(ev.statuses)))
 
 
-@reducer(PodExtendedResourceClaimStatusRecorded)
 def _extended_claim_status(pod: Pod | None, ev: PodExtendedResourceClaimStatusRecorded) -> Pod | None:
     if pod is None:
         return None
     return replace(pod, status=replace(pod.status, extended_resource_claim_status=ev.status))
 
 
-@reducer(PodStarted)
 def _started(pod: Pod | None, ev: PodStarted) -> Pod | None:
     if pod is None:
         return None
@@ -166,7 +160,6 @@ def _started(pod: Pod | None, ev: PodStarted) -> Pod | None:
     return replace(pod, status=status)
 
 
-@reducer(PodFailed)
 def _failed(pod: Pod | None, ev: PodFailed) -> Pod | None:
     if pod is None:
         return None
@@ -175,9 +168,24 @@ def _failed(pod: Pod | None, ev: PodFailed) -> Pod | None:
     return replace(pod, status=status)
 
 
-@reducer(PodSucceeded)
 def _succeeded(pod: Pod | None, ev: PodSucceeded) -> Pod | None:
     if pod is None:
         return None
     status = _conditions(pod.status, "False", ev.at, "ContainersReady", "Ready", reason="PodCompleted")
     return replace(pod, status=replace(status, phase="Succeeded"))
+
+
+# The fold's reducers of these events (``projections.objects`` assembles every table).
+REDUCERS: dict[type[Event], Callable[[Any, Any], Any]] = {
+    ClaimAllocated: _allocated,
+    ClaimReserved: _reserved,
+    ClaimReservationsReleased: _released,
+    ClaimDeallocated: _deallocated,
+    PodBound: _bound,
+    PodUnschedulable: _unschedulable,
+    PodClaimStatusesRecorded: _claim_statuses,
+    PodExtendedResourceClaimStatusRecorded: _extended_claim_status,
+    PodStarted: _started,
+    PodFailed: _failed,
+    PodSucceeded: _succeeded,
+}

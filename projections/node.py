@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from msgspec.structs import replace
 
 from events.api.coordination_v1 import Lease
 from events.api.core_v1 import Node, NodeCondition, Pod, PodCondition, Taint
+from events.envelope import Event
 from events.node import (
     LeaseRenewed,
     NodeHeartbeatLost,
@@ -15,12 +19,10 @@ from events.node import (
     PodDisruptionTargeted,
 )
 from projections.dra import set_condition
-from projections.objects import reducer
 
-__all__ = ["set_node_condition"]
+__all__ = ["REDUCERS", "set_node_condition"]
 
 
-@reducer(PodContainerStatusesReported)
 def _container_statuses(pod: Pod | None, ev: PodContainerStatusesReported) -> Pod | None:
     if pod is None:
         return None
@@ -39,7 +41,6 @@ def _time(stamp: str) -> str | None:
     return stamp[:19] + "Z" if len(stamp) > 20 and stamp[19] == "." else stamp
 
 
-@reducer(PodDisruptionTargeted)
 def _disruption_target(pod: Pod | None, ev: PodDisruptionTargeted) -> Pod | None:
     if pod is None:
         return None
@@ -53,7 +54,6 @@ def _disruption_target(pod: Pod | None, ev: PodDisruptionTargeted) -> Pod | None
     return replace(pod, status=set_condition(pod.status, cond))
 
 
-@reducer(LeaseRenewed)
 def _lease_renewed(lease: Lease | None, ev: LeaseRenewed) -> Lease | None:
     if lease is None:
         return None
@@ -69,7 +69,6 @@ def set_node_condition(
     return (*conditions, cond)
 
 
-@reducer(NodeHeartbeatLost)
 def _heartbeat_lost(node: Node | None, ev: NodeHeartbeatLost) -> Node | None:
     if node is None:
         return None
@@ -83,7 +82,6 @@ def _same(a: Taint, b: Taint) -> bool:
     return a.key == b.key and a.effect == b.effect
 
 
-@reducer(NodeTainted)
 def _tainted(node: Node | None, ev: NodeTainted) -> Node | None:
     if node is None:
         return None
@@ -91,7 +89,6 @@ def _tainted(node: Node | None, ev: NodeTainted) -> Node | None:
     return replace(node, spec=replace(node.spec, taints=kept + tuple(ev.taints)))
 
 
-@reducer(NodeUntainted)
 def _untainted(node: Node | None, ev: NodeUntainted) -> Node | None:
     if node is None:
         return None
@@ -99,3 +96,14 @@ def _untainted(node: Node | None, ev: NodeUntainted) -> Node | None:
     if len(kept) == len(node.spec.taints):
         return node
     return replace(node, spec=replace(node.spec, taints=kept))
+
+
+# The fold's reducers of these events (``projections.objects`` assembles every table).
+REDUCERS: dict[type[Event], Callable[[Any, Any], Any]] = {
+    PodContainerStatusesReported: _container_statuses,
+    PodDisruptionTargeted: _disruption_target,
+    LeaseRenewed: _lease_renewed,
+    NodeHeartbeatLost: _heartbeat_lost,
+    NodeTainted: _tainted,
+    NodeUntainted: _untainted,
+}

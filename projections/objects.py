@@ -9,26 +9,26 @@ resourceVersion).
 
 Reducers for the generic lifecycle events (``events.objects``: ``KApplied``, ``KStatusUpdated``,
 ``KFinalizersChanged``, ``KDeletionRequested``, ``KDeleted``) and for ``KubeEventRecorded`` are
-registered here. A service that appends domain events on an object's subject extends the fold
-with its own pure reducers::
+defined here. The reducers of the domain events appended on object subjects are pure functions in
+their own modules, each listing them in a ``REDUCERS`` table (``projections.dra``: claims and
+pods; ``projections.node``: the node plane); this module imports those tables explicitly and
+assembles the one fold every process uses (the apiserver, ``draflow get -w``, controllers'
+caches, the scheduler's snapshot)::
 
-    from projections.objects import reducer
-
-    @reducer(ClaimAllocated)
     def _allocated(claim: ResourceClaim | None, ev: ClaimAllocated) -> ResourceClaim | None:
         if claim is None:
             return None
         return replace(claim, status=replace(claim.status, allocation=ev.allocation))
 
-and lists its module in ``EXTENSIONS`` (one line), so every process that folds objects (the
-apiserver, ``draflow get -w``, controllers' caches) imports it via ``load_extensions()``.
+    REDUCERS = {ClaimAllocated: _allocated, ...}
+
+:func:`reducer` adds a reducer for an event type that is not draflow's own (tests, extensions).
 
 ``ObjectIndex`` holds many objects in memory (the apiserver's store, a watch's cache): pure, no I/O.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -37,6 +37,7 @@ from msgspec.structs import replace
 
 from events.api import core_v1 as c1
 from events.api.base import ApiStruct
+from events.api.registry import resource_types
 from events.envelope import Envelope, Event
 from events.objects import (
     APPLIED,
@@ -51,23 +52,17 @@ from events.objects import (
     OwnerReferencesRemoved,
     object_event_type,
 )
+from projections.dra import REDUCERS as DRA_REDUCERS
+from projections.node import REDUCERS as NODE_REDUCERS
 
 __all__ = [
-    "EXTENSIONS",
     "Change",
     "ObjectIndex",
     "Reducer",
     "fold",
-    "load_extensions",
     "object_projection",
     "reducer",
 ]
-
-# Modules defining reducers for domain events on object subjects (imported by load_extensions).
-EXTENSIONS: tuple[str, ...] = ("projections.dra", "projections.node")
-# Event modules without object reducers whose events share the stream (saga state): imported too, so
-# every object folder can decode everything it reads and leaves those events to their own folds.
-DECODE_ONLY: tuple[str, ...] = ("events.saga",)
 
 Reducer = Callable[[Any, Any], Any]  # (state: ApiStruct | None, event) -> ApiStruct | None
 _REDUCERS: dict[str, Reducer] = {}
@@ -86,18 +81,6 @@ def reducer(*event_types: type[Event] | str) -> Callable[[Reducer], Reducer]:
         return fn
 
     return deco
-
-
-_loaded = False
-
-
-def load_extensions() -> None:
-    """Import the modules in EXTENSIONS once, so their reducers are registered."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in (*EXTENSIONS, *DECODE_ONLY):
-            importlib.import_module(module)
 
 
 def _stamp(obj: Any, seq: int) -> Any:
@@ -162,22 +145,6 @@ _GENERIC: dict[str, Reducer] = {
 }
 
 
-def _register_generic() -> None:
-    from events.api.registry import resource_types
-
-    for rt in resource_types():
-        for verb, fn in _GENERIC.items():
-            try:
-                cls = object_event_type(rt.kind, verb)
-            except KeyError:  # e.g. no StatusUpdated for a kind without status
-                continue
-            reducer(cls)(fn)
-
-
-_register_generic()
-
-
-@reducer(KubeEventRecorded)
 def _event_recorded(state: KubeEvent | None, ev: KubeEventRecorded) -> KubeEvent:
     new = ev.event
     if state is None:
@@ -190,12 +157,10 @@ def _event_recorded(state: KubeEvent | None, ev: KubeEventRecorded) -> KubeEvent
     )
 
 
-@reducer(KubeEventDeleted)
 def _event_deleted(state: KubeEvent | None, ev: KubeEventDeleted) -> None:
     return None
 
 
-@reducer(OwnerReferencesRemoved)
 def _owner_references_removed(state: Any, ev: OwnerReferencesRemoved) -> Any:
     """Any kind: the references to these owners go, the others stay in order."""
     if state is None:
@@ -205,6 +170,30 @@ def _owner_references_removed(state: Any, ev: OwnerReferencesRemoved) -> Any:
     if kept == meta.owner_references:
         return state
     return replace(state, metadata=replace(meta, owner_references=kept))
+
+
+_OBJECT_EVENTS: dict[type[Event], Reducer] = {
+    KubeEventRecorded: _event_recorded,
+    KubeEventDeleted: _event_deleted,
+    OwnerReferencesRemoved: _owner_references_removed,
+}
+
+
+def _assemble() -> None:
+    """The one fold: every reducer table, listed here."""
+    for rt in resource_types():
+        for verb, fn in _GENERIC.items():
+            try:
+                cls = object_event_type(rt.kind, verb)
+            except KeyError:  # e.g. no StatusUpdated for a kind without status
+                continue
+            reducer(cls)(fn)
+    for table in (_OBJECT_EVENTS, DRA_REDUCERS, NODE_REDUCERS):
+        for event_type, fn in table.items():
+            reducer(event_type)(fn)
+
+
+_assemble()
 
 
 def object_projection(kind: str) -> Any:

@@ -9,6 +9,12 @@ A crash at any point leaves a saga whose events say exactly what is done and wha
 backward. Steps and compensations must be idempotent; :class:`StepContext` gives them
 deterministic ids and appends so that a re-run after a crash has no second effect.
 
+A saga is declared as data: a :class:`SagaDefinition` (a module-level constant) names its input
+Struct and lists its :class:`Step` s, each a module-level function of the :class:`StepContext`.
+The context carries the saga's input, decoded into that Struct (stored in ``SagaStarted`` as its
+JSON form, so any instance can resume it), and ``deps``: what the service that runs the saga gave
+its engine (the scheduler service, the driver controller's plugins and claim store).
+
 Every saga is one trace: step spans are children of the ``SagaStarted`` append's span, also when
 another process resumes the saga.
 """
@@ -20,7 +26,7 @@ import datetime
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 
@@ -43,7 +49,16 @@ from infra.eventstore import EventStore
 from infra.retry import transient_retry
 from sagas.state import SagaState, SagaStatus, apply, decide
 
-__all__ = ["SagaDefinition", "SagaEngine", "SagaState", "SagaStatus", "Step", "StepContext", "pod_attributes"]
+__all__ = [
+    "NoInput",
+    "SagaDefinition",
+    "SagaEngine",
+    "SagaState",
+    "SagaStatus",
+    "Step",
+    "StepContext",
+    "pod_attributes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +81,27 @@ def _step_metric(state: SagaState, step: str, result: str) -> None:
     metrics.SAGA_STEPS.labels(saga=state.saga_type, step=step, result=result).inc()
 
 
-class StepContext:
-    """What a step or compensation gets: the saga, its input, earlier outputs, idempotent appends."""
+In = TypeVar("In", bound=msgspec.Struct)
+Deps = TypeVar("Deps")
 
-    def __init__(self, engine: SagaEngine, state: SagaState, index: int, compensating: bool) -> None:
+
+class NoInput(msgspec.Struct, frozen=True, kw_only=True):
+    """The input of a saga that needs none."""
+
+
+class StepContext(Generic[In, Deps]):
+    """What a step or compensation gets: the saga, its typed input, the service's ``deps``, earlier
+    outputs, idempotent appends."""
+
+    def __init__(
+        self, engine: SagaEngine, state: SagaState, inp: In, index: int, compensating: bool
+    ) -> None:
         self.engine = engine
         self.store = engine.store
+        self.deps: Deps = cast(Deps, engine.deps)
         self.saga_id = state.saga_id
         self.saga_type = state.saga_type
-        self.input = state.input
+        self.input: In = inp
         self.outputs = state.outputs
         self.index = index
         self.step = state.steps[index]
@@ -104,8 +131,8 @@ class StepContext:
         )
 
 
-StepFn = Callable[[StepContext], Awaitable[dict[str, Any] | None]]
-CompensateFn = Callable[[StepContext], Awaitable[None]]
+StepFn = Callable[[StepContext[Any, Any]], Awaitable[dict[str, Any] | None]]
+CompensateFn = Callable[[StepContext[Any, Any]], Awaitable[object]]  # its result is not recorded
 
 
 class Step(msgspec.Struct, frozen=True):
@@ -115,8 +142,15 @@ class Step(msgspec.Struct, frozen=True):
 
 
 class SagaDefinition(msgspec.Struct, frozen=True):
+    """A saga type: its steps in order and the Struct its input decodes into."""
+
     saga_type: str
     steps: tuple[Step, ...]
+    input_type: type[msgspec.Struct] = NoInput
+
+    def decode_input(self, stored: dict[str, Any]) -> msgspec.Struct:
+        """The input as ``SagaStarted`` stored it (the Struct's JSON form), as the Struct."""
+        return msgspec.convert(stored, self.input_type)
 
 
 class SagaEngine:
@@ -129,8 +163,11 @@ class SagaEngine:
         retry_initial_s: float = 0.05,
         retry_max_wait_s: float = 2.0,
         on_event: Callable[[SagaState, Event], Awaitable[None] | None] | None = None,
+        deps: object = None,
     ) -> None:
+        """``deps``: what the steps need from the service that runs them (``StepContext.deps``)."""
         self.store = store
+        self.deps = deps
         self.definitions = {d.saga_type: d for d in definitions}
         self.retry_attempts = retry_attempts
         self.retry_initial_s = retry_initial_s
@@ -148,7 +185,7 @@ class SagaEngine:
         self,
         saga_type: str,
         saga_id: str,
-        input: dict[str, Any] | None = None,
+        input: msgspec.Struct | None = None,
         *,
         decided_at_seq: int = 0,
         traceparent: str = "",
@@ -164,11 +201,15 @@ class SagaEngine:
         definition = self.definitions.get(saga_type)
         if definition is None:
             raise ValueError(f"unknown saga type {saga_type!r}")
-        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type, **pod_attributes(input or {})}
+        inp = definition.input_type() if input is None else input
+        if not isinstance(inp, definition.input_type):
+            raise TypeError(f"saga {saga_type}: input must be {definition.input_type.__name__}, not {inp!r}")
+        stored: dict[str, Any] = msgspec.to_builtins(inp)
+        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": saga_type, **pod_attributes(stored)}
         subject = self.subject(saga_id)
         event = SagaStarted(
             saga_type=saga_type,
-            input=input or {},
+            input=stored,
             steps=[s.name for s in definition.steps],
             decided_at_seq=decided_at_seq,
         )
@@ -199,21 +240,27 @@ class SagaEngine:
                         seq=seq,
                     ),
                 )
-        return await self.run(saga_id, started)
+        return await self.run(saga_id, started, inp if started is not None else None)
 
-    async def run(self, saga_id: str, state: SagaState | None = None) -> SagaState:
-        """Drive a saga from its stored state (``state``, or read from the log) until it is terminal."""
+    async def run(
+        self, saga_id: str, state: SagaState | None = None, inp: msgspec.Struct | None = None
+    ) -> SagaState:
+        """Drive a saga from its stored state (``state``, or read from the log) until it is terminal.
+
+        ``inp``: the input as its Struct when the caller has it (else decoded from the state)."""
         if state is None:
             state = await self.load(saga_id)
         if state is None:
             raise LookupError(f"saga {saga_id}: not found")
         definition = self.definitions[state.saga_type]
+        if inp is None:
+            inp = definition.decode_input(state.input)
         while True:
             action = decide(state)
             if action.kind == "none":
                 return state
             try:
-                state = await self._act(definition, state, action)
+                state = await self._act(definition, state, inp, action)
             except ConcurrencyError:
                 # another instance moved the saga on: reload and decide again
                 reloaded = await self.load(saga_id)
@@ -257,7 +304,9 @@ class SagaEngine:
                 await result
         return new
 
-    async def _act(self, definition: SagaDefinition, state: SagaState, action: Any) -> SagaState:
+    async def _act(
+        self, definition: SagaDefinition, state: SagaState, inp: msgspec.Struct, action: Any
+    ) -> SagaState:
         if action.kind == "complete":
             return await self._record(state, SagaCompleted())
         if action.kind == "compensated":
@@ -269,7 +318,9 @@ class SagaEngine:
                 state = await self._record(
                     state, SagaStepStarted(step=step.name, index=action.index, compensation=comp)
                 )
-            ok, result, attempts = await self._attempt(step.action, state, action.index, False, step.name)
+            ok, result, attempts = await self._attempt(
+                step.action, state, inp, action.index, False, step.name
+            )
             if ok:
                 return await self._record(
                     state, SagaStepCompleted(step=step.name, index=action.index, output=result or {})
@@ -279,7 +330,7 @@ class SagaEngine:
                 SagaStepFailed(step=step.name, index=action.index, error=str(result), attempts=attempts),
             )
         assert step.compensate is not None
-        ok, result, _ = await self._attempt(step.compensate, state, action.index, True, step.name)
+        ok, result, _ = await self._attempt(step.compensate, state, inp, action.index, True, step.name)
         if ok:
             return await self._record(state, SagaStepCompensated(step=step.name, index=action.index))
         return await self._record(
@@ -287,10 +338,16 @@ class SagaEngine:
         )
 
     async def _attempt(
-        self, fn: Callable[[StepContext], Awaitable[Any]], state: SagaState, index: int, undo: bool, name: str
+        self,
+        fn: Callable[[StepContext[Any, Any]], Awaitable[Any]],
+        state: SagaState,
+        inp: msgspec.Struct,
+        index: int,
+        undo: bool,
+        name: str,
     ) -> tuple[bool, Any, int]:
         """Run a step or compensation with bounded retries; (ok, result or error text, attempts)."""
-        ctx = StepContext(self, state, index, undo)
+        ctx: StepContext[Any, Any] = StepContext(self, state, inp, index, undo)
         span_name = f"{'compensate' if undo else 'step'} {name}"
         attrs = {
             "draflow.saga.id": state.saga_id,

@@ -18,8 +18,8 @@ import pytest
 from infra.config import Settings
 from infra.eventstore import EventStore
 from infra.natsd import LocalNatsServer
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
 
 # Services export spans by default (to 127.0.0.1:4318, where a developer's own `honcho start` may
 # listen). The processes tests start trace only when a test asks for it with

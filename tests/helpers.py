@@ -67,8 +67,9 @@ def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 10.0, interv
 
 
 def free_port_offset(metrics_slots: int = 20) -> int:
-    """A ``DRAFLOW_PORT_OFFSET`` whose every port (NATS, OTLP gRPC/HTTP, the first metrics slots) is
-    free right now: a system started with it shares no port with anything else on this machine."""
+    """A ``DRAFLOW_PORT_OFFSET`` whose every port (NATS, OTLP gRPC/HTTP, the Kubernetes API, the first
+    metrics slots) is free right now: a system started with it shares no port with anything else on
+    this machine."""
     import random
     import socket
 
@@ -77,7 +78,7 @@ def free_port_offset(metrics_slots: int = 20) -> int:
     for _ in range(200):
         ports = Ports(random.randrange(10_000, 50_000))
         metrics = [ports.metrics(slot) for slot in range(1, metrics_slots)]
-        wanted = [ports.nats, ports.otlp_grpc, ports.otlp_http, *metrics]
+        wanted = [ports.nats, ports.otlp_grpc, ports.otlp_http, ports.kube_api, *metrics]
         try:
             for port in wanted:
                 with socket.socket() as s:

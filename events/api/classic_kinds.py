@@ -1,4 +1,4 @@
-"""Registers the classic DRA kinds (KEP-3063, ``cdi.k8s.io/v1alpha1``) into the registry.
+"""The classic DRA kinds (KEP-3063, ``cdi.k8s.io/v1alpha1``), as entries of the kind table.
 
 The claim's registry kind is the internal token ``ClassicResourceClaim`` (so event types and
 subjects never collide with resource.k8s.io's ``ResourceClaim``); manifests use
@@ -12,28 +12,35 @@ from __future__ import annotations
 
 from events.api import acme_gpu_v1alpha1 as acme
 from events.api import classic_v1alpha1 as cv
-from events.api.registry import ResourceType, WireType, register
+from events.api.registry import ResourceType, Served, WireType
 
-register(
-    ResourceType(cv.GROUP, cv.CLASS_KIND, "resourceclasses", "resourceclass", (), False, cv.ResourceClass)
-)
-register(
-    ResourceType(
-        cv.GROUP,
-        cv.CLAIM_KIND,
-        "resourceclaims",
-        "resourceclaim",
-        (),
-        True,
-        cv.ResourceClaim,
-        qualified_only=True,
+CLASSIC_KINDS: tuple[Served, ...] = (
+    Served(
+        ResourceType(cv.GROUP, cv.CLASS_KIND, "resourceclasses", "resourceclass", (), False, cv.ResourceClass)
     ),
-    WireType(cv.API_VERSION, cv.WIRE_CLAIM_KIND, cv.ResourceClaim),
-)
-
-# The gpu.acme.com example driver's per-node capacity object (a CRD in a real cluster).
-register(
-    ResourceType(
-        acme.GROUP, "NodeGpuCapacity", "nodegpucapacities", "nodegpucapacity", (), False, acme.NodeGpuCapacity
-    )
+    Served(
+        ResourceType(
+            cv.GROUP,
+            cv.CLAIM_KIND,
+            "resourceclaims",
+            "resourceclaim",
+            (),
+            True,
+            cv.ResourceClaim,
+            qualified_only=True,
+        ),
+        WireType(cv.API_VERSION, cv.WIRE_CLAIM_KIND, cv.ResourceClaim),
+    ),
+    # The gpu.acme.com example driver's per-node capacity object (a CRD in a real cluster).
+    Served(
+        ResourceType(
+            acme.GROUP,
+            "NodeGpuCapacity",
+            "nodegpucapacities",
+            "nodegpucapacity",
+            (),
+            False,
+            acme.NodeGpuCapacity,
+        )
+    ),
 )

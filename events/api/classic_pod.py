@@ -30,19 +30,15 @@ from events.api import core_v1 as c1
 from events.api.base import ApiStruct
 from events.api.codec import decode_object, encode_object, identity, translate
 from events.api.errors import DECODE, ApiError, FieldError
-from events.api.meta import ObjectMeta, OwnerReference
 
 __all__ = [
     "POD_RESOURCES_ANNOTATION",
     "PodClaims",
-    "claim_from_template",
     "decode_manifest",
     "encode_classic",
-    "generated_claim_name",
     "is_kep_pod",
     "normalize_manifest",
     "pod_claims",
-    "pod_owner_reference",
 ]
 
 POD_RESOURCES_ANNOTATION = "cdi.k8s.io/pod-resources"
@@ -231,34 +227,3 @@ def encode_classic(obj: ApiStruct) -> dict[str, Any]:
     if isinstance(wire_kind, str):
         body["kind"] = wire_kind
     return body
-
-
-def generated_claim_name(pod_name: str, entry_name: str) -> str:
-    """KEP: the claim made from an inline template is called ``<pod name>-<resource name>``."""
-    return f"{pod_name}-{entry_name}"
-
-
-def pod_owner_reference(pod: c1.Pod) -> OwnerReference:
-    return OwnerReference(
-        api_version="v1",
-        kind="Pod",
-        name=pod.metadata.name,
-        uid=pod.metadata.uid,
-        controller=True,
-        block_owner_deletion=True,
-    )
-
-
-def claim_from_template(pod: c1.Pod, entry: cv.PodResourceClaim) -> cv.ResourceClaim:
-    """The claim the classic claim controller creates for an inline template (owned by the Pod)."""
-    if entry.template is None:
-        raise ValueError(f"pod claim {entry.name!r} has no template")
-    tmeta = entry.template.metadata or ObjectMeta()
-    meta = ObjectMeta(
-        name=generated_claim_name(pod.metadata.name, entry.name),
-        namespace=pod.metadata.namespace,
-        labels=dict(tmeta.labels),
-        annotations=dict(tmeta.annotations),
-        owner_references=(pod_owner_reference(pod),),
-    )
-    return cv.ResourceClaim(metadata=meta, spec=cv.template_spec(entry.template))

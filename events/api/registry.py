@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
 
 from events.api.base import ApiStruct
 
-__all__ = ["ResourceType", "WireType", "lookup_resource", "lookup_wire", "register", "resource_types"]
+__all__ = [
+    "ResourceType",
+    "Served",
+    "WireType",
+    "lookup_resource",
+    "lookup_wire",
+    "resource_types",
+    "wire_types",
+]
 
 
 @dataclass(frozen=True)
@@ -46,12 +53,22 @@ class WireType:
     to_storage: Callable[[ApiStruct], ApiStruct] | None = None
 
 
+class Served:
+    """One entry of the kind table (``events.api.kinds``): a resource and its extra wire versions."""
+
+    __slots__ = ("resource", "wire")
+
+    def __init__(self, resource: ResourceType, *wire: WireType) -> None:
+        self.resource = resource
+        self.wire = wire
+
+
 _WIRE: dict[tuple[str, str], WireType] = {}
 _RESOURCES: dict[str, ResourceType] = {}  # by kind
 _NAMES: dict[str, ResourceType] = {}  # every accepted spelling, lower-case
 
 
-def register(resource: ResourceType, *wire: WireType) -> None:
+def _index(resource: ResourceType, *wire: WireType) -> None:
     """Serve a resource: its storage version plus any extra wire versions."""
     _RESOURCES[resource.kind] = resource
     _WIRE[(resource.struct.API_VERSION, resource.kind)] = WireType(
@@ -71,6 +88,12 @@ def lookup_wire(api_version: str, kind: str) -> WireType | None:
     return _WIRE.get((api_version, kind))
 
 
+def wire_types() -> list[WireType]:
+    """Every served (apiVersion, kind): the storage versions and the older wire versions."""
+    _ensure_loaded()
+    return list(_WIRE.values())
+
+
 def lookup_resource(name: str) -> ResourceType | None:
     """By kind, plural, singular or short name (``rc``, ``resourceclaims``, ``pods.v1`` not)."""
     _ensure_loaded()
@@ -86,11 +109,12 @@ _loaded = False
 
 
 def _ensure_loaded() -> None:
-    """Import the kind tables lazily (they import this module to register themselves)."""
+    """Index the kind table on first use (it imports this module for ``ResourceType``)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    import events.api.kinds  # noqa: F401  (registers everything)
+    from events.api.kinds import KINDS  # every served kind, the classic ones included
 
-    import_module("events.api.classic_kinds")  # KEP-3063 (cdi.k8s.io) kinds, after the structured ones
+    for served in KINDS:
+        _index(served.resource, *served.wire)

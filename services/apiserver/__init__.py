@@ -1,5 +1,5 @@
 """The API server: admission (``admission``: decode, default, validate) and the service that answers
-``<root>.api.<verb>`` requests from an in-memory store rebuilt from the log (``server``, ``store``,
-``apply``, ``lifecycle``), plus the client library (``client``) the CLI and controllers use.
-See docs/cli.md for the protocol and for how controllers append domain events.
+``<root>.api.<verb>`` requests from the log-fed object cache (``server``, ``apply``, ``lifecycle``;
+the cache, the wire protocol and the client library are ``services.runtime``'s). See docs/cli.md
+for the protocol and for how controllers append domain events.
 """

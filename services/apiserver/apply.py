@@ -22,15 +22,14 @@ from events.api.codec import decode_object, object_meta
 from events.api.errors import ApiError
 from events.api.registry import lookup_resource
 from events.envelope import Event
-from events.objects import object_applied
+from events.objects import object_applied, object_deleted
 from infra.eventstore import AppendError, ConcurrencyError
 from services.apiserver import errors
 from services.apiserver.admission import check_admin_access
 from services.apiserver.admission.served import admit_create, default_object, validate_object
 from services.apiserver.admission.tolerations import DefaultTolerationSeconds
-from services.apiserver.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
+from services.apiserver.managed_fields import record_update
 from services.apiserver.quota import QuotaAdmission
-from services.apiserver.store import ApiStore
 from services.apiserver.strategy import (
     generated_name,
     merge_update,
@@ -38,6 +37,8 @@ from services.apiserver.strategy import (
     prepare_create,
     stamp_create,
 )
+from services.runtime.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
+from services.runtime.store import ApiStore
 
 __all__ = ["Applier"]
 
@@ -176,17 +177,31 @@ class Applier:
         existing = self.store.index.get(kind, namespace, name) if name else None
         if existing is not None and create_only:
             raise errors.already_exists(kind, name)
+        if req.update:
+            if existing is None:
+                raise errors.not_found(kind, name)
+            if meta.resource_version and meta.resource_version != object_meta(existing).resource_version:
+                stale = errors.conflict(kind, name)
+                stale.operation = "update"
+                raise stale
         try:
             if existing is None:
-                return self._plan_create(obj, kind, namespace, name, overlay)
-            return self._plan_update(obj, existing, kind, namespace, name)
+                return self._plan_create(obj, kind, namespace, name, overlay, req)
+            return self._plan_update(obj, existing, kind, namespace, name, req)
         except StatusError as exc:
             exc.operation = "create" if existing is None else "update"
             raise
 
     def _plan_create(
-        self, obj: ApiStruct, kind: str, namespace: str, name: str, overlay: dict[str, ApiStruct]
+        self,
+        obj: ApiStruct,
+        kind: str,
+        namespace: str,
+        name: str,
+        overlay: dict[str, ApiStruct],
+        req: ApplyRequest,
     ) -> Plan:
+        managed = object_meta(obj).managed_fields if req.managed_fields else ()
         try:
             obj = admit_create(self.tolerations.admit(prepare_create(obj)), namespace or "default")
         except ApiError as exc:
@@ -200,23 +215,38 @@ class Applier:
                 raise errors.invalid(kind, name, problems, namespace)
         self.quota.check(obj)
         obj = stamp_create(obj, uid=str(uuid.uuid4()), now=now_rfc3339())
+        if managed:
+            obj = replace(obj, metadata=replace(object_meta(obj), managed_fields=managed))
+        elif req.field_manager:
+            obj = record_update(None, obj, req.field_manager)
         expected = self.store.index.version(kind, namespace, name)
         charged = self.quota.charged(obj)
         return Plan(kind, namespace, name, "created", [object_applied(obj)], expected, obj, charged)
 
-    def _plan_update(self, obj: ApiStruct, existing: ApiStruct, kind: str, namespace: str, name: str) -> Plan:
+    def _plan_update(
+        self, obj: ApiStruct, existing: ApiStruct, kind: str, namespace: str, name: str, req: ApplyRequest
+    ) -> Plan:
         admitted = self.tolerations.admit(obj)
         defaulted = default_object(admitted, namespace or "default")
-        merged = merge_update(existing, defaulted, raw=admitted)
+        merged = merge_update(
+            existing, defaulted, raw=admitted, replace_meta=req.update, managed_fields=req.managed_fields
+        )
         problems = validate_object(merged, existing)
         if problems:
             raise errors.invalid(kind, name, problems, namespace)
         expected = int(object_meta(existing).resource_version or 0)
-        if merged == existing:
+        if merged == existing or (req.managed_fields and _same_but_managed_fields(merged, existing)):
             return Plan(kind, namespace, name, "unchanged", [], expected, existing)
+        if req.field_manager and not req.managed_fields:
+            merged = record_update(existing, merged, req.field_manager)
         self.quota.check(merged, existing)
         charged = self.quota.charged(merged)
-        return Plan(kind, namespace, name, "configured", [object_applied(merged)], expected, merged, charged)
+        events = [object_applied(merged)]
+        meta = object_meta(merged)
+        deleting = meta.deletion_timestamp is not None and not meta.deletion_grace_period_seconds
+        if deleting and not meta.finalizers:
+            events.append(object_deleted(kind))  # the last finalizer went: the object goes
+        return Plan(kind, namespace, name, "configured", events, expected, merged, charged)
 
     # -- appending -----------------------------------------------------------------------------
 
@@ -300,6 +330,17 @@ class Applier:
         _, kind, namespace, name = _identity(item.manifest)
         error = errors.conflict(kind, name).status
         return ItemResult(kind=kind, namespace=namespace, name=name, operation=operation, error=error)
+
+
+def _same_but_managed_fields(a: ApiStruct, b: ApiStruct) -> bool:
+    """Nothing changes but the managers' timestamps (an apply that asks for nothing new)."""
+
+    def untimed(obj: ApiStruct) -> ApiStruct:
+        meta = object_meta(obj)
+        entries = tuple(replace(e, time=None) for e in meta.managed_fields)
+        return replace(obj, metadata=replace(meta, managed_fields=entries))
+
+    return untimed(a) == untimed(b)
 
 
 def _with_name(obj: ApiStruct, name: str) -> ApiStruct:

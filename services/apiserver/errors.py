@@ -8,7 +8,7 @@ so the CLI can print them the way kubectl does.
 from __future__ import annotations
 
 from events.api.errors import DECODE, REQUIRED, UNKNOWN_FIELD, ApiError, FieldError
-from services.apiserver.protocol import Cause, StatusError, qualified_kind, qualified_resource
+from services.runtime.protocol import Cause, StatusError, qualified_kind, qualified_resource
 
 __all__ = [
     "already_exists",

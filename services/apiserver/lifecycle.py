@@ -35,7 +35,14 @@ from events.objects import (
 from infra.eventstore import ConcurrencyError
 from services.apiserver import errors
 from services.apiserver.admission.served import validate_object
-from services.apiserver.protocol import (
+from services.apiserver.strategy import (
+    PROPAGATION_POLICIES,
+    FinalizerForbidden,
+    deletion_events,
+    finalize_events,
+    now_rfc3339,
+)
+from services.runtime.protocol import (
     DeleteItem,
     DeleteRequest,
     EventRequest,
@@ -44,14 +51,7 @@ from services.apiserver.protocol import (
     StatusError,
     StatusRequest,
 )
-from services.apiserver.store import ApiStore
-from services.apiserver.strategy import (
-    PROPAGATION_POLICIES,
-    FinalizerForbidden,
-    deletion_events,
-    finalize_events,
-    now_rfc3339,
-)
+from services.runtime.store import ApiStore
 
 __all__ = ["PROTECTED_NAMESPACES", "Lifecycle", "resolve_kind"]
 

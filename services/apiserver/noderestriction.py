@@ -34,10 +34,11 @@ from events.dra import (
     PodStarted,
     PodSucceeded,
 )
-from events.envelope import Event, event_class
+from events.envelope import Event
 from events.node import LeaseRenewed, PodContainerStatusesReported
+from events.union import event_class
 from projections.objects import ObjectIndex
-from services.apiserver.protocol import (
+from services.runtime.protocol import (
     AppendEventsRequest,
     ApplyRequest,
     DeleteRequest,

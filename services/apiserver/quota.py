@@ -15,7 +15,7 @@ from events.api.resource_v1 import DeviceClass, ResourceClaim
 from projections.objects import Change
 from services.apiserver import errors
 from services.apiserver.admission.quota import check_quota
-from services.quota_reconciler.reconcile import QuotaState
+from services.dra.quota.state import QuotaState
 
 __all__ = ["QuotaAdmission"]
 

@@ -34,7 +34,9 @@ from services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from services.apiserver.apply import Applier
 from services.apiserver.lifecycle import Lifecycle, resolve_kind
 from services.apiserver.noderestriction import NodeRestriction, decode_events
-from services.apiserver.protocol import (
+from services.apiserver.quota import QuotaAdmission
+from services.apiserver.strategy import now_rfc3339, stamp_create
+from services.runtime.protocol import (
     REQUEST_TYPES,
     AppendEventsRequest,
     ApplyRequest,
@@ -51,10 +53,8 @@ from services.apiserver.protocol import (
     node_api_subject,
     node_of_subject,
 )
-from services.apiserver.quota import QuotaAdmission
-from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
-from services.apiserver.store import ApiStore
-from services.apiserver.strategy import now_rfc3339, stamp_create
+from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
+from services.runtime.store import ApiStore
 
 __all__ = ["ApiServer"]
 

@@ -42,6 +42,7 @@ from events.objects import (
     finalizers_changed,
     object_deleted,
 )
+from services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "CONTROLLER_ITEMS",
@@ -222,16 +223,24 @@ def keep_defaulted(raw: S, defaulted: S, old: S) -> S:
     return replace(defaulted, **changes)
 
 
-def merge_update(old: S, new: S, raw: S | None = None) -> S:
+def merge_update(
+    old: S, new: S, raw: S | None = None, *, replace_meta: bool = False, managed_fields: bool = False
+) -> S:
     """The stored object after applying ``new`` (defaulted) onto ``old``; equal to ``old`` if unchanged.
 
     ``raw`` is the manifest before defaulting: fields defaulting filled in keep their stored value.
+    ``replace_meta`` (an update, PUT): finalizers and ownerReferences are the manifest's.
+    ``managed_fields``: the manifest's managedFields are stored (server-side apply computed them).
     """
     if raw is not None:
         new = keep_defaulted(raw, new, old)
     new = keep_server_set(old, new)
     om, nm = object_meta(old), object_meta(new)
-    finalizers = om.finalizers + tuple(f for f in nm.finalizers if f not in om.finalizers)
+    finalizers = (
+        nm.finalizers
+        if replace_meta
+        else om.finalizers + tuple(f for f in nm.finalizers if f not in om.finalizers)
+    )
     meta = replace(
         nm,
         generate_name=nm.generate_name or om.generate_name,
@@ -242,9 +251,9 @@ def merge_update(old: S, new: S, raw: S | None = None) -> S:
         deletion_timestamp=om.deletion_timestamp,
         deletion_grace_period_seconds=om.deletion_grace_period_seconds,
         self_link="",
-        managed_fields=om.managed_fields,
+        managed_fields=nm.managed_fields if managed_fields else om.managed_fields,
         finalizers=finalizers,
-        owner_references=nm.owner_references or om.owner_references,
+        owner_references=nm.owner_references if replace_meta else nm.owner_references or om.owner_references,
     )
     changes: dict[str, Any] = {"metadata": meta}
     if hasattr(old, "status"):
@@ -259,7 +268,7 @@ def _graceful_pod(obj: ApiStruct) -> bool:
     return (
         isinstance(obj, c1.Pod)
         and bool(obj.spec.node_name)
-        and obj.status.phase not in ("Succeeded", "Failed")
+        and not is_pod_terminal(obj)
     )
 
 

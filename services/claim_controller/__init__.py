@@ -5,7 +5,13 @@ Pure deciders (``sync_pod``, ``sync_claim``) returning actions as data; the serv
 ``runtime`` (shared by every controller shell) and appends the resulting events.
 """
 
-from services.claim_controller.actions import (
+from services.claim_controller.controller import (
+    find_pod_resource_claim,
+    release_reservations,
+    sync_claim,
+    sync_pod,
+)
+from services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -18,19 +24,8 @@ from services.claim_controller.actions import (
     apply_to_claim,
     apply_to_pod,
 )
-from services.claim_controller.controller import (
-    find_pod_resource_claim,
-    release_reservations,
-    sync_claim,
-    sync_pod,
-)
-from services.claim_controller.naming import (
-    SeededSuffixes,
-    SuffixSource,
-    generate_claim_name_prefix,
-    generate_name,
-    hash_suffix,
-)
+from services.dra.resourceclaim import generate_claim_name_prefix
+from services.runtime.naming import SeededSuffixes, SuffixSource, generate_name, hash_suffix
 
 __all__ = [
     "AddReservedFor",

@@ -6,8 +6,8 @@ import gc
 import sys
 
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ACTOR, ClaimControllerService
+from services.runtime.controller import Runtime
 
 
 async def main(ctx: ServiceContext) -> None:

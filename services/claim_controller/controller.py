@@ -13,8 +13,9 @@ from collections.abc import Container, Iterable, Mapping
 import msgspec
 
 from events.api.core_v1 import Pod, PodResourceClaim, PodResourceClaimStatus
+from events.api.meta import ObjectMeta
 from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
-from services.claim_controller.actions import (
+from services.dra.claimactions import (
     AddReservedFor,
     ClaimAction,
     CreateClaim,
@@ -23,18 +24,13 @@ from services.claim_controller.actions import (
     RecordEvent,
     RecordPodClaimStatus,
     RemoveFinalizer,
-    RemoveReservedFor,
+    release_reservations,
 )
-from services.claim_controller.naming import (
-    SuffixSource,
-    generate_claim_name_prefix,
-    hash_suffix,
-    unique_generated_name,
-)
-from services.claim_controller.podclaims import (
+from services.dra.resourceclaim import (
     DELETE_PROTECTION_FINALIZER,
     POD_CLAIM_NAME_ANNOTATION,
     ClaimNameError,
+    generate_claim_name_prefix,
     is_for_pod,
     is_pod_done,
     is_pod_terminal,
@@ -44,11 +40,11 @@ from services.claim_controller.podclaims import (
     pod_owner_reference,
     resolve_claim_name,
 )
+from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
 
 __all__ = [
     "FAILED_CLAIM_CREATION",
     "find_pod_resource_claim",
-    "release_reservations",
     "sync_claim",
     "sync_pod",
 ]
@@ -167,15 +163,19 @@ class _PodSync:
         annotations[POD_CLAIM_NAME_ANNOTATION] = pod_claim.name
         self.actions.append(
             CreateClaim(
-                namespace=meta.namespace,
-                name=name,
-                generate_name=prefix,
+                claim=ResourceClaim(
+                    metadata=ObjectMeta(
+                        name=name,
+                        generate_name=prefix,
+                        namespace=meta.namespace,
+                        labels=dict(template.spec.metadata.labels),
+                        annotations=annotations,
+                        owner_references=(pod_owner_reference(pod),),
+                    ),
+                    spec=template.spec.spec,
+                ),
                 pod_claim_name=pod_claim.name,
                 template_name=template_name,
-                owner_reference=pod_owner_reference(pod),
-                labels=dict(template.spec.metadata.labels),
-                annotations=annotations,
-                spec=template.spec.spec,
             )
         )
         self.new_names[pod_claim.name] = name
@@ -260,39 +260,6 @@ def _reserve_for_bound_pod(
                     consumer=pod_consumer_ref(pod),
                 )
             )
-    return actions
-
-
-def release_reservations(claim: ResourceClaim, uids: Iterable[str]) -> list[ClaimAction]:
-    """Drop these consumers from ``reservedFor``; if none is left, free the claim.
-
-    The transition "was used, is no longer used" deallocates a claim carrying the delete-protection
-    finalizer and then removes the finalizer (upstream does both in the status update that drops the
-    last entry). Whoever removes a reservation (this controller, or the kubelet after unprepare)
-    must use this, or a claim whose last reservation went away would stay allocated for good.
-    Returns nothing when none of ``uids`` is reserved.
-    """
-    meta = claim.metadata
-    drop = {u for u in uids}
-    removed = tuple(ref.uid for ref in claim.status.reserved_for if ref.uid in drop)
-    if not removed:
-        return []
-    ns, name, uid = meta.namespace, meta.name, meta.uid
-    left = len(claim.status.reserved_for) - len(removed)
-    protected = DELETE_PROTECTION_FINALIZER in meta.finalizers
-    allocated = claim.status.allocation is not None
-    actions: list[ClaimAction] = [
-        RemoveReservedFor(namespace=ns, claim_name=name, claim_uid=uid, uids=removed)
-    ]
-    if not left and protected and allocated:
-        actions.append(Deallocate(namespace=ns, claim_name=name, claim_uid=uid))
-        allocated = False
-    if protected and not allocated:
-        actions.append(
-            RemoveFinalizer(
-                namespace=ns, claim_name=name, claim_uid=uid, finalizer=DELETE_PROTECTION_FINALIZER
-            )
-        )
     return actions
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from projections.objects import Change
-from services.claim_controller.podclaims import owning_pod
+from services.dra.resourceclaim import owning_pod
 
 __all__ = ["Dependencies", "Dirty", "claim_pod_names", "pod_claim_names"]
 

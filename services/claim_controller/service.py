@@ -2,19 +2,10 @@
 
 Each pass syncs the pods and claims that changes since the last pass can affect (a periodic full
 pass syncs all of them) against the cache (the log folded, see
-:mod:`services.claim_controller.runtime`) and turns the deciders' actions into writes:
-
-* ``CreateClaim`` → create through the apiserver (the name is derived from the pod's uid, so a
-  replayed decision hits ``AlreadyExists`` and a claim created before a crash is adopted by the
-  decider's crash recovery on the next pass);
-* ``RecordPodClaimStatus`` → ``PodClaimStatusesRecorded`` on the pod's subject;
-* the status actions of one claim (``AddReservedFor`` / ``RemoveReservedFor`` / ``Deallocate``) →
-  ``ClaimReserved`` / ``ClaimReservationsReleased`` / ``ClaimDeallocated``, appended as **one**
-  atomic batch at the claim's version (``ClaimDeallocated`` also drops the delete-protection
-  finalizer, so a ``RemoveFinalizer`` that follows it in the batch is already done);
-* a lone ``RemoveFinalizer`` (claim being deleted, not allocated) → the apiserver's finalize,
-  which deletes the object when the last finalizer goes;
-* ``DeleteClaim`` → delete (uid precondition); ``RecordEvent`` → a Kubernetes Event.
+:mod:`services.runtime.controller`) and turns the deciders' actions into writes
+(:mod:`services.runtime.claimwrites`). A ``CreateClaim``'s name is derived from the pod's uid, so a
+replayed decision hits ``AlreadyExists`` and a claim created before a crash is adopted by the
+decider's crash recovery on the next pass.
 
 A claim left with a deletion timestamp and no finalizers (its finalizer was dropped by a
 ``ClaimDeallocated`` fact, which cannot delete) is deleted again, which removes it for good.
@@ -24,106 +15,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 
 from events.api.resource_v1 import ResourceClaim
-from events.dra import (
-    DELETE_PROTECTION_FINALIZER,
-    ClaimDeallocated,
-    ClaimReservationsReleased,
-    ClaimReserved,
-    PodClaimStatusesRecorded,
-)
-from events.envelope import Event
 from projections.objects import Change
-from services.claim_controller.actions import (
-    AddReservedFor,
-    ClaimAction,
-    CreateClaim,
-    Deallocate,
-    DeleteClaim,
-    RecordEvent,
-    RecordPodClaimStatus,
-    RemoveFinalizer,
-    RemoveReservedFor,
-)
 from services.claim_controller.controller import sync_claim, sync_pod
 from services.claim_controller.dirty import Dependencies, claim_pod_names, pod_claim_names
-from services.claim_controller.runtime import Runtime
+from services.runtime.claimwrites import execute
+from services.runtime.controller import Runtime
 
-__all__ = ["ClaimControllerService", "claim_events", "execute"]
+__all__ = ["ClaimControllerService"]
 
 log = logging.getLogger(__name__)
 
 ACTOR = "claim-controller"
 KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
-
-
-def claim_events(actions: list[ClaimAction], reason: str = "NoConsumers") -> list[Event]:
-    """One claim's status actions as the domain events of one atomic append, in order."""
-    out: list[Event] = []
-    deallocated = False
-    for a in actions:
-        if isinstance(a, AddReservedFor):
-            out.append(ClaimReserved(consumer=a.consumer))
-        elif isinstance(a, RemoveReservedFor):
-            out.append(ClaimReservationsReleased(uids=a.uids))
-        elif isinstance(a, Deallocate):
-            out.append(ClaimDeallocated(reason=reason))
-            deallocated = True
-        elif isinstance(a, RemoveFinalizer) and not (
-            deallocated and a.finalizer == DELETE_PROTECTION_FINALIZER
-        ):
-            raise ValueError(f"finalizer {a.finalizer} cannot be removed by a domain event")
-    return out
-
-
-async def execute(rt: Runtime, actions: list[ClaimAction], *, reason: str = "NoConsumers") -> None:
-    """Carry out a decider's actions: per-claim status batches first, in decision order."""
-    batches: dict[tuple[str, str], list[ClaimAction]] = defaultdict(list)
-    order: list[tuple[str, str] | ClaimAction] = []
-    for a in actions:
-        if isinstance(a, (AddReservedFor, RemoveReservedFor, Deallocate, RemoveFinalizer)):
-            key = (a.namespace, a.claim_name)
-            if key not in batches:
-                order.append(key)
-            batches[key].append(a)
-        else:
-            order.append(a)
-    for item in order:
-        if isinstance(item, tuple):
-            await _claim_batch(rt, item[0], item[1], batches[item], reason)
-        else:
-            await _one(rt, item)
-
-
-async def _claim_batch(rt: Runtime, namespace: str, name: str, batch: list[ClaimAction], reason: str) -> None:
-    claim = rt.get("ResourceClaim", namespace, name)
-    if claim is None or claim.metadata.uid != batch[0].claim_uid:  # type: ignore[union-attr]
-        return
-    lone_finalizer = [a for a in batch if isinstance(a, RemoveFinalizer)]
-    status_actions = [a for a in batch if not isinstance(a, RemoveFinalizer)]
-    if status_actions:
-        events = claim_events(batch, reason)
-        if not await rt.append("ResourceClaim", namespace, name, events):
-            return
-        if any(isinstance(a, Deallocate) for a in batch):
-            lone_finalizer = []
-    for a in lone_finalizer:
-        await rt.remove_finalizer("ResourceClaim", namespace, name, a.finalizer)
-
-
-async def _one(rt: Runtime, a: ClaimAction) -> None:
-    if isinstance(a, CreateClaim):
-        await rt.create(a.to_claim())
-    elif isinstance(a, RecordPodClaimStatus):
-        pod = rt.get("Pod", a.namespace, a.pod_name)
-        if pod is not None and pod.metadata.uid == a.pod_uid:
-            await rt.append("Pod", a.namespace, a.pod_name, [PodClaimStatusesRecorded(statuses=a.statuses)])
-    elif isinstance(a, DeleteClaim):
-        await rt.delete("ResourceClaim", a.namespace, a.claim_name, uid=a.claim_uid)
-    elif isinstance(a, RecordEvent):
-        await rt.record_event(a.kind, a.namespace, a.name, a.type, a.reason, a.message)
 
 
 class _ClaimNames:

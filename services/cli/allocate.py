@@ -37,12 +37,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
 )
 from services.cli.main import UserError
-from services.scheduler.structured import (
-    AllocatedState,
-    AllocationError,
-    Allocator,
-    apply_taint_rules,
-)
+from services.dra.structured import AllocatedState, AllocationError, Allocator, apply_taint_rules
 
 __all__ = ["evaluate", "load_scenario", "register", "run"]
 

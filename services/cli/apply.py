@@ -12,8 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import ItemResult
+from events.api.registry import lookup_wire
 from services.cli.common import (
     add_connection_args,
     eprint,
@@ -21,7 +20,10 @@ from services.cli.common import (
     run_client,
     server_error,
 )
+from services.cli.main import UserError
 from services.cli.manifests import Doc, read_manifests
+from services.runtime.client import ApiClient
+from services.runtime.protocol import ItemResult, StatusError
 
 __all__ = ["register", "report", "run_apply", "run_create"]
 
@@ -38,7 +40,10 @@ def _add_file_args(p: argparse.ArgumentParser, verb: str) -> None:
     p.add_argument("-R", "--recursive", action="store_true", help="process directories recursively")
     p.add_argument("-n", "--namespace", help="namespace for objects that name none")
     p.add_argument(
-        "--dry-run", choices=("none", "server"), default="none", help="server: decide but store nothing"
+        "--dry-run",
+        choices=("none", "server", "client"),
+        default="none",
+        help="server: the apiserver decides but stores nothing; client: only say what would be sent",
     )
     p.add_argument("-o", "--output", choices=("name",), help="print only resource/name")
     add_connection_args(p)
@@ -63,8 +68,18 @@ def run_create(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, create_only: bool) -> int:
     docs = read_manifests(args.filename, args.recursive)
+    if not docs:  # as kubectl: an empty file or stdin is a mistake, not a success
+        raise UserError(f"no objects passed to {'create' if create_only else 'apply'}")
 
     async def body(client: ApiClient) -> int:
+        if args.dry_run == "client":
+            return await client_dry_run(
+                client,
+                docs,
+                namespace=args.namespace or "",
+                create_only=create_only,
+                names_only=args.output == "name",
+            )
         return await apply_docs(
             client,
             docs,
@@ -112,6 +127,48 @@ async def apply_docs(
                 continue
             if not report(next(by_doc), source, dry_run=dry_run, names_only=names_only):
                 failed = True
+    return 1 if failed else 0
+
+
+async def client_dry_run(
+    client: ApiClient, docs: list[Doc], *, namespace: str, create_only: bool, names_only: bool
+) -> int:
+    """``--dry-run=client``: what would be sent, nothing decided by the server. ``create`` says
+    created; ``apply`` asks whether each object exists (created or configured), as kubectl does."""
+    failed = False
+    for doc in docs:
+        if doc.error:
+            eprint(f"error: {doc.error}")
+            failed = True
+            continue
+        manifest: dict[str, Any] = doc.manifest if isinstance(doc.manifest, dict) else {}
+        raw_meta = manifest.get("metadata")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        kind, name = str(manifest.get("kind") or ""), str(meta.get("name") or meta.get("generateName") or "")
+        api_version = str(manifest.get("apiVersion") or "")
+        wire = lookup_wire(api_version, kind)
+        info = info_for_kind(wire.struct.KIND) if wire is not None else None
+        if info is None:
+            eprint(
+                f'error: resource mapping not found for name: "{name}" namespace: '
+                f'"{meta.get("namespace") or ""}" from "{doc.source}": no matches for kind "{kind}" in '
+                f'version "{api_version}"'
+            )
+            failed = True
+            continue
+        outcome = "created"
+        if not create_only and meta.get("name"):
+            ns = (meta.get("namespace") or namespace or "default") if info.namespaced else ""
+            try:
+                await client.get(info.kind, name, namespace=ns)
+                outcome = "configured"
+            except StatusError as exc:
+                if exc.status.code != 404:
+                    eprint(server_error(exc.status))
+                    failed = True
+                    continue
+        ref = info.ref(name)
+        print(ref if names_only else f"{ref} {outcome} (dry run)", flush=True)
     return 1 if failed else 0
 
 

@@ -1,8 +1,8 @@
 """Read-only state at a point of the log: ``--as-of-seq N`` / ``--as-of-time T`` for ``get``.
 
 The log is read straight from JetStream (no apiserver: the past is not served) from sequence 1 up
-to the bound and folded with the same reducers the apiserver uses (``projections.objects`` with
-``load_extensions()``), so what is printed is exactly what the apiserver held at that sequence.
+to the bound and folded with the same reducers the apiserver uses (``projections.objects``), so what
+is printed is exactly what the apiserver held at that sequence.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from events.codec import DecodeError, decode, decode_raw
 from events.objects import EVENT_KIND
 from events.subjects import parse_subject
 from infra.eventstore import EventStore
-from projections.objects import ObjectIndex, load_extensions
+from projections.objects import ObjectIndex
 from services.cli.common import settings_from
 from services.cli.main import UserError
 
@@ -109,7 +109,6 @@ async def resolve_bound(store: EventStore, args: argparse.Namespace) -> int:
 
 async def fold_objects(store: EventStore, to_seq: int) -> ObjectIndex:
     """Every API object as the apiserver held it after ``to_seq`` (same fold, same reducers)."""
-    load_extensions()
     index = ObjectIndex()
     if to_seq < 1:
         return index

@@ -20,10 +20,10 @@ import nats.errors
 from events.api.registry import lookup_resource, resource_types
 from events.objects import EVENT_KIND
 from infra.config import Settings
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import Status, StatusError
 from services.cli.connection import add_nats_url_arg, settings_for
 from services.cli.main import UserError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import Status, StatusError
 
 __all__ = [
     "ResourceInfo",
@@ -146,3 +146,17 @@ def run_client(args: argparse.Namespace, body: Callable[[ApiClient], Awaitable[i
     except BrokenPipeError:  # `draflow get ... | head`: stop quietly, as a SIGPIPE would
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def saga_resources(resources: list[str]) -> list[str] | None:
+    """``saga ID...``, or kubectl's ``saga/ID ...`` (what ``get sagas -o name`` prints, so
+    ``draflow describe $(draflow get sagas -o name | head -1)`` works as with any kind), as
+    ``["saga", ID...]``; None when the arguments are not about sagas."""
+    if not resources:
+        return None
+    if resources[0].lower() in ("saga", "sagas"):
+        return resources
+    pairs = [r.partition("/") for r in resources]
+    if all(kind.lower() in ("saga", "sagas") and sep and name for kind, sep, name in pairs):
+        return ["saga", *(name for _, _, name in pairs)]
+    return None

@@ -17,8 +17,6 @@ import time
 from typing import Any
 
 from events.api.registry import lookup_resource, lookup_wire
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
 from services.cli.common import (
     ResourceInfo,
     add_connection_args,
@@ -32,6 +30,8 @@ from services.cli.get import parse_targets
 from services.cli.main import UserError
 from services.cli.manifests import read_manifests
 from services.cli.waiting import Progress, describe, parse_duration
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 
 __all__ = ["register", "run"]
 

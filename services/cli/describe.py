@@ -12,18 +12,19 @@ import argparse
 import re
 from typing import Any
 
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
-from services.cli import printers
 from services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
     eprint,
     run_client,
+    saga_resources,
     server_error,
 )
 from services.cli.get import parse_targets
+from services.runtime import printers
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 
 __all__ = ["describe_object", "event_lines", "register", "run"]
 
@@ -147,9 +148,10 @@ async def _events_for(client: ApiClient, info: ResourceInfo, obj: Obj) -> list[O
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.resources[0].lower() in ("saga", "sagas"):
+    if (sagas := saga_resources(args.resources)) is not None:
         from services.cli.sagas import run_describe
 
+        args.resources = sagas
         return run_describe(args)
     targets = parse_targets(args.resources)
 

@@ -11,11 +11,11 @@ import sys
 from typing import Any
 
 from events.api.codec import encode_object
-from services.apiserver.client import ApiClient
-from services.apiserver.selectors import parse_field_selector
-from services.cli import printers
 from services.cli.common import add_connection_args, add_namespace_args, eprint, resolve_type, run_client
 from services.cli.main import UserError
+from services.runtime import printers
+from services.runtime.client import ApiClient
+from services.runtime.selectors import parse_field_selector
 
 __all__ = ["register", "run"]
 

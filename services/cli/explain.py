@@ -34,11 +34,11 @@ from events.dra import (
 from events.envelope import Envelope, Event
 from events.objects import KubeEventRecorded
 from events.subjects import decode_token
-from services.cli import printers
 from services.cli.asof import add_as_of_args, as_of_requested, open_log, resolve_bound
 from services.cli.common import add_connection_args
 from services.cli.explain_log import Explanation, collect
 from services.cli.main import UserError
+from services.runtime import printers
 
 __all__ = ["Explanation", "collect", "register", "render"]
 

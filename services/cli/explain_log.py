@@ -18,7 +18,7 @@ from events.envelope import Envelope, Event
 from events.objects import EVENT_KIND, KubeEventRecorded
 from events.saga import SagaStarted
 from events.subjects import decode_token, encode_token
-from projections.objects import fold, load_extensions
+from projections.objects import fold
 from sagas.engine import SAGA_KIND
 from sagas.view import SagaView, fold_view
 from services.cli.incarnations import claim_events_for, claim_lives, names_of, owner_of_seq, split_pod
@@ -59,7 +59,6 @@ def _saga_pod(started: SagaStarted) -> tuple[str, str, str]:
 
 async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> Explanation:
     """One pass over the log up to ``to_seq``: everything explain shows about the pod, per uid."""
-    load_extensions()
     root = store.root
     pod_subject = f"{root}.ev.Pod.{encode_token(namespace)}.{encode_token(name)}"
     claim_prefix = f"{root}.ev.ResourceClaim.{encode_token(namespace)}."

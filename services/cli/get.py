@@ -18,10 +18,6 @@ from typing import Any
 from events.api.codec import encode_object, object_meta
 from projections.objects import ObjectIndex
 from services.apiserver import errors
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
-from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
-from services.cli import printers
 from services.cli.asof import add_as_of_args, as_of_requested, fold_objects, open_log, resolve_bound
 from services.cli.common import (
     ResourceInfo,
@@ -30,9 +26,15 @@ from services.cli.common import (
     eprint,
     resolve_type,
     run_client,
+    saga_resources,
     server_error,
 )
+from services.cli.jsonpath import JSONPathError, Template, evaluate, render_value
 from services.cli.main import UserError
+from services.runtime import printers
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
+from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["parse_targets", "register", "run"]
 
@@ -45,7 +47,13 @@ def register(sub: Any) -> None:
     add_namespace_args(p)
     p.add_argument("-l", "--selector", default="", help="label selector (a=b,c!=d,e in (f,g),!h)")
     p.add_argument("--field-selector", default="", help="field selector (metadata.name=x,spec.nodeName=y)")
-    p.add_argument("-o", "--output", choices=("wide", "yaml", "json", "name"), help="output format")
+    p.add_argument(
+        "-o",
+        "--output",
+        type=_output_format,
+        help="wide|yaml|json|name|jsonpath=TEMPLATE|custom-columns=HEADER:PATH,...",
+    )
+    p.add_argument("--sort-by", default="", help="sort by a JSONPath expression (.metadata.name)")
     p.add_argument("-w", "--watch", action="store_true", help="after listing, print changes as they happen")
     p.add_argument("--watch-only", action="store_true", help="print changes only, no initial list")
     p.add_argument("--no-headers", action="store_true", help="tables without the header line")
@@ -57,6 +65,75 @@ def register(sub: Any) -> None:
     )
     add_connection_args(p)
     p.set_defaults(func=run)
+
+
+_FORMATS = ("wide", "yaml", "json", "name")
+
+
+def _output_format(value: str) -> str:
+    """kubectl's -o values draflow prints (checked while parsing, as argparse choices were)."""
+    if value in _FORMATS:
+        return value
+    kind, sep, spec = value.partition("=")
+    if sep and kind in ("jsonpath", "custom-columns") and spec:
+        try:
+            if kind == "jsonpath":
+                Template(spec)
+            else:
+                _columns(spec)
+        except JSONPathError as exc:
+            raise argparse.ArgumentTypeError(f"error parsing {kind} {spec}: {exc}") from None
+        return value
+    raise argparse.ArgumentTypeError(
+        f"unable to match a printer suitable for the output format {value!r}, allowed formats are: "
+        "custom-columns,json,jsonpath,name,wide,yaml"
+    )
+
+
+def _columns(spec: str) -> list[tuple[str, str]]:
+    out = []
+    for part in spec.split(","):
+        header, sep, path = part.partition(":")
+        if not sep or not header:
+            raise JSONPathError(f"unexpected custom-columns spec: {part}, expected <header>:<json-path-expr>")
+        path = path.strip()
+        if path.startswith("{") and path.endswith("}"):
+            path = path[1:-1]
+        out.append((header, path))
+    return out
+
+
+def _template_path(expr: str) -> str:
+    expr = expr.strip()
+    return expr[1:-1] if expr.startswith("{") and expr.endswith("}") else expr
+
+
+def _sorted(objs: list[Obj], sort_by: str) -> list[Obj]:
+    """--sort-by: numbers numerically, everything else as text; objects without the field first."""
+    path = _template_path(sort_by)
+
+    def key(o: Obj) -> tuple[int, float, str]:
+        found = evaluate(path, o)
+        if not found:
+            return (0, 0.0, "")
+        v = found[0]
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            return (1, float(v), "")
+        return (2, 0.0, render_value(v))
+
+    return sorted(objs, key=key)
+
+
+def _custom_rows(objs: list[Obj], spec: str, headers: bool) -> list[list[str]]:
+    cols = _columns(spec)
+    rows = [[h for h, _ in cols]] if headers else []
+    for o in objs:
+        row = []
+        for _, path in cols:
+            found = [v for v in evaluate(path, o) if v is not None]
+            row.append(",".join(render_value(v) for v in found) if found else "<none>")
+        rows.append(row)
+    return rows
 
 
 def parse_targets(words: list[str]) -> list[tuple[ResourceInfo, list[str]]]:
@@ -208,9 +285,10 @@ def _run_as_of(args: argparse.Namespace, targets: list[tuple[ResourceInfo, list[
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.resources and args.resources[0].lower() in ("saga", "sagas"):
+    if (sagas := saga_resources(args.resources)) is not None:
         from services.cli.sagas import run_get
 
+        args.resources = sagas
         return run_get(args)
     if args.state is not None:
         raise UserError("--state applies to sagas only")
@@ -247,8 +325,35 @@ def run(args: argparse.Namespace) -> int:
 def _print(
     fetched: list[tuple[ResourceInfo, list[Obj]]], args: argparse.Namespace, targets: list[Any]
 ) -> list[int] | None:
-    out = args.output
+    out = args.output or ""
+    if args.sort_by:
+        try:
+            fetched = [(info, _sorted(objs, args.sort_by)) for info, objs in fetched]
+        except JSONPathError as exc:
+            raise UserError(f"couldn't sort by {args.sort_by}: {exc}") from None
     objs_all = [o for _, objs in fetched for o in objs]
+    single = len(targets) == 1 and len(targets[0][1]) == 1
+    if out.startswith("jsonpath="):
+        if objs_all or not single:
+            value = (
+                printers.as_shown(objs_all[0])
+                if single and len(objs_all) == 1
+                else printers.as_list([printers.as_shown(o) for o in objs_all])
+            )
+            try:
+                sys.stdout.write(Template(out.split("=", 1)[1]).render(value))
+            except JSONPathError as exc:
+                raise UserError(f"error executing jsonpath {out.split('=', 1)[1]!r}: {exc}") from None
+            sys.stdout.flush()
+        return None
+    if out.startswith("custom-columns="):
+        rows = _custom_rows(
+            [printers.as_shown(o) for o in objs_all], out.split("=", 1)[1], not args.no_headers
+        )
+        if objs_all:
+            for line in printers.format_table(rows):
+                print(line)
+        return None
     if out == "name":
         for info, objs in fetched:
             for o in objs:
@@ -257,7 +362,6 @@ def _print(
     if out in ("yaml", "json"):
         # nothing found is an empty List, as kubectl prints it (scripts pipe this into jq);
         # a single name asked for and missing printed its error and nothing else
-        single = len(targets) == 1 and len(targets[0][1]) == 1
         watching = getattr(args, "watch", False) or getattr(args, "watch_only", False)
         if objs_all or not (single or watching):
             _print_objects(objs_all, args, single)
@@ -295,6 +399,11 @@ async def _watch(
             continue
         if args.output == "name":
             print(info.ref(name), flush=True)
+            continue
+        if args.output and args.output.startswith(("jsonpath=", "custom-columns=")):
+            single_args = argparse.Namespace(**{**vars(args), "no_headers": True, "sort_by": ""})
+            _print([(info, [obj])], single_args, [(info, [name])])
+            sys.stdout.flush()
             continue
         if args.output in ("yaml", "json"):
             print("---" if args.output == "yaml" else "", end="\n" if args.output == "yaml" else "")

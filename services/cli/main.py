@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "services.cli.verify": ("verify-replay",),
     "services.cli.replay": ("replay", "rebuild"),
     "services.cli.podresources": ("podresources",),
+    "services.cli.up": ("up", "examples"),
 }
 
 

@@ -123,7 +123,7 @@ def rows(pods: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def table(verb: str, data: dict[str, Any]) -> list[str]:
-    from services.cli.printers import format_table
+    from services.runtime.printers import format_table
 
     if verb == "allocatable":
         body = [

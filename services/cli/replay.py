@@ -5,9 +5,10 @@ fresh directory (it must not exist or be empty): ``DIR/projections.sqlite`` gets
 :mod:`projections.catalog` (``heads``, ``sagas``, ``objects_<kind>``), state and checkpoint
 (consumer ``replay``) in one transaction per batch, exactly as ``infra.projection_store`` persists a
 live projection. A progress bar with events/s goes to stderr; the summary (rows per projection) to
-stdout. ``draflow rebuild PROJECTION [--data-dir DIR]`` empties one projection of such a directory
-(default ``$DRAFLOW_DATA_DIR/projections``) and folds it again up to the directory's checkpoint,
-leaving the others untouched. Replays emit no spans (``tracing.suppressed``).
+stdout. ``draflow rebuild PROJECTION --data-dir DIR`` empties one projection of such a directory
+and folds it again up to the directory's checkpoint, leaving the others untouched. The services
+keep their projections in memory (folded from the log at start), so no data dir holds SQLite
+projections but the ones ``replay`` built. Replays emit no spans (``tracing.suppressed``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from infra.projection_store import ProjectionStore
 from projections.base import Projection
 from projections.catalog import all_projections
 from services.cli.asof import open_log, resolve_bound
-from services.cli.common import add_connection_args, settings_from
+from services.cli.common import add_connection_args
 from services.cli.main import UserError
 
 __all__ = ["DB_NAME", "REPLAY_CONSUMER", "register", "replay_into"]
@@ -50,7 +51,7 @@ def register(sub: Any) -> None:
 
     r = sub.add_parser("rebuild", help="rebuild one projection in place (see `draflow replay`)")
     r.add_argument("projection", metavar="PROJECTION", help="e.g. heads, sagas, objects_pod")
-    r.add_argument("--data-dir", metavar="DIR", help="default: $DRAFLOW_DATA_DIR/projections")
+    r.add_argument("--data-dir", required=True, metavar="DIR", help="a directory `draflow replay` built")
     r.add_argument("--batch", type=int, default=2048, help=argparse.SUPPRESS)
     add_connection_args(r)
     r.set_defaults(func=run_rebuild)
@@ -187,8 +188,7 @@ async def _replay(args: argparse.Namespace, data_dir: Path) -> int:
 
 
 def run_rebuild(args: argparse.Namespace) -> int:
-    settings = settings_from(args)
-    data_dir = Path(args.data_dir) if args.data_dir else settings.data_dir / "projections"
+    data_dir = Path(args.data_dir)
     path = data_dir / DB_NAME
     if not path.exists():
         raise UserError(

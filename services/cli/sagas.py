@@ -21,10 +21,10 @@ from infra.eventstore import EventStore
 from sagas.engine import SAGA_KIND
 from sagas.state import SagaStatus
 from sagas.view import SagaView, StepView, current_step, fold_view
-from services.cli import printers
 from services.cli.asof import as_of_requested, open_log, resolve_bound
 from services.cli.common import eprint
 from services.cli.main import UserError
+from services.runtime import printers
 
 __all__ = ["describe_view", "run_describe", "run_get", "saga_rows"]
 

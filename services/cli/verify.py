@@ -51,13 +51,13 @@ from events.saga import SagaStarted, SagaStepCompensated
 from events.subjects import decode_token
 from infra import tracing
 from infra.eventstore import RawRecord
-from projections.objects import ObjectIndex, load_extensions
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from projections.objects import ObjectIndex
 from services.cli.asof import open_log
 from services.cli.common import add_connection_args, eprint
 from services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from services.cli.main import UserError
 from services.cli.verify_nodes import FOLDED_KINDS, check_node_decision, node_decision_position
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 
 __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 
@@ -152,12 +152,12 @@ class Verifier:
 
     def __init__(self, root: str, *, from_seq: int = 1) -> None:
         from services.scheduler.framework import Scheduler
+        from services.scheduler.plugins import default_plugins
         from services.scheduler.service.snapshot import Snapshot
 
-        load_extensions()
         self.root = root
         self.from_seq = from_seq
-        self._new_core = lambda: Scheduler(clock=lambda: 0.0)
+        self._new_core = lambda: Scheduler(plugins=default_plugins(), clock=lambda: 0.0)
         self._snapshot_of = Snapshot
         # one scheduling core per scheduler instance: each had its own assume cache (its decisions in
         # flight); every core folds the whole log. Created in run() once the instances are known.
@@ -166,7 +166,7 @@ class Verifier:
         self.checked: dict[str, int] = {"schedule": 0, "unschedulable": 0, "claim": 0, "quota": 0, "node": 0}
         self.invariants = 0  # events checked against services.cli.invariants
         self._violation: Divergence | None = None  # the first one found while folding
-        from services.quota_reconciler import QuotaState
+        from services.dra.quota.state import QuotaState
 
         self.quota = QuotaState()
         # quota (namespace, name) -> every status the reconciler could have written since the quota's
@@ -291,7 +291,7 @@ class Verifier:
 
     def _quota_moved(self, namespace: str | None, reset: tuple[str, str] | None) -> None:
         """Record the status each quota of ``namespace`` (None: all) would get now."""
-        from services.quota_reconciler import status_of
+        from services.dra.quota.state import status_of
 
         if reset is not None:
             self._quota_candidates.pop(reset, None)
@@ -349,7 +349,7 @@ class Verifier:
             return {"error": "the pod is not in the log at that position"}
         result = self._snapshot(dec).core.schedule(pod)
         if isinstance(result, Reserved):
-            return {"scheduled": _schedule_view(PodSchedulingInput.of(result).to_input())}
+            return {"scheduled": _schedule_view(msgspec.to_builtins(PodSchedulingInput.of(result)))}
         assert isinstance(result, Unschedulable | SchedulingError)
         return {"unschedulable": _unschedulable_view(diagnosis_event(result), True)}
 
@@ -425,7 +425,7 @@ class Verifier:
             if not creates:
                 actual = {"error": "the claim controller would not create this claim"}
             else:
-                actual = {"name": creates[0].name, "spec": _builtins(creates[0].spec)}
+                actual = {"name": creates[0].name, "spec": _builtins(creates[0].claim.spec)}
         if actual == expected:
             return None
         return Divergence(

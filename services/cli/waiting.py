@@ -17,8 +17,9 @@ from collections import Counter
 from typing import Any
 
 from events.api.registry import resource_types
+from events.dra import DELETE_PROTECTION_FINALIZER
 from events.objects import FOREGROUND_FINALIZER, ORPHAN_FINALIZER
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 
 __all__ = ["IDLE_LIMIT_S", "REPORT_AFTER_S", "Progress", "describe", "parse_duration"]
 
@@ -32,7 +33,7 @@ Obj = dict[str, Any]
 FINALIZER_OWNERS = {
     ORPHAN_FINALIZER: "the garbage collector, after orphaning the dependents",
     FOREGROUND_FINALIZER: "the garbage collector, once the dependents that block it are gone",
-    "resource.kubernetes.io/delete-protection": "the claim controller, once the claim is no longer in use",
+    DELETE_PROTECTION_FINALIZER: "the claim controller, once the claim is no longer in use",
 }
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}

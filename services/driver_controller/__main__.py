@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
-from services.driver_controller.plugin import (
+from services.dra.classic.plugin import (
     ENTRY_POINT_GROUP,
     ControllerPlugin,
     declared_entry_points,
     load_plugins,
 )
 from services.driver_controller.service import ACTOR, DriverControllerService
+from services.runtime.controller import Runtime
 
 # Factory options per driver; DRAFLOW_CLASSIC_DRIVER_OPTIONS (JSON, same shape) overrides them.
 DEFAULT_OPTIONS: dict[str, dict[str, Any]] = {"fpga.example.com": {"programming_delay_s": 0.3}}

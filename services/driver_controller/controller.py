@@ -25,9 +25,9 @@ import msgspec
 
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import ClaimAllocation, ControllerPlugin, Parameters
-from services.driver_controller.podclaims import pod_claim_refs
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import ClaimAllocation, ControllerPlugin, Parameters
+from services.dra.classic.podclaims import pod_claim_refs
 
 __all__ = [
     "DEALLOCATE_DELETED",

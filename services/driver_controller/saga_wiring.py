@@ -1,13 +1,21 @@
-"""Turns the classic saga plans into the foundation engine's ``SagaDefinition``s.
+"""The classic driver's sagas, declared as data: allocation, reallocation and teardown.
 
-The service provides a :class:`ClaimStore` (load a claim with its aggregate sequence, load a class,
-write a changed claim as its domain events with optimistic concurrency through the step context);
-every step loads the current claim, asks :func:`~services.driver_controller.sagas.run_action`
-what it means and writes the answer. ``Retry`` and write conflicts become ``TransientError``
-(the engine retries with backoff, re-reading the claim); ``Fail`` becomes a ``PermanentError``
-(the engine compensates). A definite allocation failure is recorded on the claim before failing
-(``selectedNode`` cleared, the node listed unsuitable), because compensations do not see why the
-saga failed.
+Each is an engine ``SagaDefinition`` whose steps and compensations are :class:`ClaimStep` s, one
+action each (``services.driver_controller.sagas``: the pure meaning of every action). The engine
+is given :class:`ClassicSagaDeps` (the service's plugins and a :class:`ClaimStore`: load a claim
+with its aggregate sequence, load a class, write a changed claim as its domain events with
+optimistic concurrency through the step context); every step loads the current claim, asks
+:func:`~services.driver_controller.sagas.run_action` what it means and writes the answer.
+``Retry`` and write conflicts become ``TransientError`` (the engine retries with backoff,
+re-reading the claim); ``Fail`` becomes a ``PermanentError`` (the engine compensates). A definite
+allocation failure is recorded on the claim before failing (``selectedNode`` cleared, the node
+listed unsuitable), because compensations do not see why the saga failed.
+
+* **allocation** (``ClassicAllocation``): check-claim (undo: record the failure) -> set-finalizer
+  (undo: remove it) -> allocate-and-record (undo: the driver frees, see ``UndoAllocate``);
+* **reallocation** (``ClassicReallocation``): check-claim (undo: cancel the reallocation) ->
+  driver-deallocate -> record-pending -> remove-finalizer;
+* **teardown** (``ClassicTeardown``): as reallocation, nothing to undo.
 
 Every claim a step would write is first checked as the apiserver's status verb would check it
 (:func:`write_problems`, ``validate_classic(new, old)``, as the scheduler's writes are): an
@@ -20,28 +28,43 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
-
-import msgspec
+from typing import Any, NamedTuple, Protocol
 
 from events.api import classic_v1alpha1 as cv
 from infra.errors import ConcurrencyError, PermanentError, TransientError
 from sagas.engine import SagaDefinition, Step, StepContext
-from services.apiserver.admission.classic import validate_classic
-from services.driver_controller.plugin import ControllerPlugin
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.validation import validate_classic
+from services.driver_controller.controller import DEALLOCATE_DELETED, StartAllocation, StartDeallocation
 from services.driver_controller.sagas import (
+    CANCEL_REALLOCATION,
+    CHECK_FREEABLE,
+    CHECK_PENDING,
     DRIVER_ALLOCATE,
-    PLANS,
+    DRIVER_DEALLOCATE,
+    ENSURE_FINALIZER,
     RECORD_FAILURE,
+    RECORD_PENDING,
+    REMOVE_FINALIZER,
+    UNDO_ALLOCATE,
     Done,
     Fail,
     Retry,
     SagaInput,
-    SagaPlan,
     run_action,
 )
 
-__all__ = ["ClaimStore", "build_definitions", "write_problems"]
+__all__ = [
+    "ALLOCATION",
+    "REALLOCATION",
+    "SAGAS",
+    "TEARDOWN",
+    "ClaimStep",
+    "ClaimStore",
+    "ClassicSagaDeps",
+    "plan_for",
+    "write_problems",
+]
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +87,7 @@ def write_problems(old: cv.ResourceClaim, new: cv.ResourceClaim) -> str:
     return "; ".join(str(e) for e in validate_classic(new, old))
 
 
-def _refused(ctx: StepContext, action: str, claim: cv.ResourceClaim, problems: str) -> str:
+def _refused(ctx: StepContext[Any, Any], action: str, claim: cv.ResourceClaim, problems: str) -> str:
     what = "compensation" if ctx.compensating else "step"
     meta = claim.metadata
     log.error(
@@ -79,9 +102,27 @@ def _refused(ctx: StepContext, action: str, claim: cv.ResourceClaim, problems: s
     return f"invalid claim write refused: {problems}"
 
 
-def _step(action: str, plugins: Mapping[str, ControllerPlugin], store: ClaimStore) -> Any:
-    async def run(ctx: StepContext) -> dict[str, Any] | None:
-        inp = msgspec.convert(ctx.input, SagaInput)
+class ClassicSagaDeps(NamedTuple):
+    """What the classic sagas' steps need from the driver controller (``StepContext.deps``)."""
+
+    plugins: Mapping[str, ControllerPlugin]
+    store: ClaimStore
+
+
+class ClaimStep:
+    """One step or compensation of a classic saga: ``run_action(action)`` on the current claim."""
+
+    __slots__ = ("action",)
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+
+    def __repr__(self) -> str:
+        return f"ClaimStep({self.action!r})"
+
+    async def __call__(self, ctx: StepContext[SagaInput, ClassicSagaDeps]) -> dict[str, Any] | None:
+        action, inp = self.action, ctx.input
+        plugins, store = ctx.deps.plugins, ctx.deps.store
         plugin = plugins.get(inp.driver_name)
         if plugin is None:
             raise PermanentError(f"no classic driver plugin {inp.driver_name!r} in this service")
@@ -111,25 +152,34 @@ def _step(action: str, plugins: Mapping[str, ControllerPlugin], store: ClaimStor
             raise TransientError(str(exc)) from exc
         return {"note": out.note} if isinstance(out, Done) and out.note else None
 
-    return run
+
+ALLOCATION = SagaDefinition(
+    "ClassicAllocation",
+    (
+        Step("check-claim", ClaimStep(CHECK_PENDING), ClaimStep(RECORD_FAILURE)),
+        Step("set-finalizer", ClaimStep(ENSURE_FINALIZER), ClaimStep(REMOVE_FINALIZER)),
+        Step("allocate-and-record", ClaimStep(DRIVER_ALLOCATE), ClaimStep(UNDO_ALLOCATE)),
+    ),
+    SagaInput,
+)
+_FREE_STEPS = (
+    Step("driver-deallocate", ClaimStep(DRIVER_DEALLOCATE)),
+    Step("record-pending", ClaimStep(RECORD_PENDING)),
+    Step("remove-finalizer", ClaimStep(REMOVE_FINALIZER)),
+)
+REALLOCATION = SagaDefinition(
+    "ClassicReallocation",
+    (Step("check-claim", ClaimStep(CHECK_FREEABLE), ClaimStep(CANCEL_REALLOCATION)), *_FREE_STEPS),
+    SagaInput,
+)
+TEARDOWN = SagaDefinition(
+    "ClassicTeardown", (Step("check-claim", ClaimStep(CHECK_FREEABLE)), *_FREE_STEPS), SagaInput
+)
+SAGAS = (ALLOCATION, REALLOCATION, TEARDOWN)
 
 
-def _definition(plan: SagaPlan, plugins: Mapping[str, ControllerPlugin], store: ClaimStore) -> SagaDefinition:
-    steps = []
-    for sp in plan.steps:
-        undo = _step(sp.compensation, plugins, store) if sp.compensation else None
-
-        async def compensate(ctx: StepContext, _undo: Any = undo) -> None:
-            await _undo(ctx)
-
-        steps.append(
-            Step(
-                name=sp.name, action=_step(sp.action, plugins, store), compensate=compensate if undo else None
-            )
-        )
-    return SagaDefinition(saga_type=plan.saga_type, steps=tuple(steps))
-
-
-def build_definitions(plugins: Mapping[str, ControllerPlugin], store: ClaimStore) -> list[SagaDefinition]:
-    """One engine definition per classic plan (allocation, reallocation, teardown)."""
-    return [_definition(plan, plugins, store) for plan in PLANS]
+def plan_for(action: StartAllocation | StartDeallocation) -> SagaDefinition:
+    """The saga that carries out a ``sync_claim`` decision."""
+    if isinstance(action, StartAllocation):
+        return ALLOCATION
+    return TEARDOWN if action.reason == DEALLOCATE_DELETED else REALLOCATION

@@ -1,10 +1,10 @@
-"""The classic driver's sagas as data, and the pure meaning of each step.
+"""The pure meaning of each step of the classic driver's sagas.
 
-A :class:`SagaPlan` lists steps; each names an action and, optionally, the compensation that
-undoes it. The foundation's saga engine (``sagas.engine``) runs them: it registers a step's
-compensation before the step starts, retries transient failures and, on a permanent failure,
-compensates every started step in reverse order (including the failing one).
-:mod:`services.driver_controller.saga_wiring` turns a plan into an engine ``SagaDefinition``.
+The sagas themselves are declared as data in :mod:`services.driver_controller.saga_wiring`
+(``SagaDefinition`` s of the engine, ``sagas.engine``): each step names an action and,
+optionally, the compensation that undoes it. The engine registers a step's compensation before
+the step starts, retries transient failures and, on a permanent failure, compensates every
+started step in reverse order (including the failing one).
 
 What each action means is :func:`run_action`: a pure function of the claim, its class, the plugin
 and the saga input, returning :class:`Done` (with the claim as it must be written, or ``None`` for
@@ -42,46 +42,21 @@ from typing import TypeAlias
 import msgspec
 
 from events.api import classic_v1alpha1 as cv
-from services.driver_controller import claims as cl
-from services.driver_controller.controller import DEALLOCATE_DELETED, StartAllocation, StartDeallocation
-from services.driver_controller.plugin import (
-    AllocationResult,
-    ControllerPlugin,
-    Freed,
-    InProgress,
-    Parameters,
-)
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import AllocationResult, ControllerPlugin, Freed, InProgress, Parameters
 
 __all__ = [
-    "ALLOCATION",
-    "PLANS",
-    "REALLOCATION",
-    "TEARDOWN",
     "Done",
     "Fail",
     "Retry",
     "SagaInput",
-    "SagaPlan",
     "StepOutcome",
-    "StepPlan",
-    "plan_for",
     "run_action",
     "saga_id",
 ]
 
 
-class StepPlan(msgspec.Struct, frozen=True, kw_only=True):
-    name: str
-    action: str
-    compensation: str | None = None
-
-
-class SagaPlan(msgspec.Struct, frozen=True, kw_only=True):
-    saga_type: str
-    steps: tuple[StepPlan, ...]
-
-
-# Action names (the wiring maps each to an engine step function).
+# Action names (each saga step and compensation runs one, see ``saga_wiring``).
 CHECK_PENDING = "CheckPending"
 RECORD_FAILURE = "RecordFailure"
 ENSURE_FINALIZER = "EnsureFinalizer"
@@ -92,32 +67,6 @@ UNDO_ALLOCATE = "UndoAllocate"  # DriverDeallocate as a compensation: never unde
 CHECK_FREEABLE = "CheckFreeable"
 RECORD_PENDING = "RecordPending"
 CANCEL_REALLOCATION = "CancelReallocation"
-
-ALLOCATION = SagaPlan(
-    saga_type="ClassicAllocation",
-    steps=(
-        StepPlan(name="check-claim", action=CHECK_PENDING, compensation=RECORD_FAILURE),
-        StepPlan(name="set-finalizer", action=ENSURE_FINALIZER, compensation=REMOVE_FINALIZER),
-        StepPlan(name="allocate-and-record", action=DRIVER_ALLOCATE, compensation=UNDO_ALLOCATE),
-    ),
-)
-_FREE_STEPS = (
-    StepPlan(name="driver-deallocate", action=DRIVER_DEALLOCATE),
-    StepPlan(name="record-pending", action=RECORD_PENDING),
-    StepPlan(name="remove-finalizer", action=REMOVE_FINALIZER),
-)
-REALLOCATION = SagaPlan(
-    saga_type="ClassicReallocation",
-    steps=(
-        StepPlan(name="check-claim", action=CHECK_FREEABLE, compensation=CANCEL_REALLOCATION),
-        *_FREE_STEPS,
-    ),
-)
-TEARDOWN = SagaPlan(
-    saga_type="ClassicTeardown", steps=(StepPlan(name="check-claim", action=CHECK_FREEABLE), *_FREE_STEPS)
-)
-PLANS = (ALLOCATION, REALLOCATION, TEARDOWN)
-
 
 class SagaInput(msgspec.Struct, frozen=True, kw_only=True):
     """What a classic saga is started with (JSON-able: it is stored in ``SagaStarted``)."""
@@ -130,18 +79,12 @@ class SagaInput(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
 
 
-def plan_for(action: StartAllocation | StartDeallocation) -> SagaPlan:
-    if isinstance(action, StartAllocation):
-        return ALLOCATION
-    return TEARDOWN if action.reason == DEALLOCATE_DELETED else REALLOCATION
-
-
-def saga_id(plan: SagaPlan, claim: cv.ResourceClaim, claim_seq: int, attempt: int = 0) -> str:
+def saga_id(saga_type: str, claim: cv.ResourceClaim, claim_seq: int, attempt: int = 0) -> str:
     """Deterministic per claim version and attempt: a redelivered decision starts no second saga;
     a saga that failed without changing the claim (a free that did not work) is tried again
     under the next attempt number."""
     suffix = f"-{attempt}" if attempt else ""
-    return f"{plan.saga_type}-{claim.metadata.uid or claim.metadata.name}-{claim_seq}{suffix}"[:128]
+    return f"{saga_type}-{claim.metadata.uid or claim.metadata.name}-{claim_seq}{suffix}"[:128]
 
 
 class Done(msgspec.Struct, frozen=True, kw_only=True):

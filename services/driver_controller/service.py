@@ -1,6 +1,6 @@
 """The driver-controller service: level-triggered passes of the classic deciders over the cache.
 
-Built on the shared controller runtime (:mod:`services.claim_controller.runtime`: the log folded
+Built on the shared controller runtime (:mod:`services.runtime.controller`: the log folded
 into an in-memory cache, a pass after every change, appends at the version held). One pass:
 
 1. plugins ``observe`` the Nodes and driver-owned inventory objects (``NodeGpuCapacity``) and, on
@@ -28,7 +28,6 @@ import logging
 import uuid
 from collections.abc import Mapping
 
-import msgspec
 from msgspec.structs import replace
 
 from events.api import classic_v1alpha1 as cv
@@ -44,21 +43,17 @@ from events.objects import (
 )
 from infra.eventstore import ConcurrencyError
 from sagas.engine import SagaEngine, SagaStatus
-from services.apiserver.admission.classic import admit_classic
-from services.claim_controller.runtime import Runtime
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.podclaims import CreateClaim, pod_claim_refs, pods_waiting_for, sync_pod
+from services.dra.classic.validation import admit_classic
+from services.dra.resourceclaim import is_pod_terminal
 from services.driver_controller import controller as ctl
 from services.driver_controller.metrics import CLAIM_QUEUE, CREATE_FAILURES, CREATE_TOTAL
-from services.driver_controller.plugin import ControllerPlugin
-from services.driver_controller.podclaims import (
-    CreateClaim,
-    pod_claim_refs,
-    pods_waiting_for,
-    sync_pod,
-)
-from services.driver_controller.saga_wiring import build_definitions, write_problems
-from services.driver_controller.sagas import SagaInput, plan_for, saga_id
+from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps, plan_for, write_problems
+from services.driver_controller.sagas import SagaInput, saga_id
 from services.driver_controller.store import EventClaimStore
+from services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "KINDS", "DriverControllerService"]
 
@@ -86,7 +81,8 @@ class DriverControllerService:
         self.plugins = dict(plugins)
         self.engine = SagaEngine(
             rt.events,
-            build_definitions(self.plugins, EventClaimStore(rt.events)),
+            SAGAS,
+            deps=ClassicSagaDeps(self.plugins, EventClaimStore(rt.events)),
             retry_attempts=retry_attempts,
             retry_initial_s=retry_initial_s,
         )
@@ -149,7 +145,7 @@ class DriverControllerService:
                     log.info("%s: pod %s: %s", ACTOR, pod.metadata.name, action)
         all_pods: list[c1.Pod] = self.rt.items("Pod")
         live = {p.metadata.uid for p in all_pods}
-        running = {p.metadata.uid for p in all_pods if p.status.phase not in ("Succeeded", "Failed")}
+        running = {p.metadata.uid for p in all_pods if not is_pod_terminal(p)}
         for c in claims:
             owners = [r.uid for r in c.metadata.owner_references if r.kind == "Pod"]
             if owners and not any(u in live for u in owners) and not cl.is_deleting(c):
@@ -260,15 +256,15 @@ class DriverControllerService:
                 selected_node=action.selected_node if isinstance(action, ctl.StartAllocation) else None,
                 reason=action.reason if isinstance(action, ctl.StartDeallocation) else "",
             )
-            base = saga_id(plan, claim, seq)
-            sid = saga_id(plan, claim, seq, self.attempts.get(base, 0))
-            task = asyncio.create_task(self._run_saga(base, plan.saga_type, sid, msgspec.to_builtins(inp)))
+            base = saga_id(plan.saga_type, claim, seq)
+            sid = saga_id(plan.saga_type, claim, seq, self.attempts.get(base, 0))
+            task = asyncio.create_task(self._run_saga(base, plan.saga_type, sid, inp))
             task.add_done_callback(self._saga_done)
             self.sagas[(meta.namespace, meta.name)] = task
         elif isinstance(action, ctl.Wait):
             log.debug("%s: %s/%s: %s", ACTOR, meta.namespace, meta.name, action.reason)
 
-    async def _run_saga(self, base: str, saga_type: str, sid: str, inp: dict[str, object]) -> SagaStatus:
+    async def _run_saga(self, base: str, saga_type: str, sid: str, inp: SagaInput) -> SagaStatus:
         state = await self.engine.start(saga_type, sid, inp)
         if state.status != SagaStatus.COMPLETED:
             # Ended without success: if the claim did not change, the next pass (on the runtime's

@@ -8,8 +8,8 @@ import sys
 from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
 from services.garbage_collector.service import ACTOR, GarbageCollectorService
+from services.runtime.controller import Runtime
 
 
 async def main(ctx: ServiceContext) -> None:

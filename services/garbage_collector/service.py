@@ -1,6 +1,6 @@
 """The garbage collector service: the ownership graph kept from the log, decisions carried out.
 
-The cache (:class:`services.claim_controller.runtime.Runtime`: the log folded, then followed)
+The cache (:class:`services.runtime.controller.Runtime`: the log folded, then followed)
 feeds every change of every served kind into :class:`~services.garbage_collector.graph.Graph`;
 a change marks the objects whose decision it can move (the object, its owners, its dependents),
 and the next pass decides only those. The first pass, and one every ``full_resync_s``, rebuilds
@@ -27,7 +27,6 @@ import time
 from events.api.registry import resource_types
 from events.objects import OwnerReferencesRemoved
 from projections.objects import Change
-from services.claim_controller.runtime import Runtime
 from services.garbage_collector.graph import (
     DeleteObject,
     GCAction,
@@ -37,6 +36,7 @@ from services.garbage_collector.graph import (
     decide,
     item_of,
 )
+from services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "GarbageCollectorService"]
 

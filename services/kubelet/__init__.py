@@ -9,7 +9,6 @@ from services.kubelet.admission import (
     Admit,
     Reject,
     admit,
-    pod_claim_names,
     release_reservations,
 )
 from services.kubelet.checkpoint import (
@@ -45,7 +44,6 @@ __all__ = [
     "failed_status",
     "next_step",
     "node_object",
-    "pod_claim_names",
     "prepare_pod",
     "read_checkpoint",
     "release_reservations",

@@ -35,14 +35,14 @@ from events.api.resource_v1 import ResourceClaim
 from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
-from services.driver_controller.kubelet_host import ClassicKubelet
+from services.dra.kubeletplugin import DRAPlugin
+from services.dra.resourceclaim import ClaimRef
 from services.drivers import cdi
-from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.gpu_example import GpuExamplePlugin
 from services.drivers.gpu_example.publisher import GPUS_LABEL
 from services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
 from services.kubelet import devices as device_plugin
+from services.kubelet.classic_host import ClassicKubelet
 from services.kubelet.heartbeat import NodeHeartbeat
 from services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from services.kubelet.node import DEFAULT_CAPACITY
@@ -50,6 +50,7 @@ from services.kubelet.podresources.provider import KubeletSource
 from services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from services.kubelet.podresources.server import PodResourcesServer, default_socket_path
 from services.kubelet.service import KubeletService
+from services.runtime.controller import Runtime
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

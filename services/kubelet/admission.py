@@ -16,16 +16,11 @@ from dataclasses import dataclass
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
-from services.claim_controller.actions import ClaimAction
-from services.claim_controller.controller import release_reservations as release_claim
-from services.claim_controller.podclaims import (
-    ClaimNameError,
-    is_for_pod,
-    is_reserved_for_pod,
-    resolve_claim_name,
-)
+from services.dra.claimactions import ClaimAction
+from services.dra.claimactions import release_reservations as release_claim
+from services.dra.resourceclaim import ClaimNameError, is_for_pod, is_reserved_for_pod, pod_claim_names
 
-__all__ = ["FAILED_PREPARE", "Admit", "Reject", "admit", "pod_claim_names", "release_reservations"]
+__all__ = ["FAILED_PREPARE", "Admit", "Reject", "admit", "release_reservations"]
 
 FAILED_PREPARE = "FailedPrepareDynamicResources"
 
@@ -43,22 +38,6 @@ class Reject:
 
     reason: str
     message: str
-
-
-def pod_claim_names(pod: Pod) -> list[tuple[str, bool]]:
-    """``(claim name, must check owner)`` for every claim the pod uses, unneeded ones skipped.
-
-    Raises ``ClaimNameError`` when a template claim has not been created yet.
-    """
-    names: list[tuple[str, bool]] = []
-    for pod_claim in pod.spec.resource_claims:
-        resolved = resolve_claim_name(pod, pod_claim)
-        if resolved.name is not None:
-            names.append((resolved.name, resolved.must_check_owner))
-    extended = pod.status.extended_resource_claim_status
-    if extended is not None and extended.resource_claim_name:
-        names.append((extended.resource_claim_name, False))
-    return names
 
 
 def _reject(message: str) -> Reject:
@@ -116,7 +95,7 @@ def release_reservations(
 ) -> list[ClaimAction]:
     """After the pod's claims are unprepared: drop the pod from their ``reservedFor``.
 
-    Same rule as the claim controller (``release_reservations`` there): removing the last
+    Same rule as the claim controller (``services.dra.claimactions.release_reservations``): removing the last
     reservation of a protected claim also deallocates it and removes the finalizer. The controller
     does the same when it sees the pod gone; whichever comes first wins, the other finds nothing.
     """

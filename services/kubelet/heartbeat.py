@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 
 from events.api.coordination_v1 import NODE_LEASE_NAMESPACE, micro_time
 from events.node import LeaseRenewed
-from services.claim_controller.runtime import Runtime
 from services.kubelet.lease import lease_object, lease_outdated, renew_interval
 from services.kubelet.node import is_ready, ready_status
+from services.runtime.controller import Runtime
 
 __all__ = ["NodeHeartbeat"]
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from events.api.core_v1 import Container, Pod
 from events.api.resource_v1 import ResourceClaim
-from services.drivers.api import ClaimRef, PrepareResult
+from services.dra.kubeletplugin import PrepareResult
+from services.dra.resourceclaim import ClaimRef
 from services.kubelet.state import ClaimInfo, DeviceState
 
 __all__ = ["DRAManager", "ManagerError", "Plan"]

@@ -15,7 +15,8 @@ from typing import Any
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
-from services.drivers.api import ClaimRef, DRAPlugin, PluginError
+from services.dra.kubeletplugin import DRAPlugin, PluginError
+from services.dra.resourceclaim import ClaimRef
 from services.kubelet.manager import DRAManager, ManagerError, Plan
 
 __all__ = ["Outcome", "prepare_pod", "unprepare_pod"]

@@ -39,9 +39,7 @@ import msgspec
 from events.api.core_v1 import Pod
 from events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from events.node import PodContainerStatusesReported
-from services.claim_controller.runtime import Runtime
-from services.claim_controller.service import execute
-from services.drivers.api import DRAPlugin
+from services.dra.kubeletplugin import DRAPlugin
 from services.kubelet import devices as device_plugin
 from services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
 from services.kubelet.checkpoint import read_checkpoint, write_checkpoint
@@ -49,9 +47,11 @@ from services.kubelet.manager import DRAManager
 from services.kubelet.node import is_ready, node_object, rfc3339, running_status
 from services.kubelet.prepare import prepare_pod, unprepare_pod
 from services.kubelet.sync import Step, next_step, vanished_pods
+from services.runtime.claimwrites import execute
+from services.runtime.controller import Runtime
 
 if TYPE_CHECKING:
-    from services.driver_controller.kubelet_host import ClassicKubelet
+    from services.kubelet.classic_host import ClassicKubelet
 
 __all__ = ["KubeletService"]
 

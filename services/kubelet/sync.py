@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from enum import Enum
 
 from events.api.core_v1 import Pod
+from services.dra.resourceclaim import is_pod_terminal
 from services.kubelet.manager import DRAManager
 
 __all__ = ["Step", "next_step", "vanished_pods"]
@@ -33,7 +34,7 @@ def next_step(pod: Pod, node_name: str, manager: DRAManager, *, held: bool = Fal
         return Step.RELEASE if holds_claims else Step.NOTHING
     if pod.metadata.deletion_timestamp is not None:
         return Step.RELEASE if holds_claims else Step.FINISH_DELETION
-    if pod.status.phase in ("Succeeded", "Failed"):
+    if is_pod_terminal(pod):
         return Step.RELEASE if holds_claims else Step.NOTHING
     if pod.status.phase in ("", "Pending"):
         return Step.START

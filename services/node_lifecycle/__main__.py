@@ -18,9 +18,9 @@ from typing import Any
 from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
 from services.node_lifecycle.config import LifecycleConfig, parse_duration
 from services.node_lifecycle.service import ACTOR, NodeLifecycleService
+from services.runtime.controller import Runtime
 
 
 def _duration(text: str) -> float:

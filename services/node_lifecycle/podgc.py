@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from events.api.core_v1 import Node, Pod
+from services.dra.resourceclaim import is_pod_terminal
 from services.node_lifecycle.config import parse_time, seconds
 from services.node_lifecycle.health import is_ready
 from services.node_lifecycle.taints import OUT_OF_SERVICE
@@ -56,10 +57,6 @@ class GcPlan:
     next_due: datetime | None  # when a quarantined orphan becomes due
 
 
-def _terminal(pod: Pod) -> bool:
-    return pod.status.phase in ("Succeeded", "Failed")
-
-
 def collect_pods(
     pods: Iterable[Pod], nodes: Mapping[str, Node], now: datetime, quarantine_s: float
 ) -> GcPlan:
@@ -83,7 +80,7 @@ def collect_pods(
                     meta.uid,
                     node_name,
                     "orphaned",
-                    not _terminal(pod),
+                    not is_pod_terminal(pod),
                     (ORPHAN_REASON, ORPHAN_MESSAGE),
                 )
             )
@@ -94,7 +91,7 @@ def collect_pods(
         ):
             out.append(
                 ForceDelete(
-                    meta.namespace, meta.name, meta.uid, node_name, "out-of-service", not _terminal(pod)
+                    meta.namespace, meta.name, meta.uid, node_name, "out-of-service", not is_pod_terminal(pod)
                 )
             )
     return GcPlan(tuple(out), min(waiting, default=None))

@@ -32,7 +32,7 @@ from events.api.core_v1 import Pod
 from events.dra import PodFailed
 from events.envelope import Event
 from events.node import PodDisruptionTargeted
-from services.claim_controller.runtime import Runtime
+from services.dra.resourceclaim import is_pod_terminal
 from services.node_lifecycle.config import LifecycleConfig, micro_time, rfc3339
 from services.node_lifecycle.controller import decide_nodes, node_events
 from services.node_lifecycle.eviction import (
@@ -43,6 +43,7 @@ from services.node_lifecycle.eviction import (
     plan_evictions,
 )
 from services.node_lifecycle.podgc import ForceDelete, collect_pods
+from services.runtime.controller import Runtime
 
 __all__ = ["ACTOR", "NODE_CONTROLLER", "TAINT_EVICTION_CONTROLLER", "NodeLifecycleService"]
 
@@ -207,7 +208,7 @@ class NodeLifecycleService:
             reason, message = fd.condition
             at = micro_time(now)
             facts.append(PodDisruptionTargeted(reason=reason, message=message, at=at, observed_seq=observed))
-        if fd.mark_failed and pod.status.phase not in ("Succeeded", "Failed"):
+        if fd.mark_failed and not is_pod_terminal(pod):
             facts.append(PodFailed(reason=pod.status.reason, message=pod.status.message, at=rfc3339(now)))
         if facts and not await rt.append("Pod", fd.namespace, fd.name, facts):
             return

@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 
 from infra.service import ServiceContext, run_service
-from services.apiserver.client import ApiClient
 from services.quota_reconciler.service import ACTOR, QuotaReconciler
+from services.runtime.client import ApiClient
 
 
 async def main(ctx: ServiceContext) -> None:

@@ -22,11 +22,12 @@ from events.api.resource_v1 import DeviceClass, ResourceClaim
 from events.codec import DecodeError, decode
 from events.subjects import parse_subject
 from infra.eventstore import EventStore, RawRecord
-from projections.objects import ObjectIndex, load_extensions
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
-from services.apiserver.tail import Tail
-from services.quota_reconciler.reconcile import QuotaState, reconcile
+from projections.objects import ObjectIndex
+from services.dra.quota.state import QuotaState
+from services.quota_reconciler.reconcile import reconcile
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
+from services.runtime.tail import Tail
 
 __all__ = ["ACTOR", "QuotaReconciler"]
 
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 
 class QuotaReconciler:
     def __init__(self, events: EventStore, api: ApiClient) -> None:
-        load_extensions()
         self.events = events
         self.api = api
         self.index = ObjectIndex()

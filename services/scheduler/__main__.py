@@ -15,7 +15,7 @@ import os
 import sys
 
 from infra.service import ServiceContext, run_service
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 from services.scheduler.service import SchedulerService
 from services.scheduler.service.runner import instance_name
 

@@ -15,7 +15,7 @@ from typing import Any
 from infra.config import add_nats_url_arg
 from infra.metrics import add_metrics_arg
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from services.workloads.job import DEFAULT_RUN_SECONDS
 from services.workloads.service import ACTOR, WorkloadsService
 

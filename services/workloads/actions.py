@@ -10,6 +10,7 @@ import msgspec
 from events.api.core_v1 import Pod, PodStatus
 from events.api.meta import ObjectMeta, OwnerReference
 from events.api.workloads_v1 import DeploymentStatus
+from services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "CreatePod",
@@ -95,7 +96,7 @@ def controlled_pods(owner: ObjectMeta, pods: Iterable[Pod]) -> list[Pod]:
 
 def is_active(pod: Pod) -> bool:
     """Counts toward a workload's running pods: not terminal and not being deleted."""
-    return pod.metadata.deletion_timestamp is None and pod.status.phase not in ("Succeeded", "Failed")
+    return pod.metadata.deletion_timestamp is None and not is_pod_terminal(pod)
 
 
 def succeeded_status(pod: Pod, finished_at: str) -> PodStatus:

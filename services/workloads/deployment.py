@@ -24,7 +24,8 @@ import msgspec
 from events.api.core_v1 import Pod, PodTemplateSpec
 from events.api.meta import ObjectMeta
 from events.api.workloads_v1 import Deployment, DeploymentStatus
-from services.claim_controller.naming import SuffixSource, hash_suffix, safe_encode, unique_generated_name
+from services.dra.resourceclaim import is_pod_terminal
+from services.runtime.naming import SuffixSource, hash_suffix, safe_encode, unique_generated_name
 from services.workloads.actions import (
     CreatePod,
     DeletePod,
@@ -126,7 +127,7 @@ def sync_deployment(
         p
         for p in owned
         if p.metadata.labels.get(POD_TEMPLATE_HASH_LABEL) != template_hash
-        and p.status.phase not in ("Succeeded", "Failed")
+        and not is_pod_terminal(p)
     ]
     current = [
         p for p in owned if is_active(p) and p.metadata.labels.get(POD_TEMPLATE_HASH_LABEL) == template_hash

@@ -21,7 +21,7 @@ from typing import Any
 from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from events.api.workloads_v1 import Job
-from services.claim_controller.naming import SuffixSource, hash_suffix, unique_generated_name
+from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
 from services.workloads.actions import (
     CreatePod,
     DeletePod,

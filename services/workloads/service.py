@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from events.dra import PodSucceeded
 from events.node import PodContainerStatusesReported
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from services.workloads.actions import (
     CreatePod,
     DeletePod,

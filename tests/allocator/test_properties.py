@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events.api.resource_v1 import CELDeviceSelector, DeviceConstraint, DeviceRequest, DeviceSelector
-from services.scheduler.structured import AllocatedState, Allocator, InvalidInputError
+from services.dra.structured import AllocatedState, Allocator, InvalidInputError
 from tests.allocator.builders import claim, device, device_class, node, request, slice_
 
 CLASSES = {"class-a": device_class()}

@@ -17,7 +17,7 @@ from events.api.resource_v1 import (
     DeviceToleration,
 )
 from events.quantity import Quantity
-from services.scheduler.structured import (
+from services.dra.structured import (
     AllocatedState,
     AllocationTimeout,
     Allocator,
@@ -27,15 +27,15 @@ from services.scheduler.structured import (
     apply_taint_rules,
     seeded_share_ids,
 )
-from services.scheduler.structured.capacity import consumed_amount, violates_policy
-from services.scheduler.structured.model import Features
-from services.scheduler.structured.nodeselector import (
+from services.dra.structured.capacity import consumed_amount, violates_policy
+from services.dra.structured.model import Features
+from services.dra.structured.nodeselector import (
     CompiledNodeSelector,
     NodeSelectorParseError,
     merge_result_selector,
 )
-from services.scheduler.structured.prepared import CapacitySpec
-from services.scheduler.structured.selection import tolerates
+from services.dra.structured.prepared import CapacitySpec
+from services.dra.structured.selection import tolerates
 from tests.allocator.builders import claim, device, device_class, label_selector, node, request, slice_
 
 # -- node selectors ---------------------------------------------------------------------------------

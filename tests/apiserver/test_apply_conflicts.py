@@ -27,9 +27,9 @@ from infra.config import Settings
 from infra.eventstore import EventStore
 from projections.objects import fold
 from services.apiserver.apply import MAX_ATTEMPTS
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import ApplyItem, ApplyRequest
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
+from services.runtime.protocol import ApplyItem, ApplyRequest
 from tests.debugging.cli import draflow
 from tests.scheduler.builders import allocation_on
 

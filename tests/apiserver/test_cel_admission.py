@@ -6,8 +6,8 @@ import asyncio
 import time
 from typing import Any
 
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 
 
 def claim(name: str, selectors: list[str], requests: int = 1) -> dict[str, Any]:

@@ -22,8 +22,8 @@ from events.objects import (
     status_type,
     status_updated,
 )
+from events.union import register_events
 from projections.objects import ObjectIndex, fold, object_projection, reducer
-from services.apiserver.selectors import SelectorError, parse_field_selector, parse_label_selector
 from services.apiserver.strategy import (
     FinalizerForbidden,
     deletion_events,
@@ -32,6 +32,7 @@ from services.apiserver.strategy import (
     merge_update,
     prepare_create,
 )
+from services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 
 def claim(name: str = "c", **meta: Any) -> r1.ResourceClaim:
@@ -52,6 +53,9 @@ class ClaimLabelled(Event, frozen=True, kw_only=True):
 
     key: str
     value: str
+
+
+register_events(ClaimLabelled)
 
 
 @reducer(ClaimLabelled)

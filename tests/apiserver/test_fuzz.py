@@ -23,8 +23,8 @@ from events.api.loader import load_manifests
 from events.objects import kind_and_verb
 from infra.eventstore import EventStore
 from services.apiserver.admission import validate
-from services.apiserver.client import ApiClient
 from services.cli.manifests import parse_text
+from services.runtime.client import ApiClient
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "realworld"
 

@@ -13,8 +13,8 @@ from events.api.core_v1 import Pod, PodSpec, Toleration
 from events.api.meta import ObjectMeta
 from infra.eventstore import EventStore
 from services.apiserver.admission.tolerations import NOT_READY, UNREACHABLE, DefaultTolerationSeconds
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
 
 DEFAULTS = DefaultTolerationSeconds()
 

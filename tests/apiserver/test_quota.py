@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 from services.quota_reconciler.service import QuotaReconciler
+from services.runtime.client import ApiClient
 from tests.helpers import assert_eventually
 
 QUOTA = {

@@ -22,11 +22,11 @@ from events.api.loader import LoadResult, load_manifests, substitute_index
 from events.api.registry import lookup_resource
 from services.apiserver.admission import apply_defaults, check_admin_access, validate
 from services.apiserver.admission.tolerations import DefaultTolerationSeconds
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
 from services.apiserver.server import BOOTSTRAP_NAMESPACES
 from services.apiserver.strategy import prepare_create
 from services.cli.manifests import parse_text
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from tests.api.realworld_table import corpus_files, outcome
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "realworld"

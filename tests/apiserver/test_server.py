@@ -13,9 +13,9 @@ from events.api.codec import object_meta
 from events.objects import KubeEventRecorded
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from tests.apiserver.test_fold import ClaimLabelled
 from tests.helpers import assert_eventually
 
@@ -121,7 +121,7 @@ async def test_list_by_namespace_all_namespaces_labels_and_pages(api: ApiClient)
     pages: list[str] = []
     token = ""
     while True:
-        from services.apiserver.protocol import ListRequest
+        from services.runtime.protocol import ListRequest
 
         reply = await api.request(
             "list", ListRequest(kind="resourceclaims", namespace=None, limit=50, continue_=token)

@@ -43,7 +43,7 @@ from events.node import (
     PodDisruptionTargeted,
 )
 from events.objects import OwnerReferencesRemoved
-from projections.objects import _GENERIC, _REDUCERS, fold, load_extensions
+from projections.objects import _GENERIC, _REDUCERS, fold
 from services.apiserver.strategy import CONTROLLER_ITEMS, SERVER_SET_FIELDS, keep_server_set, merge_update
 
 _POD = decode_object(
@@ -144,7 +144,6 @@ NOT_APPLIED = frozenset({"KubeEventRecorded", "KubeEventDeleted"})
 
 
 def _domain_reducers() -> set[str]:
-    load_extensions()
     generic = set(_GENERIC.values())
     return {
         name

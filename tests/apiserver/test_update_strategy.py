@@ -12,8 +12,8 @@ import pytest
 from events.api.core_v1 import PodResourceClaimStatus
 from events.dra import PodBound, PodClaimStatusesRecorded, PodStarted
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import ItemResult
+from services.runtime.client import ApiClient
+from services.runtime.protocol import ItemResult
 
 NS = "default"
 UPDATABLE = (

@@ -10,13 +10,7 @@ import pytest
 import yaml
 
 from events.quantity import Quantity
-from services.scheduler.cel import (
-    CelCompileError,
-    CelRuntimeError,
-    Version,
-    compile_expression,
-    prepare_device,
-)
+from services.dra.cel import CelCompileError, CelRuntimeError, Version, compile_expression, prepare_device
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "realworld"
 

@@ -27,8 +27,8 @@ ext_strings = pytest.importorskip("cel_expr_python.ext.ext_strings")
 ext_optional = pytest.importorskip("cel_expr_python.ext.ext_optional")
 ext_bindings = pytest.importorskip("cel_expr_python.ext.ext_bindings")
 
-from services.scheduler.cel import CelCompileError, CelRuntimeError, compile_any, prepare_device  # noqa: E402
-from services.scheduler.cel.values import Uint  # noqa: E402
+from services.dra.cel import CelCompileError, CelRuntimeError, compile_any, prepare_device  # noqa: E402
+from services.dra.cel.values import Uint  # noqa: E402
 
 ENV = cel.NewEnv(
     variables={},

@@ -7,13 +7,7 @@ from typing import Any
 import pytest
 
 from events.quantity import Quantity
-from services.scheduler.cel import (
-    CelCompileError,
-    CelRuntimeError,
-    Version,
-    compile_expression,
-    prepare_device,
-)
+from services.dra.cel import CelCompileError, CelRuntimeError, Version, compile_expression, prepare_device
 
 DRIVER = "dra.example.com"
 TEN = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from events.api.resource_v1 import Device, DeviceAttribute
-from services.scheduler.cel import CelRuntimeError, Version, compile_expression, prepare_device
-from services.scheduler.structured import AllocationError, Allocator
+from services.dra.cel import CelRuntimeError, Version, compile_expression, prepare_device
+from services.dra.structured import AllocationError, Allocator
 from tests.allocator.builders import claim, device_class, node, slice_
 from tests.allocator.builders import request as dev_request
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from events.quantity import Quantity
-from services.scheduler.cel import CelCompileError, CelRuntimeError, compile_any, prepare_device
-from services.scheduler.cel.values import Semver, Uint
+from services.dra.cel import CelCompileError, CelRuntimeError, compile_any, prepare_device
+from services.dra.cel.values import Semver, Uint
 
 
 class Err:

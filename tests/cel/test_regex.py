@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.scheduler import cel
-from services.scheduler.cel import (
+from services.dra import cel
+from services.dra.cel import (
     CelCompileError,
     CelInterrupted,
     CelRuntimeError,
@@ -19,8 +19,8 @@ from services.scheduler.cel import (
     prepare_device,
     time_limit,
 )
-from services.scheduler.cel.regex import compile_regex, regex_cost
-from services.scheduler.structured import AllocationTimeout, Allocator
+from services.dra.cel.regex import compile_regex, regex_cost
+from services.dra.structured import AllocationTimeout, Allocator
 from tests.allocator.builders import claim, device, device_class, node, request, slice_
 
 DRIVER = "driver-a"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.scheduler.cel import (
+from services.dra.cel import (
     CelCompileError,
     CelRuntimeError,
     Version,

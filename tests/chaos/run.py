@@ -24,8 +24,8 @@ import nats.errors
 
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.protocol import StatusError
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
+from services.runtime.protocol import StatusError
 from tests.chaos import invariants
 from tests.chaos.procfile import ProcSystem
 from tests.controllers.shells import start_runtime

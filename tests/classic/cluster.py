@@ -22,8 +22,8 @@ from events.api.classic_v1alpha1 import ResourceClaimStatus
 from events.dra import PodUnschedulable
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from services.scheduler.framework import SchedulerConfig
 from services.scheduler.service import SchedulerService
 from tests.e2e.procs import Proc

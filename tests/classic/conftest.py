@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from infra.eventstore import EventStore
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 
 
 @pytest.fixture

@@ -18,18 +18,19 @@ from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.classic_pod import decode_manifest
 from events.api.meta import ObjectMeta
-from services.apiserver.admission.classic import admit_classic, validate_classic
-from services.driver_controller import claims as cl
-from services.driver_controller import controller as ctl
-from services.driver_controller import scheduling as sch
-from services.driver_controller.plugin import ControllerPlugin
-from services.driver_controller.podclaims import (
+from sagas.engine import SagaDefinition
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.podclaims import (
     CreateClaim,
     DeleteClaim,
     pod_claim_refs,
     pods_waiting_for,
     sync_pod,
 )
+from services.dra.classic.validation import admit_classic, validate_classic
+from services.driver_controller import controller as ctl
+from services.driver_controller.saga_wiring import ClaimStep, plan_for
 from services.driver_controller.sagas import (
     DRIVER_ALLOCATE,
     RECORD_FAILURE,
@@ -37,9 +38,15 @@ from services.driver_controller.sagas import (
     Fail,
     Retry,
     SagaInput,
-    plan_for,
     run_action,
 )
+from services.scheduler.plugins.classic import scheduling as sch
+
+
+def _action(fn: object) -> str:
+    """The action a classic saga step or compensation runs."""
+    assert isinstance(fn, ClaimStep), fn
+    return fn.action
 
 
 class Conflict(Exception):
@@ -113,7 +120,7 @@ class Cluster:
                 if isinstance(action, CreateClaim):
                     self.create_claim(action.claim)
                 elif isinstance(action, DeleteClaim):
-                    self.delete_claim(action.name)
+                    self.delete_claim(action.claim_name)
 
     # -- driver controller --------------------------------------------------------------------
     def driver_controller(self) -> None:
@@ -163,8 +170,9 @@ class Cluster:
             )
             self.run_saga(plan_for(act), inp, plugin)
 
-    def run_saga(self, plan: Any, inp: SagaInput, plugin: ControllerPlugin) -> bool:
-        """Forward with bounded retries; on failure compensate started steps in reverse."""
+    def run_saga(self, plan: SagaDefinition, inp: SagaInput, plugin: ControllerPlugin) -> bool:
+        """The saga's steps without the engine: forward with bounded retries; on failure
+        compensate started steps in reverse."""
         started: list[int] = []
         for i, step in enumerate(plan.steps):
             started.append(i)
@@ -172,7 +180,7 @@ class Cluster:
             for _ in range(self.retries):
                 claim = self.claims.get(inp.name)
                 cls = self.classes.get(claim.spec.resource_class_name) if claim else None
-                out = run_action(step.action, claim, cls, plugin, inp)
+                out = run_action(_action(step.action), claim, cls, plugin, inp)
                 if not isinstance(out, Retry):
                     break
                 self.log.append(f"{inp.name}: {step.name}: retry: {out.reason}")
@@ -183,16 +191,16 @@ class Cluster:
             fail = out if isinstance(out, Fail) else Fail(reason=f"gave up: {out}")
             self.log.append(f"{inp.name}: {plan.saga_type} failed at {step.name}: {fail.reason}")
             claim = self.claims.get(inp.name)
-            if fail.definite and step.action == DRIVER_ALLOCATE and claim is not None:
+            if fail.definite and _action(step.action) == DRIVER_ALLOCATE and claim is not None:
                 rec = run_action(RECORD_FAILURE, claim, None, plugin, inp, failure=fail)
                 if isinstance(rec, Done) and rec.claim is not None:
                     self.write(rec.claim)
             for j in reversed(started):
-                comp = plan.steps[j].compensation
+                comp = plan.steps[j].compensate
                 if comp is None:
                     continue
                 claim = self.claims.get(inp.name)
-                res = run_action(comp, claim, None, plugin, inp)
+                res = run_action(_action(comp), claim, None, plugin, inp)
                 if isinstance(res, Done) and res.claim is not None:
                     self.write(res.claim)
             return False

@@ -211,7 +211,7 @@ def test_claim_status_shape_round_trips() -> None:
 
 
 def test_every_example_decodes_and_validates() -> None:
-    from services.apiserver.admission.classic import apply_classic_defaults, validate_classic
+    from services.dra.classic.validation import apply_classic_defaults, validate_classic
 
     seen = []
     for path in sorted(EXAMPLES.glob("*.yaml")):

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from msgspec.structs import replace
 
 from events.api import classic_v1alpha1 as cv
 from events.api import core_v1 as c1
 from events.api.meta import ObjectMeta, OwnerReference
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.nodeselect import node_names_selector
+from services.dra.classic.plugin import AllocationResult
+from services.dra.classic.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
 from services.driver_controller import controller as ctl
+from services.driver_controller import saga_wiring as wiring
 from services.driver_controller import sagas
-from services.driver_controller import scheduling as sch
-from services.driver_controller.nodeselect import node_names_selector
-from services.driver_controller.plugin import AllocationResult
-from services.driver_controller.podclaims import Blocked, CreateClaim, DeleteClaim, sync_pod
+from services.driver_controller.saga_wiring import ClaimStep
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
+from services.scheduler.plugins.classic import scheduling as sch
 
 D = "gpu.acme.com"
 FIN = "gpu.acme.com/deletion-protection"
@@ -71,23 +75,29 @@ def test_sync_claim_deletion() -> None:
     assert sync(cl.without_finalizer(pending, D)) == []
 
 
-def test_plans_register_compensations_for_undoable_steps() -> None:
-    assert [(s.name, s.compensation) for s in sagas.ALLOCATION.steps] == [
+def _action(fn: object) -> str | None:
+    return None if fn is None else cast(ClaimStep, fn).action
+
+
+def test_sagas_register_compensations_for_undoable_steps() -> None:
+    assert [(s.name, _action(s.compensate)) for s in wiring.ALLOCATION.steps] == [
         ("check-claim", "RecordFailure"),
         ("set-finalizer", "RemoveFinalizer"),
         ("allocate-and-record", "UndoAllocate"),
     ]
-    assert [s.action for s in sagas.REALLOCATION.steps] == [
+    assert [_action(s.action) for s in wiring.REALLOCATION.steps] == [
         "CheckFreeable",
         "DriverDeallocate",
         "RecordPending",
         "RemoveFinalizer",
     ]
     # only the check is undone (the Reallocate request is cancelled); a free is never undone
-    assert [s.compensation for s in sagas.REALLOCATION.steps] == ["CancelReallocation", None, None, None]
-    assert all(s.compensation is None for s in sagas.TEARDOWN.steps)
-    assert sagas.plan_for(ctl.StartDeallocation(reason=ctl.DEALLOCATE_DELETED)) is sagas.TEARDOWN
-    assert sagas.saga_id(sagas.ALLOCATION, claim(), 7) == "ClassicAllocation-uid-g-7"
+    undo = [_action(s.compensate) for s in wiring.REALLOCATION.steps]
+    assert undo == ["CancelReallocation", None, None, None]
+    assert all(s.compensate is None for s in wiring.TEARDOWN.steps)
+    assert all(d.input_type is sagas.SagaInput for d in wiring.SAGAS)
+    assert wiring.plan_for(ctl.StartDeallocation(reason=ctl.DEALLOCATE_DELETED)) is wiring.TEARDOWN
+    assert sagas.saga_id(wiring.ALLOCATION.saga_type, claim(), 7) == "ClassicAllocation-uid-g-7"
 
 
 def test_run_action_guards() -> None:
@@ -169,7 +179,11 @@ def test_sync_pod_creates_owned_claims_and_refuses_foreign_ones() -> None:
     assert sync_pod(pod("uid-other"), {"p-gpu": made}) == [
         Blocked(reason="ResourceClaim p-gpu exists but was not created for pod p")
     ]
-    assert sync_pod(pod(), {"p-gpu": made}, pod_gone=True) == [DeleteClaim(namespace="default", name="p-gpu")]
+    assert sync_pod(pod(), {"p-gpu": made}, pod_gone=True) == [
+        DeleteClaim(
+            namespace="default", claim_name="p-gpu", claim_uid="", reason="owning pod default/p is gone"
+        )
+    ]
     assert sch.pre_filter(pod("uid-other"), {"p-gpu": made}) == sch.PreFilterResult(
         code=sch.UNSCHEDULABLE, reason="resourceclaim p-gpu was not created for pod p (pod is not owner)"
     )

@@ -11,8 +11,8 @@ import pytest
 
 from events.api import classic_v1alpha1 as cv
 from events.api.meta import ObjectMeta
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import (
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import (
     ENTRY_POINT_GROUP,
     AllocationResult,
     ClaimAllocation,
@@ -25,9 +25,10 @@ from services.driver_controller.plugin import (
     declared_entry_points,
     load_plugins,
 )
+from services.dra.kubeletplugin import DRAPlugin
+from services.dra.resourceclaim import ClaimRef
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.acme_gpu import parse_parameters as acme_params
-from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.fpga_example import FpgaController, FpgaNodePlugin
 from services.drivers.fpga_example import parse_parameters as fpga_params
 from services.drivers.fpga_example.controller import FABRIC_LABEL

@@ -7,10 +7,10 @@ from typing import Any
 
 from events.api import classic_v1alpha1 as cv
 from events.api.loader import parse_documents
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.resourceclaim import ClaimRef
 from services.driver_controller import controller as ctl
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
-from services.drivers.api import ClaimRef
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
 from tests.classic.sim import Cluster, node
@@ -322,7 +322,7 @@ def test_unsuitable_nodes_account_for_all_claims_of_the_pod() -> None:
 
 
 def test_kubelet_admits_prepares_and_hands_out_cdi_devices() -> None:
-    from services.driver_controller.kubelet import admit_on_node, container_devices, prepare_batches
+    from services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
 
     cluster, _ = acme_cluster({"node-a": ["8Gi"]})
     consumer(cluster, "dc")

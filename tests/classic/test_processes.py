@@ -12,8 +12,8 @@ import yaml
 
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from tests.classic.cluster import eventually
 from tests.e2e.procs import Proc
 

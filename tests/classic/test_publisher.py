@@ -5,8 +5,8 @@ from __future__ import annotations
 from events.api import core_v1 as c1
 from events.api.meta import ObjectMeta
 from events.objects import object_applied
-from services.claim_controller.runtime import Runtime
 from services.drivers.acme_gpu.publisher import GPUS_LABEL, MEMORY_LABEL, CapacityPublisher, capacity_for
+from services.runtime.controller import Runtime
 
 
 def acme_node(name: str, **labels: str) -> c1.Node:

@@ -13,10 +13,10 @@ from events.api.meta import ObjectMeta
 from events.objects import object_applied, status_updated
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
-from services.apiserver.admission.classic import admit_classic
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import Failure
-from services.driver_controller.saga_wiring import build_definitions
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import Failure
+from services.dra.classic.validation import admit_classic
+from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
 from services.driver_controller.sagas import CANCEL_REALLOCATION, Done, SagaInput, run_action
 from services.driver_controller.store import EventClaimStore
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
@@ -51,11 +51,10 @@ async def _put_claim(
     return claim
 
 
-def _input(name: str, driver: str, selected: str | None) -> dict:
-    inp = SagaInput(
+def _input(name: str, driver: str, selected: str | None) -> SagaInput:
+    return SagaInput(
         namespace="default", name=name, uid=f"uid-{name}", driver_name=driver, selected_node=selected
     )
-    return msgspec.to_builtins(inp)
 
 
 async def test_allocation_failure_and_reallocation_on_the_engine(event_store: EventStore) -> None:
@@ -63,7 +62,7 @@ async def test_allocation_failure_and_reallocation_on_the_engine(event_store: Ev
     acme.observe(AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity())
     claims = EventClaimStore(event_store)
     engine = SagaEngine(
-        event_store, build_definitions({D: acme}, claims), retry_initial_s=0.01, retry_attempts=3
+        event_store, SAGAS, deps=ClassicSagaDeps({D: acme}, claims), retry_initial_s=0.01, retry_attempts=3
     )
     await _put_class(event_store, "acme-gpu", D)
 
@@ -109,7 +108,7 @@ async def test_fpga_programming_is_retried_by_the_engine(event_store: EventStore
     claims = EventClaimStore(event_store)
     engine = SagaEngine(
         event_store,
-        build_definitions({"fpga.example.com": fpga}, claims),
+        SAGAS, deps=ClassicSagaDeps({"fpga.example.com": fpga}, claims),
         retry_initial_s=0.01,
         retry_attempts=4,
     )
@@ -139,7 +138,7 @@ async def test_reallocation_that_cannot_free_is_compensated(event_store: EventSt
     acme.observe(AcmeGpuNodePlugin(node_name="n1", gpus=[GpuInfo(name="gpu-0", memory="4Gi")]).capacity())
     claims = EventClaimStore(event_store)
     engine = SagaEngine(
-        event_store, build_definitions({D: acme}, claims), retry_initial_s=0.01, retry_attempts=2
+        event_store, SAGAS, deps=ClassicSagaDeps({D: acme}, claims), retry_initial_s=0.01, retry_attempts=2
     )
     await _put_class(event_store, "acme-gpu", D)
     await _put_claim(event_store, "g", "acme-gpu", {"memory": "2Gi"}, selected="n1")

@@ -1,6 +1,6 @@
 """The classic driver-controller sagas when things go wrong: conflicts, compensations, crashes.
 
-On a real nats-server, with the sagas as the service wires them (``build_definitions`` over the
+On a real nats-server, with the sagas as the service wires them (``SAGAS`` with ``ClassicSagaDeps`` over the
 event-sourced claim store). A saga is stopped dead right after one of its appends landed (its task
 cancelled, its connection closed: the log as a killed process leaves it) and a new
 :class:`DriverControllerService` — its own connection and log-fed cache, its plugins primed from
@@ -14,7 +14,6 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-import msgspec
 import pytest
 
 from events.api import classic_v1alpha1 as cv
@@ -25,17 +24,17 @@ from events.saga import SagaStepCompleted, SagaStepFailed
 from infra.config import Settings
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaStatus
-from services.apiserver.admission.classic import admit_classic
-from services.claim_controller.runtime import Runtime
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import ControllerPlugin
-from services.driver_controller.saga_wiring import build_definitions
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import ControllerPlugin
+from services.dra.classic.validation import admit_classic
+from services.driver_controller.saga_wiring import SAGAS, ClassicSagaDeps
 from services.driver_controller.sagas import SagaInput
 from services.driver_controller.service import DriverControllerService
 from services.driver_controller.store import EventClaimStore
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
+from services.runtime.controller import Runtime
 from tests.classic.sim import node
 from tests.scheduler_service.interrupt import BeforeAppend, StopAfterAppend
 
@@ -60,8 +59,8 @@ class Harness:
         return store
 
     def engine(self, store: EventStore, plugin: ControllerPlugin, attempts: int = 5) -> SagaEngine:
-        definitions = build_definitions({plugin.driver_name: plugin}, EventClaimStore(store))
-        return SagaEngine(store, definitions, retry_attempts=attempts, retry_initial_s=0.01)
+        deps = ClassicSagaDeps({plugin.driver_name: plugin}, EventClaimStore(store))
+        return SagaEngine(store, SAGAS, deps=deps, retry_attempts=attempts, retry_initial_s=0.01)
 
     async def restarted(self, actor: str, plugin: ControllerPlugin) -> DriverControllerService:
         """A new driver-controller: cache from the log, plugins primed, unfinished sagas resumed."""
@@ -129,12 +128,10 @@ def _claim(name: str, cls: str, params: object) -> cv.ResourceClaim:
     )
 
 
-def _input(name: str, driver: str, selected: str | None = None) -> dict[str, Any]:
-    inp = SagaInput(
+def _input(name: str, driver: str, selected: str | None = None) -> SagaInput:
+    return SagaInput(
         namespace="default", name=name, uid=f"uid-{name}", driver_name=driver, selected_node=selected
     )
-    out: dict[str, Any] = msgspec.to_builtins(inp)
-    return out
 
 
 def _on(name: str, check: Callable[[Event], bool]) -> Callable[[str, Sequence[Event]], bool]:

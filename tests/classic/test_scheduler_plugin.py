@@ -5,16 +5,18 @@ from __future__ import annotations
 import asyncio
 
 from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import decode_manifest, pod_owner_reference
+from events.api.classic_pod import decode_manifest
 from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from events.objects import object_applied, status_updated
 from infra.eventstore import EventStore
-from services.apiserver.admission.classic import admit_classic
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import AllocationResult
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import AllocationResult
+from services.dra.classic.validation import admit_classic
+from services.dra.resourceclaim import pod_owner_reference
 from services.driver_controller.store import EventClaimStore
 from services.scheduler.framework import Scheduler, Unschedulable
+from services.scheduler.plugins import default_plugins
 from services.scheduler.plugins.classic import NAME, ClassicDynamicResources
 from services.scheduler.plugins.classic.feed import ClassicFeed
 from services.scheduler.plugins.classic.plugin import WAIT_ALLOCATION, WAIT_INFORMATION
@@ -52,7 +54,7 @@ async def test_concurrent_schedulers_respect_user_limit(event_store: EventStore)
     with userLimit 1 exactly one pod ends up in reservedFor, with -1 both do."""
     stores = [await EventStore.open(event_store.settings, f"sched-{i}") for i in range(2)]
     try:
-        feeds = [ClassicFeed(s, Scheduler(), lambda: None) for s in stores]
+        feeds = [ClassicFeed(s, Scheduler(plugins=default_plugins()), lambda: None) for s in stores]
         for name, limit in (("single", 1), ("multi", -1)):
             claim = await _allocated_claim(event_store, name, limit)
             for i, feed in enumerate(feeds):
@@ -131,7 +133,7 @@ def _pending(name: str) -> cv.ResourceClaim:
 def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
     """Two pending Delayed claims: the first attempt publishes potentialNodes and waits (no node
     selected); once the driver marked node-a unsuitable, the next attempt selects node-b."""
-    core = Scheduler()
+    core = Scheduler(plugins=default_plugins())
     plugin = core.profile.plugin(NAME)
     assert isinstance(plugin, ClassicDynamicResources)
     core.observe(make_node("node-a"))

@@ -18,13 +18,13 @@ from events.api.loader import parse_documents
 from events.api.meta import ObjectMeta
 from events.objects import object_applied, object_deleted, status_updated
 from infra.eventstore import EventStore
-from services.apiserver.admission.classic import admit_classic
-from services.claim_controller.runtime import Runtime
-from services.driver_controller import claims as cl
+from services.dra.classic import claims as cl
+from services.dra.classic.validation import admit_classic
 from services.driver_controller.service import DriverControllerService
 from services.drivers.acme_gpu import AcmeGpuController, AcmeGpuNodePlugin, GpuInfo
 from services.drivers.fpga_example import FpgaController
 from services.drivers.fpga_example.controller import FABRIC_LABEL
+from services.runtime.controller import Runtime
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "classic"
 CLAIM = cv.CLAIM_KIND

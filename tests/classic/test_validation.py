@@ -11,7 +11,7 @@ from events.api import classic_v1alpha1 as cv
 from events.api.classic_pod import decode_manifest
 from events.api.errors import ApiError
 from events.api.meta import OwnerReference
-from services.apiserver.admission.classic import admit_classic, apply_classic_defaults, validate_classic
+from services.dra.classic.validation import admit_classic, apply_classic_defaults, validate_classic
 
 
 def claim(**spec: Any) -> cv.ResourceClaim:

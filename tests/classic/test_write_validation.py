@@ -1,15 +1,14 @@
 """The driver-controller's claim writes go through ``validate_classic`` (as the scheduler's do).
 
-Pure: the saga steps of :func:`build_definitions` run against an in-memory :class:`ClaimStore`
-and a step context that only carries the saga's input (no engine, no log)."""
+Pure: the steps of the classic allocation saga run against an in-memory :class:`ClaimStore` and a
+step context that only carries the saga's input and deps (no engine, no log)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
-import msgspec
 import pytest
 
 from events.api import classic_v1alpha1 as cv
@@ -18,9 +17,8 @@ from events.api.core_v1 import Pod
 from events.api.meta import ObjectMeta
 from infra.errors import PermanentError
 from sagas.engine import SagaDefinition, StepContext
-from services.apiserver.admission.classic import admit_classic
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import (
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,
@@ -28,7 +26,8 @@ from services.driver_controller.plugin import (
     Freed,
     Parameters,
 )
-from services.driver_controller.saga_wiring import build_definitions, write_problems
+from services.dra.classic.validation import admit_classic
+from services.driver_controller.saga_wiring import ALLOCATION, ClassicSagaDeps, write_problems
 from services.driver_controller.sagas import SagaInput
 
 DRIVER = "bad.example.com"
@@ -90,8 +89,9 @@ class MemoryClaims:
 
 
 class Ctx:
-    def __init__(self, inp: SagaInput, compensating: bool = False) -> None:
-        self.input: dict[str, Any] = msgspec.to_builtins(inp)
+    def __init__(self, inp: SagaInput, deps: ClassicSagaDeps, compensating: bool = False) -> None:
+        self.input = inp
+        self.deps = deps
         self.saga_id = "alloc-1"
         self.compensating = compensating
 
@@ -107,7 +107,7 @@ def _setup(user_limit: int) -> tuple[Driver, MemoryClaims, SagaDefinition, SagaI
     claim = cl.with_finalizer(cl.with_selected_node(claim, "n1"), DRIVER)
     driver = Driver(user_limit)
     store = MemoryClaims(claim, cls)
-    (alloc,) = [d for d in build_definitions({DRIVER: driver}, store) if d.saga_type == "ClassicAllocation"]
+    alloc = ALLOCATION
     inp = SagaInput(namespace="default", name="x", uid="uid-x", driver_name=DRIVER, selected_node="n1")
     return driver, store, alloc, inp
 
@@ -130,7 +130,7 @@ def test_write_problems_are_the_status_verbs_checks() -> None:
 async def test_a_valid_allocation_is_written() -> None:
     driver, store, alloc, inp = _setup(1)
     step = alloc.steps[-1]
-    await step.action(cast(StepContext, Ctx(inp)))
+    await step.action(cast(StepContext, Ctx(inp, ClassicSagaDeps({DRIVER: driver}, store))))
     assert [w.status.phase for w in store.writes] == [cv.ALLOCATED]
     assert driver.allocated == {"uid-x"}
 
@@ -144,7 +144,7 @@ async def test_an_invalid_allocation_write_is_a_definite_failure(caplog: pytest.
     assert step.name == "allocate-and-record" and step.compensate is not None
     with caplog.at_level(logging.ERROR, logger="services.driver_controller.saga_wiring"):
         with pytest.raises(PermanentError, match=r"invalid claim write refused: .*status\.userLimit"):
-            await step.action(cast(StepContext, Ctx(inp)))
+            await step.action(cast(StepContext, Ctx(inp, ClassicSagaDeps({DRIVER: driver}, store))))
     assert all(w.status.phase != cv.ALLOCATED for w in store.writes)
     assert len(store.writes) == 1
     recorded = store.writes[0]
@@ -157,5 +157,6 @@ async def test_an_invalid_allocation_write_is_a_definite_failure(caplog: pytest.
     ), caplog.records
     # the compensation of the failed step frees what the driver booked
     assert driver.allocated == {"uid-x"}
-    await step.compensate(cast(StepContext, Ctx(inp, compensating=True)))
+    ctx = Ctx(inp, ClassicSagaDeps({DRIVER: driver}, store), compensating=True)
+    await step.compensate(cast(StepContext, ctx))
     assert driver.allocated == set()

@@ -18,9 +18,9 @@ import pytest
 
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 from services.cli.main import main
+from services.runtime.client import ApiClient
 
 
 class ThreadedApiServer:

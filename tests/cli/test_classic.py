@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from tests.cli.conftest import Result, ThreadedApiServer
 
 Draflow = Callable[..., Result]

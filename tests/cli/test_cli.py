@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 from tests.cli.conftest import Result, ThreadedApiServer
 
 Draflow = Callable[..., Result]

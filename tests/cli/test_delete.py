@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from infra.eventstore import EventStore
-from services.claim_controller.runtime import Runtime
 from services.cli.waiting import Progress, parse_duration
 from services.garbage_collector.service import GarbageCollectorService
+from services.runtime.controller import Runtime
 from tests.cli.conftest import Result, ThreadedApiServer
 from tests.helpers import wait_until
 

@@ -119,6 +119,10 @@ def test_replay_to_time_and_rebuild_in_place(
     assert code == 1 and err.startswith('error: projection "objects_widget" not found (known: heads, ')
     code, _, err = run(capsys, "rebuild", "heads", "--data-dir", str(tmp_path / "none"))
     assert code == 1 and "no projections there" in err
+    # the services keep no SQLite projections in the data dir: a rebuild names the directory
+    # `draflow replay` built
+    code, _, err = run(capsys, "rebuild", "heads")
+    assert code == 2 and "--data-dir" in err
 
 
 async def test_replayed_projection_equals_a_live_projection_store(imported: Settings, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from infra.config import Settings
@@ -18,6 +19,10 @@ from services.cli.main import main
 from tests.cli.conftest import Result
 
 Cli = Callable[..., Result]
+
+
+class PodInput(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pod: str = ""
 
 
 def _definition(fail: dict[str, int], permanent: set[str], gate: asyncio.Event | None) -> SagaDefinition:
@@ -38,7 +43,7 @@ def _definition(fail: dict[str, int], permanent: set[str], gate: asyncio.Event |
     async def undo(ctx: StepContext) -> None:
         return None
 
-    return SagaDefinition("T", tuple(Step(n, action(n), undo) for n in ("a", "b", "c")))
+    return SagaDefinition("T", tuple(Step(n, action(n), undo) for n in ("a", "b", "c")), PodInput)
 
 
 async def _run_sagas(settings: Settings) -> dict[str, int]:
@@ -46,7 +51,7 @@ async def _run_sagas(settings: Settings) -> dict[str, int]:
     store = await EventStore.open(settings, "test")
     try:
         ok = SagaEngine(store, [_definition({"b": 1}, set(), None)], retry_initial_s=0.01)
-        await ok.start("T", "s-ok", {"pod": "default/p0"})
+        await ok.start("T", "s-ok", PodInput(pod="default/p0"))
         comp = SagaEngine(
             store, [_definition({"c": 99}, set(), None)], retry_attempts=3, retry_initial_s=0.01
         )
@@ -152,6 +157,9 @@ def test_get_sagas_and_describe_saga(settings: Settings, cli: Cli) -> None:
 
     desc = cli("describe", "saga", "s-comp")
     assert desc.code == 0, desc.err
+    # kubectl's round trip: what `get -o name` prints is what get and describe take
+    assert cli("describe", "saga/s-comp") == desc
+    assert cli("get", "saga/s-comp", "saga/s-ok", "-o", "name").out == "saga/s-ok\nsaga/s-comp\n"
     lines = desc.out.splitlines()
     assert lines[:3] == ["ID:           s-comp", "Type:         T", "State:        Compensated"]
     assert lines[3].startswith("Error:        c: gave up after 3 attempts: TransientError: c busy")

@@ -24,7 +24,7 @@ from events.api.resource_v1 import (
 from events.dra import ClaimAllocated, ClaimReserved, PodBound
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from tests.helpers import assert_eventually
 
 

@@ -21,7 +21,7 @@ from services.claim_controller import (
     sync_claim,
     sync_pod,
 )
-from services.claim_controller.podclaims import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_allocation, make_claim, make_pod, make_template, pod_ref
 
 FIN = (DELETE_PROTECTION_FINALIZER,)
@@ -43,7 +43,7 @@ def test_create_claim_from_template_with_annotation_owner_and_status() -> None:
     ref = create.owner_reference
     assert (ref.api_version, ref.kind, ref.name, ref.uid) == ("v1", "Pod", "pod0", "uid-pod0")
     assert ref.controller is True and ref.block_owner_deletion is True
-    assert create.spec == template.spec.spec
+    assert create.claim.spec == template.spec.spec
     claim = create.to_claim()
     assert claim.metadata.generate_name == "pod0-gpu-" and claim.metadata.owner_references == (ref,)
     assert [(s.name, s.resource_claim_name) for s in record.statuses] == [("gpu", create.name)]

@@ -21,7 +21,7 @@ from services.claim_controller import (
     sync_claim,
     sync_pod,
 )
-from services.claim_controller.podclaims import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_allocation, make_claim, make_pod, make_template, pod_ref
 
 FIN = (DELETE_PROTECTION_FINALIZER,)

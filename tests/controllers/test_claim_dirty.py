@@ -8,8 +8,8 @@ from projections.objects import Change
 from services.apiserver.server import ApiServer
 from services.claim_controller import CreateClaim, sync_pod
 from services.claim_controller.dirty import Dependencies
-from services.claim_controller.podclaims import POD_CLAIM_NAME_ANNOTATION
 from services.claim_controller.service import ClaimControllerService
+from services.dra.resourceclaim import POD_CLAIM_NAME_ANNOTATION
 from tests.builders import make_claim, make_pod, make_template
 from tests.controllers.shells import eventually, manifests, run, start_runtime
 from tests.controllers.test_shells import TEMPLATE_POD

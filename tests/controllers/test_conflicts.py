@@ -15,9 +15,9 @@ from events.envelope import Event
 from infra.config import Settings
 from infra.errors import ConcurrencyError
 from services.apiserver.server import ApiServer
-from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ClaimControllerService
 from services.kubelet.service import KubeletService
+from services.runtime.controller import Runtime
 from tests.controllers.shells import eventually, manifests, run, schedule, start_runtime
 from tests.controllers.test_shells import TEMPLATE_POD, kubelet_builder
 

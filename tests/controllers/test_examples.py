@@ -17,7 +17,7 @@ from events.api.loader import load_manifests
 from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate
 from services.apiserver.admission import admit as api_admit
 from services.claim_controller import CreateClaim, apply_to_claim, apply_to_pod, sync_claim, sync_pod
-from services.claim_controller.podclaims import DELETE_PROTECTION_FINALIZER, pod_consumer_ref
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, pod_consumer_ref
 from services.drivers.gpu_example import GpuExamplePlugin, build_slices
 from services.kubelet import Admit, DRAManager, admit, prepare_pod, release_reservations, unprepare_pod
 from tests.builders import make_allocation

@@ -16,8 +16,8 @@ import pytest
 from events.objects import FOREGROUND_FINALIZER
 from infra.config import Settings
 from services.apiserver.server import ApiServer
-from services.claim_controller.runtime import Runtime
 from services.garbage_collector.service import GarbageCollectorService
+from services.runtime.controller import Runtime
 from tests.controllers.shells import Running, eventually, manifests, run, start_runtime
 
 NODE = "apiVersion: v1\nkind: Node\nmetadata: {name: %s}\n"
@@ -167,7 +167,7 @@ async def test_orphan_leaves_the_dependents_without_the_reference(gc_probe: tupl
 
 async def test_an_unknown_propagation_policy_is_refused(gc_probe: tuple[Runtime, Running]) -> None:
     probe, _ = gc_probe
-    from services.apiserver.protocol import StatusError
+    from services.runtime.protocol import StatusError
 
     with pytest.raises(StatusError) as err:
         await probe.api.delete([("Node", "", "x")], propagation_policy="Sideways")

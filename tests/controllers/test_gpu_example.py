@@ -18,8 +18,9 @@ from events.api.resource_v1 import (
     ResourceSlice,
 )
 from services.apiserver.admission import admit as api_admit
+from services.dra.kubeletplugin import DRAPlugin, PluginError
+from services.dra.resourceclaim import ClaimRef
 from services.drivers import cdi
-from services.drivers.api import ClaimRef, DRAPlugin, PluginError
 from services.drivers.gpu_example import (
     DEVICE_CLASS_MANIFEST,
     FailureSwitches,

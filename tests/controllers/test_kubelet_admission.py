@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import msgspec
 
 from events.api.core_v1 import PodExtendedResourceClaimStatus
-from services.claim_controller.actions import RemoveReservedFor
+from services.dra.claimactions import RemoveReservedFor
 from services.kubelet import (
     Admit,
     Reject,

@@ -10,7 +10,8 @@ import pytest
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
-from services.drivers.api import ClaimRef, Device, PrepareResult
+from services.dra.kubeletplugin import Device, PrepareResult
+from services.dra.resourceclaim import ClaimRef
 from services.drivers.gpu_example import FailureSwitches, GpuExamplePlugin
 from services.kubelet import (
     ClaimInfo,

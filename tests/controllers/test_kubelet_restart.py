@@ -10,8 +10,8 @@ import signal
 from events.api.core_v1 import Pod
 from infra.config import Settings
 from services.apiserver.server import ApiServer
-from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ClaimControllerService
+from services.runtime.controller import Runtime
 from tests.controllers.shells import eventually, manifests, run, schedule, start_runtime
 from tests.controllers.test_shells import TEMPLATE_POD
 from tests.e2e.procs import Proc

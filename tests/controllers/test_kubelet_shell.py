@@ -6,10 +6,10 @@ from events.api.core_v1 import Pod
 from events.dra import PodBound
 from infra.config import Settings
 from services.apiserver.server import ApiServer
-from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ClaimControllerService
 from services.drivers.gpu_example.plugin import FailureSwitches
 from services.kubelet.service import KubeletService
+from services.runtime.controller import Runtime
 from tests.controllers.shells import eventually, manifests, run, schedule, start_runtime
 from tests.controllers.test_shells import TEMPLATE_POD, kubelet_builder
 

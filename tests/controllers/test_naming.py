@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.claim_controller.naming import (
+from services.dra.resourceclaim import generate_claim_name_prefix
+from services.runtime.naming import (
     ALPHANUMS,
     SeededSuffixes,
-    generate_claim_name_prefix,
     generate_name,
     hash_suffix,
     safe_encode,

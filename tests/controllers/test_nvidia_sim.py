@@ -11,8 +11,11 @@ from events.api.resource_v1 import DeviceClass, ResourceClaim
 from events.quantity import Quantity
 from services.apiserver.admission import admit
 from services.apiserver.admission.served import validate_object
+from services.dra import cel
+from services.dra.kubeletplugin import DRAPlugin
+from services.dra.resourceclaim import ClaimRef
+from services.dra.structured.selection import attribute_value
 from services.drivers import cdi
-from services.drivers.api import ClaimRef, DRAPlugin
 from services.drivers.nvidia_sim import (
     DRIVER,
     LayoutError,
@@ -21,8 +24,6 @@ from services.drivers.nvidia_sim import (
     node_devices,
     node_slice,
 )
-from services.scheduler import cel
-from services.scheduler.structured.selection import attribute_value
 from tests.builders import make_allocation, make_claim
 
 NVIDIA = Path(__file__).resolve().parents[1] / "data" / "realworld" / "NVIDIA__k8s-dra-driver-gpu"

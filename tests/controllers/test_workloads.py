@@ -20,7 +20,7 @@ from events.api.resource_v1 import ResourceClaimTemplate
 from events.api.workloads_v1 import Deployment, DeploymentSpec, Job, JobSpec
 from services.apiserver.admission import admit as api_admit
 from services.claim_controller import CreateClaim, sync_pod
-from services.claim_controller.naming import ALPHANUMS
+from services.runtime.naming import ALPHANUMS
 from services.workloads import (
     POD_TEMPLATE_HASH_LABEL,
     RUN_SECONDS_ANNOTATION,
@@ -264,7 +264,7 @@ def test_realworld_deployment_pods_get_claims_from_the_template() -> None:
     assert len({c.name for c in claims}) == 4
     for claim in claims:
         assert claim.generate_name == f"{claim.owner_reference.name}-mig-devices-"
-        assert len(claim.spec.devices.requests) == 4
+        assert len(claim.claim.spec.devices.requests) == 4
         api_admit(claim.to_claim(), namespace="gpu-test4")
 
 

@@ -8,10 +8,10 @@ import contextlib
 from events.dra import PodBound
 from infra.config import Settings
 from services.apiserver.server import ApiServer
-from services.claim_controller.runtime import Runtime
 from services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
 from services.garbage_collector.service import GarbageCollectorService
 from services.kubelet.service import KubeletService
+from services.runtime.controller import Runtime
 from services.workloads.service import WorkloadsService
 from tests.controllers.shells import eventually, manifests, run, start_runtime
 

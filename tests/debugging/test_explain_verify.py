@@ -22,10 +22,10 @@ from events.dra import PodUnschedulable
 from events.saga import TERMINAL_SAGA_EVENTS
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 from services.cli.main import main
 from services.cli.verify import verify_records
+from services.runtime.client import ApiClient
 from services.scheduler.plugins.dynamicresources.plugin import DynamicResources
 from tests.helpers import assert_eventually
 from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_slice
@@ -206,7 +206,7 @@ async def test_verify_replay_checks_quota_statuses(
 ) -> None:
     """The real quota reconciler writes ResourceQuota status; verify-replay re-computes it with
     today's code, and catches a changed usage rule."""
-    import services.quota_reconciler as quota_pkg
+    import services.dra.quota.state as quota_pkg
     from services.quota_reconciler.service import QuotaReconciler
     from tests.apiserver.test_quota import CLASS, QUOTA, claim, pod
 

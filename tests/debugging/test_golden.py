@@ -14,26 +14,27 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import events.dra
-import events.objects
-import events.saga
 from events.codec import decode, encode
 from events.envelope import Event
+from events.union import register_events
 from events.upcasters import upcaster
 from infra.config import Settings
 from infra.eventstore import EventStore
-from projections.objects import fold, load_extensions
+from projections.objects import fold
 from sagas.state import SagaState, SagaStatus
 from sagas.state import apply as saga_apply
 from services.cli.export import import_log, read_export
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
-EVENT_MODULES = (events.dra, events.objects, events.saga)  # every module defining event types
 
 
 class GoldenGadgetCalibrated(Event, frozen=True, kw_only=True):
     SCHEMA: ClassVar[int] = 2
     gadget: str
     offset_milli: int
+
+
+register_events(GoldenGadgetCalibrated)
 
 
 @upcaster("GoldenGadgetCalibrated", from_version=1)
@@ -95,7 +96,6 @@ async def test_golden_log_imports_and_replays(event_store: EventStore, settings:
 def test_golden_run_replays_through_current_reducers() -> None:
     """Replaying the real run with today's reducers gives what happened: both pods ran, both
     scheduling sagas completed, and the teardown left nothing of the namespace."""
-    load_extensions()
     _, msgs = read_export(GOLDEN / "basic-claim-template.jsonl")
     envs = [decode(m.payload(), m.seq) for m in msgs]
     objects: dict[str, Any] = {}

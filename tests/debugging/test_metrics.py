@@ -8,7 +8,7 @@ import urllib.request
 
 from events.api.codec import encode_object
 from infra.config import Settings
-from services.apiserver.client import ApiClient
+from services.runtime.client import ApiClient
 from tests.e2e.procs import Proc
 from tests.helpers import assert_eventually
 from tests.scheduler.builders import make_node, make_pod

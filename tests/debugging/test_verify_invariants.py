@@ -32,10 +32,10 @@ from events.dra import (
 from events.objects import object_applied
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.cli.invariants import BOUND_ONCE, KEEPS_CLAIMS
 from services.cli.main import main
 from services.cli.verify import verify_records
+from services.runtime.client import ApiClient
 from tests.scheduler.builders import exact, make_claim, make_pod
 
 NS = "default"

@@ -18,7 +18,7 @@ import pytest
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.demo import (
     EXAMPLES,

@@ -23,7 +23,7 @@ from events.api.core_v1 import Pod
 from events.api.resource_v1 import AllocationResult, ResourceClaim
 from events.dra import PodResourcesPrepared
 from infra.config import Settings
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import ROOT, Proc, stop_cleanly
 from tests.e2e.test_demo import wait_for

@@ -31,8 +31,8 @@ import pytest
 from events.api.core_v1 import Pod, ResourceQuota
 from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
-from services.claim_controller.runtime import Runtime
-from services.scheduler.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import Proc, stop_cleanly
 from tests.e2e.test_demo import _prepared_everywhere, wait_for

@@ -30,7 +30,7 @@ import pytest
 
 from events.api.core_v1 import Node, Pod
 from infra.config import Settings
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import ROOT, Proc, service_env, stop_cleanly
 from tests.e2e.test_demo import wait_for

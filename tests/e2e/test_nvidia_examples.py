@@ -22,8 +22,8 @@ import pytest
 from events.api.resource_v1 import ResourceClaim
 from events.dra import PodResourcesPrepared
 from infra.config import Settings
-from services.claim_controller.runtime import Runtime
 from services.drivers.nvidia_sim import DRIVER
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import Proc, stop_cleanly
 from tests.e2e.test_demo import wait_for

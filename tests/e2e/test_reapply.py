@@ -20,8 +20,8 @@ import pytest
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from infra.config import Settings
-from services.claim_controller.runtime import Runtime
 from services.cli.verify import verify_records
+from services.runtime.controller import Runtime
 from tests.controllers.shells import start_runtime
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.e2e.procs import ROOT, Proc, service_env, stop_cleanly

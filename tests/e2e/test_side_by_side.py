@@ -20,11 +20,24 @@ metadata: {{name: {name}, namespace: default}}
 spec:
   containers: [{{name: c, image: busybox}}]
 """
-NEVER = ("Traceback", "CancelledError", "cannot serve metrics", "is in use", "cannot export spans")
+NEVER = (
+    "Traceback",
+    "CancelledError",
+    "cannot serve metrics",
+    "cannot serve the Kubernetes API",
+    "is in use",
+    "cannot export spans",
+)
 
 
 def _ports(ports: Ports) -> set[int]:
-    return {ports.nats, ports.otlp_grpc, ports.otlp_http, *(ports.metrics(s) for s in range(1, 20))}
+    return {
+        ports.nats,
+        ports.otlp_grpc,
+        ports.otlp_http,
+        ports.kube_api,
+        *(ports.metrics(s) for s in range(1, 20)),
+    }
 
 
 def _get(url: str) -> str:
@@ -61,6 +74,8 @@ def test_two_systems_share_no_port_and_no_spans(tmp_path: Path) -> None:
             assert mine and theirs["data"] == [], f"system {name}'s receiver has the other system's spans"
             metrics = _get(f"http://127.0.0.1:{ports.metrics(3)}/metrics")  # the scheduler's slot
             assert "scheduler_pending_pods" in metrics
+            kubeconfig = (tmp_path / name / "kubeconfig").read_text()  # each apiserver's own API
+            assert f"server: https://127.0.0.1:{ports.kube_api}\n" in kubeconfig
         for name, system in systems.items():
             outputs[name] = system.ctrl_c()
     finally:

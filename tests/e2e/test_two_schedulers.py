@@ -27,7 +27,7 @@ from events.saga import TERMINAL_SAGA_EVENTS
 from infra.config import Settings
 from infra.eventstore import EventStore
 from projections.objects import fold
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import ROOT, Proc, stop_cleanly
 from tests.e2e.test_demo import wait_for

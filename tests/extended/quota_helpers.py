@@ -11,7 +11,7 @@ from events.api.codec import decode_object
 from events.api.core_v1 import ContainerExtendedResourceRequest, Pod, ResourceQuota
 from events.api.resource_v1 import ResourceClaim
 from services.apiserver.admission import admit
-from services.scheduler.extended import (
+from services.dra.extended import (
     ExtendedResourceIndex,
     claim_for_create,
     claim_status,

@@ -11,7 +11,7 @@ from events.api.codec import decode_object
 from events.api.core_v1 import Pod, PodExtendedResourceClaimStatus
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import DeviceClass, ResourceClaim
-from services.scheduler.extended import (
+from services.dra.extended import (
     EXTENDED_RESOURCE_CLAIM_ANNOTATION,
     IN_MEMORY_CLAIM_NAME,
     ExtendedResourceIndex,

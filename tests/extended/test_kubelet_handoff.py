@@ -6,16 +6,16 @@ import msgspec
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import DeviceClass, ResourceClaimStatus, ResourceSlice
-from services.kubelet.manager import DRAManager
-from services.kubelet.state import ClaimInfo, DeviceState
-from services.scheduler.extended import (
+from services.dra.extended import (
     ExtendedResourceIndex,
     claim_for_create,
     claim_status,
     decide_node,
     new_in_memory_claim,
 )
-from services.scheduler.structured import Allocator
+from services.dra.structured import Allocator
+from services.kubelet.manager import DRAManager
+from services.kubelet.state import ClaimInfo, DeviceState
 from tests.extended.helpers import EXAMPLES, container, load, pod
 
 GPU = "example.com/gpu"

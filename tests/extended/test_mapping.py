@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from services.scheduler.extended import ExtendedResourceIndex, is_dra_extended_resource_name
+from services.dra.extended import ExtendedResourceIndex, is_dra_extended_resource_name
 from tests.extended.helpers import device_class
 
 OLD = "2025-01-01T00:00:00Z"

@@ -18,7 +18,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
 )
 from services.apiserver.admission import admit, validate
-from services.scheduler.extended import (
+from services.dra.extended import (
     MSG_CANNOT_FIT,
     MSG_STALE_CLAIM,
     ExtendedResourceIndex,
@@ -28,7 +28,7 @@ from services.scheduler.extended import (
     new_in_memory_claim,
     node_resources,
 )
-from services.scheduler.structured import AllocatedState, Allocator, InvalidInputError
+from services.dra.structured import AllocatedState, Allocator, InvalidInputError
 from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
 
 GPU = "example.com/gpu"

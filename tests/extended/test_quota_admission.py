@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from services.apiserver.admission.quota import check_quota
-from services.quota_reconciler import QuotaState
-from services.scheduler.extended import ExtendedResourceIndex
+from services.dra.extended import ExtendedResourceIndex
+from services.dra.quota.state import QuotaState
 from tests.extended.helpers import container, device_class, pod
 from tests.extended.quota_helpers import bound, claim, exact, first, quota, special_claim
 

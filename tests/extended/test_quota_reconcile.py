@@ -8,8 +8,9 @@ import msgspec
 
 from events.api.core_v1 import Pod, ResourceQuota
 from events.api.resource_v1 import DeviceClass, ResourceClaim
-from services.quota_reconciler import QuotaState, reconcile
-from services.scheduler.extended import ExtendedResourceIndex, pod_requests
+from services.dra.extended import ExtendedResourceIndex, pod_requests
+from services.dra.quota.state import QuotaState
+from services.quota_reconciler.reconcile import reconcile
 from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
 from tests.extended.quota_helpers import bound, claim, exact, first, quota, special_claim
 

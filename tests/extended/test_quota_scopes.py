@@ -7,8 +7,9 @@ import msgspec
 from events.api.codec import decode_object
 from events.api.core_v1 import Pod, ResourceQuota
 from services.apiserver.admission.quota import check_quota
-from services.quota_reconciler import QuotaState, reconcile
-from services.quota_reconciler.scopes import covers
+from services.dra.quota.scopes import covers
+from services.dra.quota.state import QuotaState
+from services.quota_reconciler.reconcile import reconcile
 from tests.extended.helpers import container, device_class, pod
 from tests.extended.quota_helpers import claim, exact
 

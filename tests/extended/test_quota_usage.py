@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from services.quota_reconciler import claim_usage, pod_usage, verified_owner
-from services.scheduler.extended import ExtendedResourceIndex
+from services.dra.extended import ExtendedResourceIndex
+from services.dra.quota.usage import claim_usage, pod_usage, verified_owner
 from tests.extended.helpers import container, device_class, pod
 from tests.extended.quota_helpers import bound, claim, exact, first, special_claim
 

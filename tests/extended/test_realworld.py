@@ -7,14 +7,14 @@ import msgspec
 from events.api.core_v1 import Node, NodeStatus, Pod
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import DeviceClass, ResourceSlice
-from services.scheduler.extended import (
+from services.dra.extended import (
     MSG_CANNOT_FIT,
     ExtendedResourceIndex,
     decide_node,
     new_in_memory_claim,
     node_resources,
 )
-from services.scheduler.structured import Allocator
+from services.dra.structured import Allocator
 from tests.extended.helpers import REALWORLD, load
 
 EXAMPLE = REALWORLD / "kubernetes-sigs__dra-example-driver"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import msgspec
 
-from services.scheduler.extended import ExtendedResourceIndex, decide_node, new_in_memory_claim
-from services.scheduler.extended.saga import (
-    DELETE_PROTECTION_FINALIZER,
+from services.dra.extended import ExtendedResourceIndex, decide_node, new_in_memory_claim
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER
+from services.scheduler.sagas.extended_steps import (
     claim_before_delete,
     must_delete,
     persisted_claim,

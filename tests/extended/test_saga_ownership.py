@@ -18,7 +18,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-import msgspec
 import pytest
 
 from events.api.core_v1 import Pod
@@ -26,14 +25,13 @@ from events.api.resource_v1 import ResourceClaim
 from infra.eventstore import EventStore
 from projections.objects import fold
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import (
-    EXTENDED_CLAIM_CLEANUP,
+from services.runtime.client import ApiClient
+from services.scheduler.framework import Reserved, Unschedulable
+from services.scheduler.sagas.extended_claim import EXTENDED_CLAIM_CLEANUP, ExtendedClaimCleanupInput
+from services.scheduler.sagas.pod_scheduling import (
     POD_SCHEDULING,
-    ExtendedClaimCleanupInput,
     PodSchedulingInput,
 )
-from services.apiserver.client import ApiClient
-from services.scheduler.framework import Reserved, Unschedulable
 from services.scheduler.service import SchedulerService
 from tests.extended.test_scheduler_service import _gpu_cluster, _gpu_pod
 from tests.scheduler_service.conftest import Cluster, HeldBind
@@ -121,9 +119,9 @@ async def test_losing_saga_leaves_the_winners_special_claim_alone(cluster: Clust
     assert plan_a.extended_claim.metadata.uid == plan_b.extended_claim.metadata.uid
 
     winner, loser = _sid(a, plan_a), _sid(b, plan_b)
-    won = await a.engine.start(POD_SCHEDULING, winner, plan_a.to_input())
+    won = await a.engine.start(POD_SCHEDULING, winner, plan_a)
     assert won.status is SagaStatus.COMPLETED, won
-    lost = await b.engine.start(POD_SCHEDULING, loser, plan_b.to_input())
+    lost = await b.engine.start(POD_SCHEDULING, loser, plan_b)
     assert lost.status is SagaStatus.COMPENSATED, lost
     before = await _assert_winner_intact(cluster, "p", winner, loser)
     assert f"created by another scheduling attempt (saga {winner})" in (lost.error or ""), lost.error
@@ -147,7 +145,7 @@ async def test_postfilter_of_another_instance_leaves_a_claim_being_bound(cluster
     assert plan.extended_claim is not None
     held = HeldBind(a)
     winner = _sid(a, plan)
-    first = asyncio.create_task(held.engine.start(POD_SCHEDULING, winner, plan.to_input()))
+    first = asyncio.create_task(held.engine.start(POD_SCHEDULING, winner, plan))
     await asyncio.wait_for(held.at_bind.wait(), 10)  # a's claim created, allocated, reserved; not bound
     await _caught_up(cluster, b)
     result = b.core.schedule(await cluster.get_pod("p"))
@@ -158,7 +156,7 @@ async def test_postfilter_of_another_instance_leaves_a_claim_being_bound(cluster
         namespace=stale.namespace, claim_name=stale.name, claim_uid=stale.uid, pod_name="p", pod_uid=plan.uid
     )
     cleaner = _sid(b, plan, "extclean")
-    state = await b.engine.start(EXTENDED_CLAIM_CLEANUP, cleaner, msgspec.to_builtins(cleanup))
+    state = await b.engine.start(EXTENDED_CLAIM_CLEANUP, cleaner, cleanup)
     assert state.status is SagaStatus.COMPLETED, state
     held.release()
     done = await asyncio.wait_for(first, 10)

@@ -11,8 +11,9 @@ import msgspec
 from events.api.core_v1 import Node, Pod
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import DeviceClass
-from services.scheduler.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from services.scheduler.framework import Reserved, Scheduler, SchedulingError, Unschedulable
+from services.scheduler.plugins import default_plugins
 from tests.extended.helpers import EXAMPLES, container, device_class, load, pod
 from tests.extended.test_nodes import user_claim
 
@@ -22,7 +23,7 @@ PLUGIN_NODE = "gke-drabeta-n1-standard-4-2xt4-346fe653-xyz8"
 
 
 def _core(*extra: object) -> Scheduler:
-    core = Scheduler()
+    core = Scheduler(plugins=default_plugins())
     for name in ("deviceclass.yaml", "nodes.yaml", "resourceslice-runnable.yaml"):
         for obj in load(EXAMPLES / name):
             core.observe(obj)
@@ -191,7 +192,7 @@ def test_node_without_allocatable_uses_capacity() -> None:
 
 def test_deleted_claim_requeues_its_owner_or_everyone_when_it_held_devices() -> None:
     from events.api.resource_v1 import ResourceClaimStatus
-    from services.scheduler.extended import new_in_memory_claim
+    from services.dra.extended import new_in_memory_claim
     from services.scheduler.framework import ActionType, ClusterEvent, EventResource, QueueingHint
     from services.scheduler.plugins.dynamicresources.events import special_claim_deleted_hint
 

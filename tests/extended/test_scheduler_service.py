@@ -33,11 +33,11 @@ from events.api.resource_v1 import (
 from events.objects import deletion_requested
 from infra.eventstore import EventStore
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
-from services.scheduler.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from services.dra.extended import EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from services.scheduler.framework import Reserved
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from tests.controllers.shells import manifests
 from tests.extended.helpers import REALWORLD, container, device_class
 from tests.helpers import assert_eventually
@@ -208,7 +208,7 @@ async def test_failed_bind_deletes_the_special_claim_and_clears_the_status(clust
     )
     await svc.snapshot.wait_position(await cluster.store.stream_last_seq())
 
-    state = await svc.engine.start(POD_SCHEDULING, "ps-doomed", plan.to_input())
+    state = await svc.engine.start(POD_SCHEDULING, "ps-doomed", plan)
     assert state.status is SagaStatus.COMPENSATED, state
     types = [
         e.type
@@ -282,7 +282,7 @@ async def test_saga_decided_by_one_instance_completes_in_another(cluster: Cluste
 
     other = await cluster.make("scheduler-b")
     await other.start()
-    state = await other.engine.start(POD_SCHEDULING, "ps-moved", plan.to_input())
+    state = await other.engine.start(POD_SCHEDULING, "ps-moved", plan)
     assert state.status is SagaStatus.COMPLETED, state
     pod = await _bound(cluster, "default", "moved")
     status = pod.status.extended_resource_claim_status

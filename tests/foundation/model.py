@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from events.envelope import Envelope, Event
+from events.union import register_events
 from projections.base import Projection
 
 
@@ -25,6 +26,9 @@ class WidgetExploded(Event, frozen=True, kw_only=True):
     """An event the projection's reducer refuses: a poison event for it."""
 
     reason: str = ""
+
+
+register_events(WidgetCreated, WidgetResized, WidgetDeleted, WidgetExploded)
 
 
 class Widget(msgspec.Struct, frozen=True, kw_only=True):

@@ -16,8 +16,11 @@ import os
 import sys
 from typing import Any
 
+import msgspec
+
 from events.envelope import Event
 from events.saga import SagaStepCompensated, SagaStepCompleted
+from events.union import register_events
 from infra import tracing
 from infra.config import Settings
 from infra.errors import ConcurrencyError, PermanentError
@@ -33,6 +36,9 @@ class EffectApplied(Event, frozen=True, kw_only=True):
 class EffectReverted(Event, frozen=True, kw_only=True):
     saga: str
     step: str
+
+
+register_events(EffectApplied, EffectReverted)
 
 
 def effect_subject(store: EventStore, saga_id: str, step: str) -> str:
@@ -71,9 +77,14 @@ async def revert_effect(ctx: StepContext) -> None:
         pass  # reverted concurrently: the effect is gone either way
 
 
+class TransferInput(msgspec.Struct, frozen=True, kw_only=True):
+    amount: int
+
+
 TRANSFER = SagaDefinition(
     "Transfer",
     tuple(Step(name, apply_effect, revert_effect) for name in ("reserve", "charge", "ship")),
+    TransferInput,
 )
 
 
@@ -90,7 +101,7 @@ async def main(argv: list[str]) -> int:
     engine = SagaEngine(store, [TRANSFER], on_event=on_event)
     try:
         if argv[0] == "start":
-            states = [await engine.start("Transfer", argv[1], {"amount": 42})]
+            states = [await engine.start("Transfer", argv[1], TransferInput(amount=42))]
         else:
             states = await engine.resume_pending()
         for s in states:

@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.codec import DecodeError, UnknownEventType, decode, decode_raw, encode, make_envelope
-from events.envelope import Event, event_class
+from events.envelope import Event
 from events.subjects import aggregate_subject, decode_token, encode_token, parse_subject
+from events.union import EVENT_TYPES, event_class, event_types, register_events
 from events.upcasters import UpcastError, upcaster
 from infra.eventstore import EventStore
 from tests.foundation import model
@@ -26,6 +27,9 @@ class GadgetCalibrated(Event, frozen=True, kw_only=True):
     gadget: str
     offset_milli: int
     note: str = ""
+
+
+register_events(GadgetCalibrated)
 
 
 @upcaster("GadgetCalibrated", from_version=1)
@@ -58,13 +62,29 @@ def test_events_are_a_tagged_union_registered_by_name() -> None:
 
 
 def test_event_types_must_be_unique() -> None:
+    class WidgetCreated(Event, frozen=True, kw_only=True):  # same type name as the model's, another class
+        other: int = 0
+
     with pytest.raises(TypeError, match="already registered"):
-
-        class WidgetCreated(Event, frozen=True, kw_only=True):  # same type name as the model's, another class
-            other: int = 0
-
-        event_class("WidgetCreated")
+        register_events(WidgetCreated)
     assert event_class("WidgetCreated") is model.WidgetCreated  # the original stays registered
+    with pytest.raises(TypeError, match="already registered"):  # nor can a test shadow draflow's own
+        register_events(type("PodBound", (Event,), {}, frozen=True, kw_only=True))
+
+
+def test_every_event_type_is_in_the_union_and_nothing_registers_itself() -> None:
+    """``events.union`` is the one list: defining an Event subclass registers nothing."""
+
+    class Unlisted(Event, frozen=True, kw_only=True):
+        pass
+
+    assert event_class("Unlisted") is None
+    with pytest.raises(UnknownEventType):
+        decode(encode(make_envelope(Unlisted(), id="e", subject="draflow.ev.X._.x")))
+    names = [cls.type_name() for cls in EVENT_TYPES]
+    assert len(names) == len(set(names))
+    assert {"ClaimAllocated", "PodBound", "SagaStarted", "PodApplied", "KubeEventRecorded"} <= set(names)
+    assert set(names) <= set(event_types())
 
 
 def test_upcaster_reads_old_schema() -> None:

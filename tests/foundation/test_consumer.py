@@ -163,10 +163,15 @@ async def test_restarting_nats_server_loses_and_doubles_nothing(
     consumer = projection_consumer(consumer_store, db, "projector", FAST)
     total, widgets = 600, 20
     produced: list[str] = []
+    restarted = asyncio.Event()
 
     async def produce() -> None:
         versions = [0] * widgets
         for i in range(total):
+            if i == total // 2:
+                # the second half only after the restart, however slow the machine: the restart
+                # is in the middle of the stream (appends may still be in flight when it comes)
+                await restarted.wait()
             w = i % widgets
             subject = producer.subject("Widget", "d", f"w{w}")
             event: Event = WidgetCreated(name=f"w{w}") if versions[w] == 0 else WidgetResized(size=i)
@@ -188,6 +193,7 @@ async def test_restarting_nats_server_loses_and_doubles_nothing(
             own_nats_server.stop(signal.SIGKILL)  # no graceful shutdown
             await asyncio.sleep(0)
             await asyncio.to_thread(own_nats_server.start)
+            restarted.set()
             await asyncio.wait_for(producing, 60)
             await assert_eventually(lambda: _ge(applied_count(), total), timeout_s=60)
             assert await wait_pending_zero(consumer)

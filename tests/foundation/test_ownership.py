@@ -1,4 +1,4 @@
-"""``sagas.ownership``: who wrote the facts on an object as they stand now (pure, no I/O)."""
+"""``services.scheduler.sagas.ownership``: who wrote the facts on an object as they stand now (pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from events.api.resource_v1 import ResourceClaimConsumerReference, ResourceClaim
 from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved, PodBound
 from events.envelope import Envelope, Event
 from events.objects import object_applied, object_deleted, status_updated
-from sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
+from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
 from tests.scheduler.builders import allocation_on, make_claim
 
 _T = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import msgspec
 import pytest
 
 from events.envelope import Envelope, Event
@@ -171,3 +172,45 @@ async def test_saga_resumes_after_sigkill(
     assert await effects(event_store, saga_id) == expected
     done = await engine.load(saga_id)
     assert done is not None and done.status.value == final
+
+
+class Order(msgspec.Struct, frozen=True, kw_only=True):
+    item: str
+    count: int = 1
+
+
+class Shop:
+    """What the order saga's steps need from the service running it (``StepContext.deps``)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Order]] = []
+
+
+async def _take(ctx: StepContext[Order, Shop]) -> dict[str, Any]:
+    ctx.deps.seen.append((ctx.saga_id, ctx.input))
+    return {"taken": ctx.input.count}
+
+
+ORDER = SagaDefinition("Order", (Step("take", _take),), Order)
+
+
+async def test_saga_input_is_a_typed_struct_and_deps_come_from_the_engine(event_store: EventStore) -> None:
+    shop = Shop()
+    engine = SagaEngine(event_store, [ORDER], deps=shop)
+    state = await engine.start("Order", "o-1", Order(item="gpu", count=2))
+    assert state.status is SagaStatus.COMPLETED and shop.seen == [("o-1", Order(item="gpu", count=2))]
+    # stored as the Struct's JSON form, as before inputs were typed
+    assert state.input == {"item": "gpu", "count": 2}
+    with pytest.raises(TypeError, match="input must be Order"):
+        await engine.start("Order", "o-2", {"item": "gpu"})  # type: ignore[arg-type]
+
+
+async def test_a_saga_recorded_with_a_dict_input_resumes_with_the_struct(event_store: EventStore) -> None:
+    """Old logs: ``SagaStarted.input`` was written as a dict by callers (``to_builtins`` of the
+    input Struct); a resumed saga decodes it into the definition's input type."""
+    subject = SagaEngine(event_store, [ORDER]).subject("o-old")
+    started = SagaStarted(saga_type="Order", input={"item": "fpga"}, steps=["take"])
+    await event_store.append(subject, started, expected_last_seq=0, msg_id="old-started")
+    shop = Shop()
+    (state,) = await SagaEngine(event_store, [ORDER], deps=shop).resume_pending()
+    assert state.status is SagaStatus.COMPLETED and shop.seen == [("o-old", Order(item="fpga", count=1))]

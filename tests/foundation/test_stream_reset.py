@@ -22,7 +22,7 @@ from infra.errors import StreamReset
 from infra.eventstore import EventStore
 from infra.natsd import LocalNatsServer
 from infra.projection_store import ProjectionStore, projection_consumer, rebuild
-from services.apiserver.tail import Tail
+from services.runtime.tail import Tail
 from tests.conftest import settings_for
 from tests.foundation.model import WidgetCreated, Widgets
 from tests.helpers import assert_eventually

@@ -22,7 +22,6 @@ from events.dra import PodStarted
 from events.node import NodeHeartbeatLost, PodDisruptionTargeted
 from infra.config import Settings
 from services.apiserver.server import ApiServer
-from services.claim_controller.runtime import Runtime
 from services.claim_controller.service import ClaimControllerService
 from services.cli import verify_nodes
 from services.cli.verify import verify_records
@@ -33,6 +32,7 @@ from services.node_lifecycle.config import LifecycleConfig
 from services.node_lifecycle.health import check_heartbeat
 from services.node_lifecycle.service import NodeLifecycleService
 from services.node_lifecycle.taints import OUT_OF_SERVICE, UNREACHABLE
+from services.runtime.controller import Runtime
 from tests.controllers.shells import Running, eventually, manifests, run, schedule, start_runtime
 
 CFG = LifecycleConfig(monitor_period_s=0.2, grace_period_s=1.5, orphan_quarantine_s=0.0)

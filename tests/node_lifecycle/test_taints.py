@@ -5,7 +5,7 @@ from __future__ import annotations
 from events.api.core_v1 import Node, NodeCondition, Taint
 from events.node import NodeHeartbeatLost, NodeTainted, NodeUntainted
 from events.objects import status_updated
-from projections.objects import fold, load_extensions
+from projections.objects import fold
 from services.node_lifecycle.config import LifecycleConfig
 from services.node_lifecycle.controller import decide_nodes, node_events
 from services.node_lifecycle.health import zone_states
@@ -96,7 +96,6 @@ def test_a_partially_disrupted_small_zone_gets_no_new_eviction_taints() -> None:
 
 
 def test_one_pass_marks_the_silent_node_and_taints_it_in_one_decision() -> None:
-    load_extensions()
     nodes = [node("a"), node("b", registered=90)]
     leases = {"a": lease("a", 50), "b": lease("b", 95)}
     (decision,) = decide_nodes(nodes, leases, NOW, CFG)

@@ -22,9 +22,9 @@ from grpc import aio
 
 from infra.config import Settings
 from infra.natsd import LocalNatsServer
-from services.claim_controller.runtime import Runtime
 from services.kubelet.podresources.server import default_socket_path
 from services.kubelet.podresources.v1 import api_pb2 as pb
+from services.runtime.controller import Runtime
 from tests.conftest import settings_for
 from tests.controllers.shells import manifests, start_runtime
 from tests.e2e.procs import ROOT, Proc, stop_cleanly

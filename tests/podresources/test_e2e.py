@@ -21,7 +21,7 @@ import grpc
 from events.api.resource_v1 import ResourceClaim
 from events.dra import PodResourcesPrepared
 from infra.natsd import LocalNatsServer
-from services.claim_controller.runtime import Runtime
+from services.runtime.controller import Runtime
 from tests.controllers.shells import manifests
 from tests.e2e.procs import ROOT
 from tests.e2e.test_demo import wait_for

@@ -10,7 +10,8 @@ from events.api.core_v1 import (
     PodExtendedResourceClaimStatus,
     ResourceRequirements,
 )
-from services.drivers.api import ClaimRef, Device, PrepareResult
+from services.dra.kubeletplugin import Device, PrepareResult
+from services.dra.resourceclaim import ClaimRef
 from services.kubelet.devices import DeviceManager
 from services.kubelet.manager import DRAManager
 from services.kubelet.podresources.view import (

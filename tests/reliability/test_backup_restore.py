@@ -22,8 +22,8 @@ import pytest
 from events.api.codec import encode_object, object_meta
 from events.dra import PodBound
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
 from tests.e2e.procs import ROOT
 from tests.security.system import SecuredServer
 

@@ -58,6 +58,7 @@ from events.api.resource_v1 import (
     ResourceSliceSpec,
 )
 from services.scheduler.framework import ClaimBinding, Scheduler, SchedulerConfig, ScheduleResult
+from services.scheduler.plugins import default_plugins
 from tests.allocator.builders import device
 
 DRIVER = "gpu.example.com"
@@ -284,7 +285,7 @@ def make_claim(
 def allocation_on(
     node: str, *devices: str, driver: str = DRIVER, pool: str | None = None, request: str = "req"
 ):
-    from services.scheduler.structured.nodeselector import node_name_selector
+    from services.dra.structured.nodeselector import node_name_selector
 
     return AllocationResult(
         devices=DeviceAllocationResult(
@@ -320,7 +321,7 @@ def pod_with_template_claim(
 
 def cluster(*objects: object, config: SchedulerConfig | None = None, clock: Any = None) -> Scheduler:
     """A Scheduler that has observed ``objects`` (in order)."""
-    core = Scheduler(config or SchedulerConfig(), clock=clock or (lambda: 0.0))
+    core = Scheduler(config or SchedulerConfig(), plugins=default_plugins(), clock=clock or (lambda: 0.0))
     for obj in objects:
         core.observe(obj)
     return core

@@ -7,8 +7,9 @@ import msgspec
 
 from events.api.meta import ObjectMeta
 from events.api.resource_v1 import DeviceConstraint
+from services.dra.resourceclaim import resolve_claims
 from services.scheduler.framework import Reserved, SchedulingError, Unschedulable
-from services.scheduler.plugins.dynamicresources import DynamicResources, resolve_claims
+from services.scheduler.plugins.dynamicresources import DynamicResources
 from tests.scheduler.builders import (
     allocation_on,
     cluster,

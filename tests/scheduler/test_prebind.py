@@ -6,9 +6,9 @@ import msgspec
 import pytest
 
 from events.api.resource_v1 import ResourceClaimConsumerReference
-from services.scheduler.framework import ClaimBinding, ClaimRef
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
+from services.scheduler.framework import ClaimBinding
 from services.scheduler.plugins.dynamicresources import (
-    FINALIZER,
     PreBindConflict,
     deallocated,
     prebind_claim,
@@ -28,7 +28,7 @@ def test_prebind_writes_finalizer_allocation_and_reservation() -> None:
     claim = make_claim("c")
     allocation = allocation_on("n1", "dev-0")
     written = prebind_claim(claim, _binding(claim, allocation))
-    assert written.metadata.finalizers == (FINALIZER,)
+    assert written.metadata.finalizers == (DELETE_PROTECTION_FINALIZER,)
     assert written.status.allocation == allocation
     assert written.status.reserved_for == (CONSUMER,)
     # Idempotent: applying it again changes nothing (a retried saga step appends nothing).

@@ -7,11 +7,11 @@ import random
 
 import msgspec
 
+from services.dra.structured import Allocator
 from services.scheduler.framework import Reserved, SchedulerConfig, Unschedulable
 from services.scheduler.plugins import default_plugins
 from services.scheduler.plugins.dynamicresources import DynamicResources, prebind_claim
 from services.scheduler.plugins.dynamicresources.precheck import compile_slots, precheck
-from services.scheduler.structured import Allocator
 from tests.scheduler.builders import (
     allocation_on,
     bound,

@@ -27,9 +27,9 @@ from events.api.resource_v1 import (
     ResourceClaim,
 )
 from events.quantity import Quantity
+from services.dra.structured import DeviceID
 from services.scheduler.framework import Reserved, Scheduler, Unschedulable
 from services.scheduler.plugins.dynamicresources import prebind_claim
-from services.scheduler.structured import DeviceID
 from tests.scheduler.builders import (
     DRIVER,
     bound,

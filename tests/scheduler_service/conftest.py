@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import msgspec
 import pytest
 
 from events.api.base import ApiStruct
@@ -16,9 +17,9 @@ from events.api.meta import ObjectMeta
 from events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceClaimTemplateSpec
 from events.dra import PodClaimStatusesRecorded
 from infra.eventstore import EventStore
-from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
-from sagas.pod_scheduling import pod_scheduling_saga
-from services.apiserver.client import ApiClient
+from sagas.engine import SagaEngine, Step, StepContext
+from services.runtime.client import ApiClient
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
 
@@ -102,7 +103,7 @@ class HeldBind:
     def __init__(self, svc: SchedulerService) -> None:
         self.at_bind = asyncio.Event()
         self.go = asyncio.Event()
-        real = pod_scheduling_saga(svc)
+        real = POD_SCHEDULING_SAGA
         reserve, prebind, bind = real.steps
 
         async def held(ctx: StepContext) -> dict[str, Any] | None:
@@ -111,7 +112,7 @@ class HeldBind:
             return await bind.action(ctx)
 
         steps = (reserve, prebind, Step(bind.name, held, bind.compensate))
-        self.engine = SagaEngine(svc.store, [SagaDefinition(real.saga_type, steps)])
+        self.engine = SagaEngine(svc.store, [msgspec.structs.replace(real, steps=steps)], deps=svc)
 
     def release(self) -> None:
         self.go.set()

@@ -10,9 +10,11 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from events.envelope import Event
-from sagas.engine import SagaDefinition, SagaEngine, Step, StepContext
-from sagas.pod_scheduling import pod_scheduling_saga
+from sagas.engine import SagaEngine, Step, StepContext
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
 from services.scheduler.service import SchedulerService
 
 Match = Callable[[str, Sequence[Event]], bool]
@@ -26,7 +28,7 @@ class HeldBefore:
     def __init__(self, svc: SchedulerService, step: str) -> None:
         self.reached = asyncio.Event()
         self.go = asyncio.Event()
-        real = pod_scheduling_saga(svc)
+        real = POD_SCHEDULING_SAGA
         assert step in [s.name for s in real.steps], step
 
         def held(action: Any) -> Any:
@@ -41,7 +43,7 @@ class HeldBefore:
         steps = tuple(
             Step(s.name, held(s.action) if s.name == step else s.action, s.compensate) for s in real.steps
         )
-        self.engine = SagaEngine(svc.store, [SagaDefinition(real.saga_type, steps)])
+        self.engine = SagaEngine(svc.store, [msgspec.structs.replace(real, steps=steps)], deps=svc)
 
     def release(self) -> None:
         self.go.set()

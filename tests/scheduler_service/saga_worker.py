@@ -15,15 +15,16 @@ At the end it prints ``RESULT <status>``.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import sys
 from collections.abc import Sequence
 
+import msgspec
+
 from events.envelope import Event
 from infra.config import Settings
 from infra.eventstore import EventStore
-from sagas.pod_scheduling import POD_SCHEDULING
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from services.scheduler.service import SchedulerService
 from tests.scheduler_service.interrupt import HeldBefore, StopAfterAppend
 
@@ -44,7 +45,8 @@ async def main(instance: str, saga_id: str) -> int:
             return subject.endswith(f".{name}") and any(type(e).type_name() == kind for e in events)
 
         stop = StopAfterAppend(store, match)
-    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, saga_id, json.loads(os.environ["PLAN"])))
+    plan = msgspec.json.decode(os.environ["PLAN"], type=PodSchedulingInput)
+    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, saga_id, plan))
     if hold:
         await held.reached.wait()
         print(f"HELD {hold}", flush=True)

@@ -29,8 +29,8 @@ from events.envelope import Envelope, Event
 from events.saga import SagaStepCompensated, SagaStepFailed
 from projections.objects import fold
 from sagas.engine import SagaState
-from sagas.pod_scheduling import PodSchedulingInput
 from services.scheduler.framework import Reserved
+from services.scheduler.sagas.pod_scheduling import PodSchedulingInput
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster

@@ -20,7 +20,7 @@ import pytest
 from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved, PodBound
 from events.objects import object_applied, object_deleted
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from tests.helpers import wait_for_value
 from tests.scheduler.builders import allocation_on, exact, make_claim
 from tests.scheduler_service.conftest import Cluster
@@ -54,7 +54,7 @@ async def test_failed_bind_undoes_only_the_sagas_writes_in_reverse(
     plan = await decide(a, p)
     sid = saga_id_of(p)
     held = HeldBefore(a, "bind")
-    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan.to_input()))
+    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan))
     await asyncio.wait_for(held.reached.wait(), 10)  # PreBind's writes are in the log
     assert writes(await everything(cluster), sid) == FORWARD
 
@@ -118,7 +118,7 @@ async def test_prebind_failing_midway_undoes_the_claims_it_wrote(
     plan = await decide(a, p)
     sid = saga_id_of(p)
     held = HeldBefore(a, "prebind")
-    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan.to_input()))
+    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan))
     await asyncio.wait_for(held.reached.wait(), 10)
     store = cluster.store
     (planned,) = [c.allocation for c in plan.claims if c.name == "p-gpu"]
@@ -169,7 +169,7 @@ async def test_release_reads_again_on_a_conflict_and_skips_a_replaced_claim(
     plan = await decide(a, p)
     sid = saga_id_of(p)
     held = HeldBefore(a, "bind")
-    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan.to_input()))
+    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan))
     await asyncio.wait_for(held.reached.wait(), 10)
     store = cluster.store
     joint = store.subject("ResourceClaim", "default", "joint")
@@ -230,7 +230,7 @@ async def test_bind_reads_the_pod_again_when_it_changed_under_it(
     binding = BeforeAppend(
         a.store, lambda subject, events: any(isinstance(e, PodBound) for e in events), label
     )
-    state = await a.engine.start(POD_SCHEDULING, sid, plan.to_input())
+    state = await a.engine.start(POD_SCHEDULING, sid, plan)
     assert binding.done and state.status is SagaStatus.COMPLETED, state
     log = await everything(cluster)
     assert writes(log, sid) == [*FORWARD, ("p", "PodBound")]
@@ -248,7 +248,7 @@ async def test_a_pod_gone_before_reserve_writes_nothing(cluster: Cluster, instan
     (result,) = await cluster.api.delete([("Pod", "default", "p")])
     assert result.error is None, result.error
     await a.snapshot.wait_position(await a.store.stream_last_seq())
-    state = await a.engine.start(POD_SCHEDULING, sid, plan.to_input())
+    state = await a.engine.start(POD_SCHEDULING, sid, plan)
     assert state.status is SagaStatus.COMPENSATED, state
     assert state.error.startswith("reserve: SchedulingConflict: pod default/p (uid"), state.error
     log = await everything(cluster)

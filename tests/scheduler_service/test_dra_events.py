@@ -18,10 +18,8 @@ from events.dra import (
     PodSucceeded,
     PodUnschedulable,
 )
-from projections.objects import fold, load_extensions
+from projections.objects import fold
 from tests.builders import make_allocation, make_claim, make_pod, pod_ref
-
-load_extensions()
 
 
 def _claim_fold(claim: ResourceClaim | None, *events: object) -> ResourceClaim | None:

@@ -15,16 +15,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import msgspec
-
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
 from events.dra import ClaimAllocated
 from projections.objects import fold
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
-from sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.framework import Reserved
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
+from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster, HeldBind
@@ -86,12 +84,12 @@ async def test_second_instance_does_not_bind_on_a_reservation_it_did_not_make(cl
     plan_a = await _decide(a, pod)
     held = HeldBind(a)
     first_id = f"scheduler-a-ps-{pod.metadata.uid}"
-    first = asyncio.create_task(held.engine.start(POD_SCHEDULING, first_id, plan_a.to_input()))
+    first = asyncio.create_task(held.engine.start(POD_SCHEDULING, first_id, plan_a))
     await asyncio.wait_for(held.at_bind.wait(), 10)  # A reserved the claim for the pod, not bound yet
 
     plan_b = await _decide(b, pod)  # B sees the pod reserved on the claim already
     second_id = f"scheduler-b-ps-{pod.metadata.uid}"
-    second = await b.engine.start(POD_SCHEDULING, second_id, plan_b.to_input())
+    second = await b.engine.start(POD_SCHEDULING, second_id, plan_b)
     held.release()
     done = await asyncio.wait_for(first, 10)
     await _assert_bound_and_reserved(cluster, pod, first_id)
@@ -108,7 +106,7 @@ async def test_reallocation_leaves_a_claim_another_attempt_reserved_for_the_pod(
     plan_a = await _decide(a, pod)
     held = HeldBind(a)
     first_id = f"scheduler-a-ps-{pod.metadata.uid}"
-    first = asyncio.create_task(held.engine.start(POD_SCHEDULING, first_id, plan_a.to_input()))
+    first = asyncio.create_task(held.engine.start(POD_SCHEDULING, first_id, plan_a))
     await asyncio.wait_for(held.at_bind.wait(), 10)
 
     # B's PostFilter found the claim reserved only for this pod and asked to free it
@@ -121,7 +119,7 @@ async def test_reallocation_leaves_a_claim_another_attempt_reserved_for_the_pod(
         pod_uid=pod.metadata.uid,
     )
     realloc = await b.engine.start(
-        REALLOCATION, f"scheduler-b-realloc-{pod.metadata.uid}", msgspec.to_builtins(inp)
+        REALLOCATION, f"scheduler-b-realloc-{pod.metadata.uid}", inp
     )
     held.release()
     done = await asyncio.wait_for(first, 10)

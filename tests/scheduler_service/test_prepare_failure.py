@@ -15,12 +15,12 @@ from pathlib import Path
 
 from infra.config import Settings
 from infra.eventstore import EventStore
-from services.apiserver.client import ApiClient
 from services.apiserver.server import ApiServer
 from services.claim_controller.service import ClaimControllerService
 from services.drivers.gpu_example.plugin import FailureSwitches
 from services.drivers.gpu_example.publisher import SlicePublisher
 from services.kubelet.service import KubeletService
+from services.runtime.client import ApiClient
 from services.scheduler.service import SchedulerService
 from tests.controllers.shells import eventually, manifests, run, start_runtime
 from tests.controllers.test_shells import TEMPLATE_POD, kubelet_builder

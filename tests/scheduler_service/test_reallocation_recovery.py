@@ -18,7 +18,7 @@ from events.api.core_v1 import Pod
 from events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved
 from events.envelope import Envelope, Event
 from sagas.engine import SagaStatus
-from sagas.reallocation import REALLOCATION, ReallocationInput
+from services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
 from services.scheduler.service import SchedulerService
 from tests.scheduler.builders import allocation_on, exact, make_claim, make_pod
 from tests.scheduler_service.conftest import Cluster
@@ -47,8 +47,8 @@ def _subject(cluster: Cluster) -> str:
     return cluster.store.subject("ResourceClaim", "default", "c")
 
 
-def _input(cluster: Cluster, p: Pod, uid: str) -> dict[str, object]:
-    inp = ReallocationInput(
+def _input(cluster: Cluster, p: Pod, uid: str) -> ReallocationInput:
+    return ReallocationInput(
         claim_namespace="default",
         claim_name="c",
         claim_uid=uid,
@@ -56,8 +56,6 @@ def _input(cluster: Cluster, p: Pod, uid: str) -> dict[str, object]:
         pod_name="p",
         pod_uid=p.metadata.uid,
     )
-    out: dict[str, object] = msgspec.to_builtins(inp)
-    return out
 
 
 def _deallocating(subject: str, events: Sequence[Event]) -> bool:

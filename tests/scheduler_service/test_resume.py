@@ -12,7 +12,6 @@ repeated, what was owed is done, by the new instance.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -21,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from events.dra import ClaimAllocated, ClaimDeallocated, PodBound
@@ -28,7 +28,7 @@ from events.envelope import Event
 from events.saga import SagaStepCompensated, SagaStepCompleted
 from infra.config import Settings
 from sagas.engine import SagaStatus
-from sagas.pod_scheduling import POD_SCHEDULING
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
 from tests.scheduler_service.conftest import Cluster
 from tests.scheduler_service.interrupt import HeldBefore, StopAfterAppend, stop_dead
 from tests.scheduler_service.scenario import (
@@ -95,7 +95,7 @@ async def test_stopped_forward_is_finished_by_the_next_instance(
     sid = saga_id_of(p)
     q_writes = writes(await everything(cluster), Q_SAGA)
     stop = StopAfterAppend(a.store, stop_at)
-    task = asyncio.create_task(a.engine.start(POD_SCHEDULING, sid, plan.to_input()))
+    task = asyncio.create_task(a.engine.start(POD_SCHEDULING, sid, plan))
     await asyncio.wait_for(stop.landed.wait(), 10)
     await stop_dead(task, a)
     interrupted = [e.type for e in saga_trail(await everything(cluster), sid)]
@@ -140,7 +140,7 @@ async def test_stopped_compensation_is_finished_by_the_next_instance(
     sid = saga_id_of(p)
     held = HeldBefore(a, "bind")
     stop = StopAfterAppend(a.store, stop_at)
-    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan.to_input()))
+    task = asyncio.create_task(held.engine.start(POD_SCHEDULING, sid, plan))
     await asyncio.wait_for(held.reached.wait(), 10)
     (result,) = await cluster.api.delete([("Pod", "default", "p")])  # Bind will fail
     assert result.error is None, result.error
@@ -193,7 +193,7 @@ async def test_scheduler_killed_inside_the_compensation_is_finished_by_the_next_
         "DRAFLOW_STREAM": settings.stream,
         "DRAFLOW_SUBJECT_ROOT": settings.root,
         "DRAFLOW_DATA_DIR": str(settings.data_dir),
-        "PLAN": json.dumps(plan.to_input()),
+        "PLAN": msgspec.json.encode(plan).decode(),
         "HOLD_BEFORE": "bind",
         "STOP_AFTER": "p-gpu:ClaimDeallocated",
     }

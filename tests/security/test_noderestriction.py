@@ -21,9 +21,9 @@ from events.api.resource_v1 import ResourceClaimConsumerReference
 from events.dra import ClaimDeallocated, ClaimReservationsReleased, ClaimReserved, PodBound, PodStarted
 from infra.eventstore import EventStore, new_id
 from infra.nats_client import connect
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import AppendEventsRequest, StatusError
 from services.apiserver.server import ApiServer
+from services.runtime.client import ApiClient
+from services.runtime.protocol import AppendEventsRequest, StatusError
 from tests.e2e.procs import ROOT
 from tests.helpers import assert_eventually
 from tests.security.system import SecuredServer

@@ -1,6 +1,6 @@
 """CEL selector checks for admission, run off the event loop.
 
-Admission only *checks* an expression (:func:`services.scheduler.cel.check_expression`: parse,
+Admission only *checks* an expression (:func:`services.dra.cel.check_expression`: parse,
 types, regex literals, bool result) as the API server's validation does: nothing is evaluated,
 no constant folded. Still, a request may carry many selectors of up to 10 KiB each (tens of ms
 of checking each), so the API server checks them on one worker thread before it takes its write
@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, NamedTuple
 
-from services.scheduler.cel import CelCompileError, check_expression
+from services.dra.cel import CelCompileError, check_expression
 
 __all__ = ["CEL_MAX_LENGTH", "CelProblem", "cel_expressions", "cel_problem", "check_cel", "precheck"]
 

@@ -9,9 +9,9 @@ Upstream's rules and wording: a DNS-subdomain name, ``leaseDurationSeconds`` > 0
 from __future__ import annotations
 
 from events.api.coordination_v1 import Lease
-from services.apiserver.admission import names
-from services.apiserver.admission.errs import Errs
-from services.apiserver.admission.meta import validate_meta_update, validate_object_meta
+from services.dra.validation import names
+from services.dra.validation.errs import Errs
+from services.dra.validation.meta import validate_meta_update, validate_object_meta
 
 __all__ = ["LEASE_STRATEGIES", "validate_lease"]
 

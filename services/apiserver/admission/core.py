@@ -16,15 +16,15 @@ from events.api import workloads_v1 as w1
 from events.api.base import QuantityValue
 from events.api.meta import LabelSelector
 from events.quantity import Quantity
-from services.apiserver.admission import names
-from services.apiserver.admission.errs import Errs
-from services.apiserver.admission.meta import validate_labels, validate_meta_update, validate_object_meta
 from services.apiserver.admission.updates import (
     validate_deployment_update,
     validate_job_update,
     validate_node_update,
     validate_pod_update,
 )
+from services.dra.validation import names
+from services.dra.validation.errs import Errs
+from services.dra.validation.meta import validate_labels, validate_meta_update, validate_object_meta
 
 RESTART_POLICIES = ("Always", "Never", "OnFailure")
 TAINT_EFFECTS = ("NoExecute", "NoSchedule", "PreferNoSchedule")

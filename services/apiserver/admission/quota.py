@@ -20,9 +20,9 @@ from events.api.core_v1 import Pod, ResourceQuota
 from events.api.errors import FORBIDDEN, FieldError
 from events.api.resource_v1 import ResourceClaim
 from events.quantity import Quantity, QuantityError
-from services.quota_reconciler.reconcile import QuotaState
-from services.quota_reconciler.scopes import covers
-from services.quota_reconciler.usage import Usage, subtract
+from services.dra.quota.scopes import covers
+from services.dra.quota.state import QuotaState
+from services.dra.quota.usage import Usage, subtract
 
 __all__ = ["check_quota", "exceeded_message", "request_of"]
 

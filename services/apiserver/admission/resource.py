@@ -7,22 +7,45 @@ as a status write onto the old status (empty on create).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from events.api import resource_v1 as r1
 from events.quantity import Quantity
-from services.apiserver.admission import common as c
-from services.apiserver.admission import names
-from services.apiserver.admission.errs import Errs
-from services.apiserver.admission.meta import (
-    validate_meta_update,
-    validate_object_meta,
-    validate_template_meta,
-)
+from services.apiserver.admission.cel import CEL_MAX_LENGTH, cel_problem
+from services.dra.resourceclaim import RESERVED_FOR_MAX_SIZE
+from services.dra.validation import common as c
+from services.dra.validation import names
+from services.dra.validation.errs import Errs
+from services.dra.validation.meta import validate_meta_update, validate_object_meta, validate_template_meta
 
 ALLOCATION_MODES = ("All", "ExactCount")
 CONFIG_SOURCES = ("FromClaim", "FromClass")
 _REF_DETAIL = (
     "must be the name of a request in the claim or the name of a request and a subrequest separated by '/'"
 )
+
+
+def selectors(errs: Errs, items: Sequence[r1.DeviceSelector], path: str) -> None:
+    """CEL device selectors: required, at most 10 KiB, compiled (results cached, see ``admission.cel``)."""
+
+    def one(sel: r1.DeviceSelector, at: str) -> None:
+        if sel.cel is None:
+            errs.required(f"{at}.cel")
+            return
+        expr, at = sel.cel.expression, f"{at}.cel.expression"
+        if len(expr) > CEL_MAX_LENGTH:
+            errs.too_long(at, CEL_MAX_LENGTH)
+            return
+        problem = cel_problem(expr)
+        if problem is not None:
+            if not expr.strip():
+                errs.required(at, problem.message)
+            elif problem.internal:
+                errs.internal(at, problem.message)
+            else:
+                errs.invalid(at, expr, problem.message)
+
+    c.check_list(errs, items, c.MAX_SELECTORS, path, one)
 
 
 def _request_names(claim: r1.DeviceClaim) -> dict[str, set[str] | None]:
@@ -85,7 +108,7 @@ def _capacity_requests(errs: Errs, cap: r1.CapacityRequirements | None, path: st
 
 def _exact(errs: Errs, req: r1.ExactDeviceRequest, path: str) -> None:
     _device_class_name(errs, req.device_class_name, f"{path}.deviceClassName")
-    c.selectors(errs, req.selectors, f"{path}.selectors")
+    selectors(errs, req.selectors, f"{path}.selectors")
     _allocation_mode(errs, req.allocation_mode, req.count, path)
     c.tolerations(errs, req.tolerations, f"{path}.tolerations")
     _capacity_requests(errs, req.capacity, f"{path}.capacity")
@@ -94,7 +117,7 @@ def _exact(errs: Errs, req: r1.ExactDeviceRequest, path: str) -> None:
 def _sub_request(errs: Errs, sub: r1.DeviceSubRequest, path: str) -> None:
     errs.messages(f"{path}.name", sub.name, names.dns1123_label(sub.name))
     _device_class_name(errs, sub.device_class_name, f"{path}.deviceClassName")
-    c.selectors(errs, sub.selectors, f"{path}.selectors")
+    selectors(errs, sub.selectors, f"{path}.selectors")
     _allocation_mode(errs, sub.allocation_mode, sub.count, path)
     c.tolerations(errs, sub.tolerations, f"{path}.tolerations")
     _capacity_requests(errs, sub.capacity, f"{path}.capacity")
@@ -240,7 +263,7 @@ def validate_claim_status(
                 errs.required(f"{p}.{field}")
 
     c.check_set(
-        errs, status.reserved_for, c.MAX_RESERVED_FOR, f"{path}.reservedFor", consumer, lambda r: r.uid
+        errs, status.reserved_for, RESERVED_FOR_MAX_SIZE, f"{path}.reservedFor", consumer, lambda r: r.uid
     )
     allocated: set[tuple[str, ...]] = set()
     if status.allocation is not None:
@@ -307,7 +330,7 @@ def validate_device_class(errs: Errs, obj: r1.DeviceClass, old: r1.DeviceClass |
     spec = obj.spec
     # Unchanged selectors count as "stored": upstream does not recompile them on update.
     if old is None or spec.selectors != old.spec.selectors:
-        c.selectors(errs, spec.selectors, "spec.selectors")
+        selectors(errs, spec.selectors, "spec.selectors")
     c.check_list(
         errs, spec.config, c.MAX_CONFIG, "spec.config", lambda cfg, p: c.opaque_config(errs, cfg.opaque, p)
     )

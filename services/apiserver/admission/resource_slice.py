@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from events.api import resource_v1 as r1
 from events.quantity import Quantity
-from services.apiserver.admission import common as c
-from services.apiserver.admission import names
-from services.apiserver.admission.errs import Errs
-from services.apiserver.admission.meta import validate_meta_update, validate_object_meta
+from services.dra.validation import common as c
+from services.dra.validation import names
+from services.dra.validation.errs import Errs
+from services.dra.validation.meta import validate_meta_update, validate_object_meta
 
 MAX_DEVICES = 128
 MAX_DEVICES_ADVANCED = 64  # with taints, consumesCounters or list attributes

@@ -20,14 +20,14 @@ from events.api import workloads_v1 as w1
 from events.api.base import ApiStruct
 from events.api.classic_pod import POD_RESOURCES_ANNOTATION
 from events.api.errors import ApiError, FieldError
-from services.apiserver.admission.classic import (
+from services.apiserver.admission.defaults import apply_defaults
+from services.apiserver.admission.validate import validate
+from services.dra.classic.validation import (
     admit_classic,
     apply_classic_defaults,
     validate_classic,
     validate_kep_pod,
 )
-from services.apiserver.admission.defaults import apply_defaults
-from services.apiserver.admission.validate import validate
 
 __all__ = ["CLASSIC_TYPES", "admit_create", "default_object", "is_classic", "validate_object"]
 

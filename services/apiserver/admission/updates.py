@@ -20,7 +20,7 @@ from msgspec.structs import replace
 
 from events.api import core_v1 as c1
 from events.api import workloads_v1 as w1
-from services.apiserver.admission.errs import Errs
+from services.dra.validation.errs import Errs
 
 __all__ = [
     "POD_UPDATABLE_FIELDS",

@@ -14,7 +14,7 @@ from events.api.codec import object_meta
 from events.api.errors import INVALID, ApiError, FieldError
 from services.apiserver.admission import coordination, core, resource, resource_slice
 from services.apiserver.admission.defaults import apply_defaults, prepare_for_create, prepare_for_update
-from services.apiserver.admission.errs import Errs
+from services.dra.validation.errs import Errs
 
 __all__ = ["admit", "check_admin_access", "validate"]
 

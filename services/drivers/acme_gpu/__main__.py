@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
 from services.drivers.acme_gpu.publisher import CapacityPublisher
+from services.runtime.controller import Runtime
 
 ACTOR = "acme-gpu-driver"
 

@@ -16,9 +16,9 @@ from events.api import core_v1 as c1
 from events.api.acme_gpu_v1alpha1 import NodeGpuCapacity
 from events.api.base import ApiStruct
 from events.quantity import Quantity
-from services.driver_controller import claims as cl
-from services.driver_controller.nodeselect import node_names_selector
-from services.driver_controller.plugin import (
+from services.dra.classic import claims as cl
+from services.dra.classic.nodeselect import node_names_selector
+from services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,

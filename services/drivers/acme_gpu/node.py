@@ -15,9 +15,9 @@ from pathlib import Path
 from events.api import classic_v1alpha1 as cv
 from events.api.acme_gpu_v1alpha1 import GpuInfo, NodeGpuCapacity, NodeGpuCapacitySpec
 from events.api.meta import ObjectMeta
-from services.driver_controller.nodeplugin import ClassicNodePlugin
 from services.drivers.acme_gpu.controller import DRIVER_NAME
 from services.drivers.cdi import CdiDevice
+from services.drivers.classic_node import ClassicNodePlugin
 
 __all__ = ["AcmeGpuNodePlugin", "acme_devices"]
 

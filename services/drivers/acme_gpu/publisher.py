@@ -16,8 +16,8 @@ from events.api.meta import ObjectMeta
 from events.objects import object_applied, object_deleted
 from events.quantity import Quantity, QuantityError
 from infra.eventstore import ConcurrencyError
-from services.apiserver.admission.classic import admit_classic
-from services.claim_controller.runtime import Runtime
+from services.dra.classic.validation import admit_classic
+from services.runtime.controller import Runtime
 
 __all__ = ["GPUS_LABEL", "KIND", "MEMORY_LABEL", "CapacityPublisher", "capacity_for"]
 

@@ -19,8 +19,8 @@ from events.api import core_v1 as c1
 from events.api.base import ApiStruct
 from events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from events.quantity import Quantity
-from services.driver_controller import claims as cl
-from services.driver_controller.plugin import (
+from services.dra.classic import claims as cl
+from services.dra.classic.plugin import (
     AllocateOutcome,
     AllocationResult,
     ClaimAllocation,

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from events.api import classic_v1alpha1 as cv
-from services.driver_controller.nodeplugin import ClassicNodePlugin
 from services.drivers.cdi import CdiDevice
+from services.drivers.classic_node import ClassicNodePlugin
 from services.drivers.fpga_example.controller import DRIVER_NAME
 
 __all__ = ["FpgaNodePlugin", "fpga_devices"]

@@ -13,9 +13,9 @@ import yaml
 
 from events.api.codec import decode_object
 from infra.service import ServiceContext, run_service
-from services.claim_controller.runtime import Runtime
 from services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
 from services.drivers.gpu_example.publisher import SlicePublisher
+from services.runtime.controller import Runtime
 
 ACTOR = "gpu-example-driver"
 

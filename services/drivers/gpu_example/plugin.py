@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from events.api.resource_v1 import ResourceClaim
+from services.dra.kubeletplugin import Device, PluginError, PrepareResult
+from services.dra.resourceclaim import ClaimRef
 from services.drivers import cdi
-from services.drivers.api import ClaimRef, Device, PluginError, PrepareResult
 from services.drivers.gpu_example.config import ConfigError, config_for_result, device_env, relevant_configs
 from services.drivers.gpu_example.slices import DRIVER, gpu_devices
 

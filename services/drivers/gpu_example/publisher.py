@@ -14,8 +14,8 @@ from collections import defaultdict
 
 from events.api.core_v1 import Node
 from events.api.resource_v1 import ResourceSlice
-from services.claim_controller.runtime import Runtime
 from services.drivers.gpu_example.slices import DRIVER, sync_pool
+from services.runtime.controller import Runtime
 
 __all__ = ["GPUS_LABEL", "SlicePublisher", "gpus_of"]
 

@@ -36,7 +36,7 @@ from events.api.resource_v1 import (
     ResourceSlice,
     ResourceSliceSpec,
 )
-from services.claim_controller.naming import SuffixSource, hash_suffix, unique_generated_name
+from services.runtime.naming import SuffixSource, hash_suffix, unique_generated_name
 
 __all__ = [
     "DRIVER",

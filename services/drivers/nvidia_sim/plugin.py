@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from events.api.resource_v1 import ResourceClaim
-from services.driver_controller.nodeplugin import read_json, write_json
+from services.dra.kubeletplugin import Device, PrepareResult
+from services.dra.resourceclaim import ClaimRef
 from services.drivers import cdi
-from services.drivers.api import ClaimRef, Device, PrepareResult
+from services.drivers.classic_node import read_json, write_json
 from services.drivers.nvidia_sim.devices import DRIVER, NodeLayout, device_uuids, node_devices
 
 __all__ = ["CDI_CLASS", "CDI_VENDOR", "NvidiaGpuPlugin"]

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from events.api.core_v1 import Container, Pod
-from services.drivers.api import ClaimRef, PrepareResult, base_request
+from services.dra.kubeletplugin import PrepareResult, base_request
+from services.dra.resourceclaim import ClaimRef, is_pod_terminal
 from services.kubelet.state import ClaimInfo, DeviceState
 
 __all__ = [
@@ -43,8 +44,6 @@ __all__ = [
     "pod_view",
     "reported_containers",
 ]
-
-TERMINAL = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +98,7 @@ def active_pods(pods: Iterable[Pod], node: str, holds: Callable[[str], bool]) ->
         p
         for p in pods
         if p.spec.node_name == node
-        and p.status.phase not in TERMINAL
+        and not is_pod_terminal(p)
         and (p.metadata.deletion_timestamp is None or holds(p.metadata.uid))
     ]
     out.sort(key=lambda p: (p.metadata.namespace, p.metadata.name))

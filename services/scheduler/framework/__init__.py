@@ -3,7 +3,7 @@
 Public API (no I/O; the service shell and the sagas call these)::
 
     from services.scheduler.framework import Scheduler, SchedulerConfig
-    core = Scheduler(SchedulerConfig(), clock=time.monotonic)
+    core = Scheduler(SchedulerConfig(), plugins=default_plugins(), clock=time.monotonic)
     core.observe(obj); core.observe_deleted(kind, ns, name)
     qpi, result = core.schedule_next()        # Reserved | Unschedulable | SchedulingError
     core.unreserve(pod)                       # compensation
@@ -18,7 +18,6 @@ from services.scheduler.framework.core import Scheduler
 from services.scheduler.framework.cycle import schedule_one, start_index
 from services.scheduler.framework.decisions import (
     ClaimBinding,
-    ClaimRef,
     ExtendedClaim,
     KubeEventData,
     PodRef,
@@ -42,7 +41,6 @@ __all__ = [
     "NO_NODES_MESSAGE",
     "ActionType",
     "ClaimBinding",
-    "ClaimRef",
     "ClusterEvent",
     "ClusterState",
     "Code",

@@ -21,8 +21,10 @@ from events.api.resource_v1 import (
     ResourceClaim,
     ResourceSlice,
 )
-from services.scheduler.extended.claim import is_extended_resource_claim
-from services.scheduler.extended.mapping import ExtendedResourceIndex
+from services.dra.extended.claim import is_extended_resource_claim
+from services.dra.extended.mapping import ExtendedResourceIndex
+from services.dra.resourceclaim import is_pod_terminal
+from services.dra.structured import AllocatedState, Features, SliceSnapshot, apply_taint_rules
 from services.scheduler.framework.assume import AssumeCache, AssumedPod, ClaimKey, PendingAllocation, pod_key
 from services.scheduler.framework.devices import DeviceIndex
 from services.scheduler.framework.events import (
@@ -35,16 +37,12 @@ from services.scheduler.framework.events import (
 from services.scheduler.framework.ledger import Contribution, DeviceLedger, contribution
 from services.scheduler.framework.nodeinfo import NodeInfo, PodUsage
 from services.scheduler.framework.resources import pod_requests
-from services.scheduler.structured import AllocatedState, Features, SliceSnapshot, apply_taint_rules
 
 __all__ = ["ClusterState", "is_assigned"]
 
-_TERMINAL = ("Succeeded", "Failed")
-
-
 def is_assigned(pod: Pod) -> bool:
     """Bound to a node and still holding its resources there."""
-    return bool(pod.spec.node_name) and pod.status.phase not in _TERMINAL
+    return bool(pod.spec.node_name) and not is_pod_terminal(pod)
 
 
 def _older(new_rv: str, old_rv: str) -> bool:

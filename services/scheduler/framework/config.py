@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from services.scheduler.structured import Features
+from services.dra.structured import Features
 
 __all__ = ["SchedulerConfig", "num_feasible_nodes_to_find"]
 

@@ -1,6 +1,6 @@
 """``Scheduler``: cluster state + queue + profile wired together, the API the service drives.
 
-    core = Scheduler(SchedulerConfig(), clock=time.monotonic)
+    core = Scheduler(SchedulerConfig(), plugins=default_plugins(), clock=time.monotonic)
     core.observe(obj)                         # every object change consumed from the log
     core.observe_deleted("Pod", ns, name)     # every deletion
     while (step := core.schedule_next()) is not None:
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from events.api.core_v1 import Pod
+from services.dra.resourceclaim import is_pod_terminal
 from services.scheduler.framework.assume import pod_key
 from services.scheduler.framework.cluster import ClusterState, is_assigned
 from services.scheduler.framework.config import SchedulerConfig
@@ -33,14 +34,13 @@ class Scheduler:
     def __init__(
         self,
         config: SchedulerConfig | None = None,
-        plugins: Sequence[object] | None = None,
+        *,
+        plugins: Sequence[object],
         clock: Callable[[], float] | None = None,
     ) -> None:
+        """``plugins``: the profile, in kube-scheduler's order (the service hands it
+        ``services.scheduler.plugins.default_plugins()``; the framework imports no plugin)."""
         self.config = config if config is not None else SchedulerConfig()
-        if plugins is None:
-            from services.scheduler.plugins import default_plugins
-
-            plugins = default_plugins()
         self.cluster = ClusterState(self.config.features)
         self.profile = Profile(plugins)
         self.queue = SchedulingQueue(self.profile, self.cluster, self.config, clock)
@@ -55,7 +55,7 @@ class Scheduler:
             done = (
                 bool(obj.spec.node_name)
                 or meta.deletion_timestamp
-                or obj.status.phase in ("Succeeded", "Failed")
+                or is_pod_terminal(obj)
                 or not self._ours(obj)
             )
             if done:

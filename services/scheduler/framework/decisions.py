@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
 from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from services.dra.resourceclaim import ClaimRef
 
 __all__ = [
     "ClaimBinding",
-    "ClaimRef",
     "ExtendedClaim",
     "KubeEventData",
     "PodRef",
@@ -52,20 +52,6 @@ class PodRef:
 
     def __str__(self) -> str:
         return self.key
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimRef:
-    namespace: str
-    name: str
-    uid: str
-
-    @classmethod
-    def of(cls, claim: ResourceClaim) -> ClaimRef:
-        return cls(claim.metadata.namespace, claim.metadata.name, claim.metadata.uid)
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True)

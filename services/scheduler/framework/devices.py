@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 
 from events.api.resource_v1 import DeviceClass, ResourceSlice
-from services.scheduler import cel
+from services.dra import cel
+from services.dra.structured import DeviceID, Features, InvalidInputError, SliceCache, SliceSnapshot
+from services.dra.structured.prepared import PreparedDevice
+from services.dra.structured.selection import attribute_value
 from services.scheduler.framework.devorder import SigOrder
 from services.scheduler.framework.nodeinfo import NodeInfo
-from services.scheduler.structured import DeviceID, Features, InvalidInputError, SliceCache, SliceSnapshot
-from services.scheduler.structured.prepared import PreparedDevice
-from services.scheduler.structured.selection import attribute_value
 
 __all__ = ["DeviceIndex", "NodeDevices", "Sig", "SigEntry"]
 

@@ -23,9 +23,10 @@ from services.scheduler.framework.nodeinfo import NodeInfo
 from services.scheduler.framework.status import QueueingHint, Status
 
 if TYPE_CHECKING:
+    from services.dra.resourceclaim import ClaimRef
     from services.scheduler.framework.cluster import ClusterState
     from services.scheduler.framework.config import SchedulerConfig
-    from services.scheduler.framework.decisions import ClaimBinding, ClaimRef
+    from services.scheduler.framework.decisions import ClaimBinding
 
 __all__ = [
     "MAX_NODE_SCORE",

@@ -13,7 +13,7 @@ from typing import cast
 
 from events.api.resource_v1 import AllocationResult
 from events.quantity import Quantity
-from services.scheduler.structured import AllocatedState, DeviceID, SharedDeviceID
+from services.dra.structured import AllocatedState, DeviceID, SharedDeviceID
 
 __all__ = ["Contribution", "DeviceLedger", "contribution"]
 

@@ -41,17 +41,8 @@ from infra import metrics
 from infra.errors import ConcurrencyError
 from infra.eventstore import EventStore
 from sagas.engine import SagaEngine, SagaState, SagaStatus
-from sagas.pod_scheduling import (
-    EXTENDED_CLAIM_CLEANUP,
-    POD_SCHEDULING,
-    ExtendedClaimCleanupInput,
-    PodSchedulingInput,
-    extended_claim_cleanup_saga,
-    pod_scheduling_saga,
-)
-from sagas.reallocation import REALLOCATION, ReallocationInput, reallocation_saga
-from services.apiserver.client import ApiClient
-from services.apiserver.protocol import StatusError
+from services.runtime.client import ApiClient
+from services.runtime.protocol import StatusError
 from services.scheduler.framework import (
     Reserved,
     Scheduler,
@@ -59,6 +50,14 @@ from services.scheduler.framework import (
     SchedulingError,
     Unschedulable,
 )
+from services.scheduler.plugins import default_plugins
+from services.scheduler.sagas.extended_claim import (
+    EXTENDED_CLAIM_CLEANUP,
+    EXTENDED_CLAIM_CLEANUP_SAGA,
+    ExtendedClaimCleanupInput,
+)
+from services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, POD_SCHEDULING_SAGA, PodSchedulingInput
+from services.scheduler.sagas.reallocation import REALLOCATION, REALLOCATION_SAGA, ReallocationInput
 from services.scheduler.service.snapshot import Snapshot
 
 __all__ = ["SchedulerService", "instance_name"]
@@ -98,10 +97,10 @@ class SchedulerService:
         self.max_sagas = max_sagas
         self.record_scheduled_events = record_scheduled_events
         self.clock = clock
-        self.core = Scheduler(config, clock=clock)
+        self.core = Scheduler(config, plugins=default_plugins(), clock=clock)
         self.snapshot = Snapshot(store, self.core)
         self.engine = SagaEngine(
-            store, [pod_scheduling_saga(self), reallocation_saga(self), extended_claim_cleanup_saga(self)]
+            store, [POD_SCHEDULING_SAGA, REALLOCATION_SAGA, EXTENDED_CLAIM_CLEANUP_SAGA], deps=self
         )
         self._wake = asyncio.Event()
         self._sagas: set[asyncio.Task[Any]] = set()
@@ -112,7 +111,7 @@ class SchedulerService:
         self._metrics_at = 0.0
         self.outcomes: dict[str, int] = {"completed": 0, "compensated": 0, "failed": 0, "unschedulable": 0}
 
-    # -- the Runtime the sagas use ---------------------------------------------------------------------
+    # -- the SchedulerHost the sagas use-----------------------------------------------------------------
     def get(self, kind: str, namespace: str, name: str) -> tuple[Any, int]:
         return self.snapshot.get(kind, namespace, name)
 
@@ -258,7 +257,7 @@ class SchedulerService:
             plan = PodSchedulingInput.of(result)
             saga_id = self._saga_id("ps", plan.uid or plan.name)
             self._spawn(
-                self._saga(POD_SCHEDULING, saga_id, plan.to_input(), position, traceparent), saga=True
+                self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True
             )
             return
         self.outcomes["unschedulable"] += 1
@@ -275,7 +274,7 @@ class SchedulerService:
             )
             saga_id = self._saga_id("extclean", stale.uid or stale.name)
             self._spawn(
-                self._saga(EXTENDED_CLAIM_CLEANUP, saga_id, _builtins(cleanup), position, traceparent),
+                self._saga(EXTENDED_CLAIM_CLEANUP, saga_id, cleanup, position, traceparent),
                 saga=True,
             )
         if isinstance(result, Unschedulable) and result.deallocate is not None:
@@ -290,11 +289,11 @@ class SchedulerService:
             )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
             self._spawn(
-                self._saga(REALLOCATION, saga_id, _builtins(inp), position, traceparent), saga=True
+                self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True
             )
 
     async def _saga(
-        self, saga_type: str, saga_id: str, inp: dict[str, Any], position: int = 0, traceparent: str = ""
+        self, saga_type: str, saga_id: str, inp: msgspec.Struct, position: int = 0, traceparent: str = ""
     ) -> SagaState | None:
         try:
             state = await self.engine.start(
@@ -399,8 +398,3 @@ def diagnosis_event(
         snapshot_seq=position,
         instance=instance,
     )
-
-
-def _builtins(s: Any) -> dict[str, Any]:
-    out: dict[str, Any] = msgspec.to_builtins(s)
-    return out

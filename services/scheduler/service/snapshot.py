@@ -23,8 +23,8 @@ from events.api.base import ApiStruct
 from events.codec import DecodeError, decode
 from events.subjects import aggregate_subject, decode_token
 from infra.eventstore import EventStore, RawRecord, StreamReset
-from projections.objects import ObjectIndex, fold, load_extensions
-from services.apiserver.tail import Tail
+from projections.objects import ObjectIndex, fold
+from services.runtime.tail import Tail
 from services.scheduler.framework import Scheduler
 from services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 
@@ -42,7 +42,6 @@ class Snapshot:
     """Objects the scheduler reads, kept current from the log and mirrored into ``core``."""
 
     def __init__(self, store: EventStore, core: Scheduler) -> None:
-        load_extensions()
         self.store = store
         self.core = core
         self.index = ObjectIndex()

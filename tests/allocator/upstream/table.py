@@ -20,8 +20,8 @@ import msgspec
 
 from events.api.codec import decode_object
 from events.quantity import Quantity
-from services.scheduler.structured import AllocatedState, AllocationError, Allocator
-from services.scheduler.structured.model import Features
+from services.dra.structured import AllocatedState, AllocationError, Allocator
+from services.dra.structured.model import Features
 from tests.allocator.upstream import dsl, goeval
 from tests.allocator.upstream.goeval import Env, Evaluator, Obj, Q, parse_expr, parse_stmts
 

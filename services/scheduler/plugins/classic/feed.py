@@ -26,7 +26,7 @@ from events.objects import status_updated
 from infra.errors import ConcurrencyError
 from infra.eventstore import EventStore
 from projections.objects import fold
-from services.apiserver.admission.classic import validate_classic
+from services.dra.classic.validation import validate_classic
 from services.scheduler.framework.core import Scheduler
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.plugins.classic.plugin import ClassicDynamicResources

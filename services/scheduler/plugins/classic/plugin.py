@@ -1,6 +1,6 @@
 """``ClassicDynamicResources``: KEP-3063's kube-scheduler part, on the scheduler framework.
 
-The decisions are the pure functions of :mod:`services.driver_controller.scheduling`; this class
+The decisions are the pure functions of :mod:`services.scheduler.plugins.classic.scheduling`; this class
 puts them on the extension points and turns their claim updates into :class:`ClaimWrite` asks
 (the shell appends them, see :mod:`.feed`):
 
@@ -40,16 +40,17 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from events.api import classic_v1alpha1 as cv
-from events.api.classic_pod import pod_claims, pod_owner_reference
+from events.api.classic_pod import pod_claims
 from events.api.core_v1 import Pod
-from services.driver_controller import claims as cl
-from services.driver_controller import scheduling as sch
-from services.driver_controller.podclaims import pod_claim_refs
+from services.dra.classic import claims as cl
+from services.dra.classic.podclaims import pod_claim_refs
+from services.dra.resourceclaim import pod_owner_reference
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from services.scheduler.framework.nodeinfo import NodeInfo
 from services.scheduler.framework.status import SKIP, QueueingHint, Status, pending, unschedulable
+from services.scheduler.plugins.classic import scheduling as sch
 from services.scheduler.plugins.classic.writes import (
     POTENTIAL,
     REALLOCATE,

@@ -15,8 +15,8 @@ import msgspec
 
 from events.api import classic_v1alpha1 as cv
 from events.api.meta import OwnerReference
-from services.driver_controller import claims as cl
-from services.driver_controller.scheduling import MAX_POTENTIAL_NODES
+from services.dra.classic import claims as cl
+from services.scheduler.plugins.classic.scheduling import MAX_POTENTIAL_NODES
 
 __all__ = ["POTENTIAL", "REALLOCATE", "RESERVE", "SELECT", "UNRESERVE", "ClaimWrite", "apply_write"]
 

@@ -1,6 +1,5 @@
 """The ``DynamicResources`` scheduler plugin (see ``plugin.py``)."""
 
-from services.scheduler.plugins.dynamicresources.claims import FINALIZER, ClaimProblem, resolve_claims
 from services.scheduler.plugins.dynamicresources.plugin import (
     CANNOT_ALLOCATE,
     NAME,
@@ -17,15 +16,12 @@ from services.scheduler.plugins.dynamicresources.prebind import (
 
 __all__ = [
     "CANNOT_ALLOCATE",
-    "FINALIZER",
     "NAME",
     "NOT_AVAILABLE",
-    "ClaimProblem",
     "DRAState",
     "DynamicResources",
     "PreBindConflict",
     "deallocated",
     "prebind_claim",
-    "resolve_claims",
     "unreserve_claim",
 ]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim
-from services.scheduler.extended.claim import is_extended_resource_claim
+from services.dra.extended.claim import is_extended_resource_claim
+from services.dra.resourceclaim import ClaimProblem, resolve_claims
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import EventRegistration
 from services.scheduler.framework.status import QueueingHint
-from services.scheduler.plugins.dynamicresources.claims import ClaimProblem, resolve_claims
 
 __all__ = ["claim_hint", "claim_key", "pod_hint", "queue_keys", "registrations", "special_claim_deleted_hint"]
 

@@ -17,7 +17,7 @@ Extension points (upstream ``pkg/scheduler/framework/plugins/dynamicresources``)
 * Reserve — the allocations computed for the chosen node go into the assume cache.
 * PreBind — what the saga writes per claim (``ClaimBinding``).
 
-Extended resources backed by DRA (KEP-5004, ``services.scheduler.extended``): PreFilter finds
+Extended resources backed by DRA (KEP-5004, ``services.dra.extended``): PreFilter finds
 the pod's special claim from an earlier cycle or starts an in-memory one when some requested
 extended resource is mapped to a DeviceClass; Filter splits the demand per node
 (``decide_node``: resources the node advertises are NodeResourcesFit's, mapped ones it lacks go
@@ -39,7 +39,7 @@ import msgspec
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
-from services.scheduler.extended.claim import (
+from services.dra.extended.claim import (
     MSG_STALE_CLAIM,
     NodeDecision,
     decide_node,
@@ -47,18 +47,20 @@ from services.scheduler.extended.claim import (
     new_in_memory_claim,
     wants_dra,
 )
-from services.scheduler.extended.saga import persisted_claim
+from services.dra.resourceclaim import (
+    RESERVED_FOR_MAX_SIZE,
+    ClaimProblem,
+    ClaimRef,
+    is_reserved_for_pod,
+    resolve_claims,
+)
+from services.dra.structured import AllocationTimeout, Allocator, InvalidInputError, NodeAllocationError
+from services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
 from services.scheduler.framework.cluster import ClusterState
-from services.scheduler.framework.decisions import ClaimBinding, ClaimRef, ExtendedClaim
+from services.scheduler.framework.decisions import ClaimBinding, ExtendedClaim
 from services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from services.scheduler.framework.nodeinfo import NodeInfo
 from services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
-from services.scheduler.plugins.dynamicresources.claims import (
-    RESERVED_FOR_MAX,
-    ClaimProblem,
-    is_reserved_for,
-    resolve_claims,
-)
 from services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
 from services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
 from services.scheduler.plugins.dynamicresources.precheck import (
@@ -68,13 +70,7 @@ from services.scheduler.plugins.dynamicresources.precheck import (
     precheck,
 )
 from services.scheduler.plugins.dynamicresources.score import normalize, raw_score
-from services.scheduler.structured import (
-    AllocationTimeout,
-    Allocator,
-    InvalidInputError,
-    NodeAllocationError,
-)
-from services.scheduler.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
+from services.scheduler.sagas.extended_steps import persisted_claim
 
 __all__ = ["NAME", "DRAState", "DynamicResources"]
 
@@ -216,7 +212,8 @@ class DynamicResources:
         for index, claim in enumerate(claims):
             allocation = claim.status.allocation
             if allocation is not None:
-                if len(claim.status.reserved_for) >= RESERVED_FOR_MAX and not is_reserved_for(claim, pod):
+                full = len(claim.status.reserved_for) >= RESERVED_FOR_MAX_SIZE
+                if full and not is_reserved_for_pod(pod, claim):
                     return unresolvable("resourceclaim in use", plugin=NAME)
                 if allocation.node_selector is not None:
                     selector = CompiledNodeSelector(allocation.node_selector)

@@ -12,10 +12,14 @@ import msgspec
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import ResourceClaim, ResourceClaimStatus
-from services.scheduler.framework.decisions import ClaimBinding, ClaimRef
-from services.scheduler.plugins.dynamicresources.claims import FINALIZER, RESERVED_FOR_MAX
+from services.dra.resourceclaim import (
+    DELETE_PROTECTION_FINALIZER,
+    RESERVED_FOR_MAX_SIZE,
+    ClaimRef,
+)
+from services.scheduler.framework.decisions import ClaimBinding
 
-__all__ = ["FINALIZER", "PreBindConflict", "deallocated", "prebind_claim", "unreserve_claim"]
+__all__ = ["PreBindConflict", "deallocated", "prebind_claim", "unreserve_claim"]
 
 
 class PreBindConflict(Exception):
@@ -53,10 +57,14 @@ def prebind_claim(current: ResourceClaim, binding: ClaimBinding) -> ResourceClai
     reserved = status.reserved_for
     uid = binding.consumer.uid
     if not any(r.uid == uid for r in reserved):
-        if len(reserved) >= RESERVED_FOR_MAX:
-            raise PreBindConflict(f"claim {ref} is reserved for {RESERVED_FOR_MAX} consumers already")
+        if len(reserved) >= RESERVED_FOR_MAX_SIZE:
+            raise PreBindConflict(f"claim {ref} is reserved for {RESERVED_FOR_MAX_SIZE} consumers already")
         reserved = (*reserved, binding.consumer)
-    finalizers = meta.finalizers if FINALIZER in meta.finalizers else (*meta.finalizers, FINALIZER)
+    finalizers = (
+        meta.finalizers
+        if DELETE_PROTECTION_FINALIZER in meta.finalizers
+        else (*meta.finalizers, DELETE_PROTECTION_FINALIZER)
+    )
     if finalizers is meta.finalizers and allocation is status.allocation and reserved is status.reserved_for:
         return current
     new_meta = msgspec.structs.replace(meta, finalizers=finalizers)

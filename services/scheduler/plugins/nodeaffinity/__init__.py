@@ -15,12 +15,12 @@ import msgspec
 
 from events.api.core_v1 import Node, Pod
 from events.api.meta import NodeSelector
+from services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration
 from services.scheduler.framework.nodeinfo import NodeInfo
 from services.scheduler.framework.status import SKIP, QueueingHint, Status, unresolvable
-from services.scheduler.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
 
 __all__ = ["NAME", "REASON", "NodeAffinity", "RequiredAffinity", "required_affinity"]
 

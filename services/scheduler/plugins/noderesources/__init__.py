@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from events.api.core_v1 import Pod
 from events.api.resource_v1 import DeviceClass
-from services.scheduler.extended.names import implicit_name
+from services.dra.extended.names import implicit_name
 from services.scheduler.framework.cluster import ClusterState
 from services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from services.scheduler.framework.interface import CycleState, EventRegistration

@@ -1,0 +1,327 @@
+"""The Kubernetes API's speed: LIST of many pods (JSON and Table), WATCH delivery latency, and what
+100 concurrent watchers cost the scheduler.
+
+Real processes: a private nats-server and ``python -m services.apiserver`` serving the Kubernetes
+API over HTTPS (``DRAFLOW_KUBE_API``); the bench is the client (aiohttp, TLS, the admin token).
+
+* ``list_json_ms`` / ``list_table_ms``: ``GET /api/v1/pods`` of ``--pods`` pods, whole body
+  read, as JSON and as ``kubectl get``'s Table; median of ``--repeat`` requests after one warm-up
+  (``*_cold_ms``: the first request, before the encoding cache holds the pods);
+* ``watch_p50_ms`` / ``watch_p99_ms``: a watcher's receipt of an event minus the event's storage
+  time in JetStream, over ``--watch-events`` status updates sent one at a time;
+* ``watchers_slowdown_pct``: ``bench.scheduling`` (a small cluster) run twice, without and with
+  ``--watchers`` watchers of every pod (raw stream read, not decoded), steady-state pods/s
+  compared (positive: slower with watchers). ``--no-scheduling`` skips it.
+
+``python -m bench.kubeapi [--pods 5000] [--watchers 100] [--json]``; ``--json`` prints one JSON
+object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import signal
+import ssl
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.scheduling_cluster import _stored_at
+from infra.config import Settings
+from infra.eventstore import EventStore
+from infra.natsd import LocalNatsServer
+from services.apiserver.kubeapi.auth import load_or_create
+from services.runtime.client import ApiClient
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pod(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"pod-{i:05d}", "namespace": "bench", "labels": {"app": "bench", "i": str(i)}},
+        "spec": {
+            "containers": [
+                {
+                    "name": "ctr",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"claims": [{"name": "gpu"}]},
+                }
+            ],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+        },
+    }
+
+
+class Client:
+    """The admin's HTTPS session to the API of a system's data dir."""
+
+    def __init__(self, url: str, data_dir: Path) -> None:
+        creds = load_or_create(data_dir / "kubeapi", "127.0.0.1")
+        self.url = url
+        self.ssl = ssl.create_default_context(cadata=creds.ca_pem.decode())
+        self.headers = {"Authorization": f"Bearer {creds.token_of('admin')}"}
+        self.session = aiohttp.ClientSession()
+
+    async def get(self, path: str, accept: str = "application/json") -> bytes:
+        async with self.session.get(
+            self.url + path, headers={**self.headers, "Accept": accept}, ssl=self.ssl
+        ) as resp:
+            assert resp.status == 200, (resp.status, await resp.text())
+            return await resp.read()
+
+    async def close(self) -> None:
+        await self.session.close()
+
+
+async def _wait_kube(data_dir: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not (data_dir / "kubeconfig").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the Kubernetes API never started")
+        await asyncio.sleep(0.1)
+
+
+async def _timed(fn: Callable[[], Awaitable[Any]]) -> float:
+    t0 = time.perf_counter()
+    await fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="draflow-bench-kubeapi-"))
+    server = LocalNatsServer(tmp / "nats")
+    server.start()
+    settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
+    settings.data_dir.mkdir(parents=True)
+    port = _free_port()
+    env = {
+        "OTEL_TRACES_EXPORTER": "none",
+        **os.environ,
+        "DRAFLOW_NATS_URL": settings.nats_url,
+        "DRAFLOW_STREAM": settings.stream,
+        "DRAFLOW_SUBJECT_ROOT": settings.root,
+        "DRAFLOW_DATA_DIR": str(settings.data_dir),
+        "DRAFLOW_LOG_LEVEL": "WARNING",
+        "DRAFLOW_KUBE_API": f"127.0.0.1:{port}",
+    }
+    log = (tmp / "apiserver.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.apiserver", cwd=ROOT, env=env, stdout=log, stderr=log
+    )
+    api: ApiClient | None = None
+    client: Client | None = None
+    store: EventStore | None = None
+    try:
+        await _wait_kube(settings.data_dir)
+        api = await ApiClient.connect(settings, actor="bench", timeout_s=120.0)
+        client = Client(f"https://127.0.0.1:{port}", settings.data_dir)
+        await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}])
+        t0 = time.monotonic()
+        for i in range(0, args.pods, 500):
+            results = await api.apply([pod(j) for j in range(i, min(args.pods, i + 500))])
+            assert all(r.error is None for r in results), [r.error for r in results if r.error][:1]
+        print(f"setup: {args.pods} pods in {time.monotonic() - t0:.1f}s")
+        body = await client.get("/api/v1/pods")
+        assert len(json.loads(body)["items"]) == args.pods
+        out: dict[str, Any] = {"pods": args.pods, "list_bytes": len(body)}
+        for name, accept in (("json", "application/json"), ("table", TABLE)):
+            cold = await _timed(lambda a=accept: client.get("/api/v1/pods", a))  # type: ignore[misc]
+            runs = [await _timed(lambda a=accept: client.get("/api/v1/pods", a)) for _ in range(args.repeat)]  # type: ignore[misc]
+            out[f"list_{name}_ms"] = round(statistics.median(runs), 1)
+            out[f"list_{name}_cold_ms"] = round(cold, 1)
+            print(
+                f"LIST {args.pods} pods as {name}: median {out[f'list_{name}_ms']} ms (first {cold:.1f} ms)"
+            )
+
+        # WATCH latency: receipt minus storage time of each event
+        store = await EventStore.open(settings, "bench-reader")
+        rv = json.loads(await client.get("/api/v1/namespaces/bench/pods?limit=1"))["metadata"][
+            "resourceVersion"
+        ]
+        received: dict[int, float] = {}
+        got = asyncio.Event()
+
+        async def watch() -> None:
+            assert client is not None
+            path = f"/api/v1/namespaces/bench/pods?watch=1&resourceVersion={rv}"
+            async with client.session.get(client.url + path, headers=client.headers, ssl=client.ssl) as resp:
+                async for line in resp.content:
+                    now = time.time()
+                    ev = json.loads(line)
+                    received[int(ev["object"]["metadata"]["resourceVersion"])] = now
+                    got.set()
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0.5)
+        for i in range(args.watch_events):
+            got.clear()
+            status = {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "reason": str(i)}],
+            }
+            await api.update_status("Pod", f"pod-{i % args.pods:05d}", status, namespace="bench")
+            await asyncio.wait_for(got.wait(), 10)
+            await asyncio.sleep(0.005)
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        stored: dict[int, float] = {}
+        first = min(received)
+        async for records in store.read_raw(f"{settings.root}.ev.>", first):
+            for rec in records:
+                if rec.seq in received:
+                    stored[rec.seq] = _stored_at(rec)
+            if len(stored) == len(received) or records[-1].seq >= max(received):
+                break
+        lat = sorted((received[s] - stored[s]) * 1000 for s in stored)
+        out["watch_events"] = len(lat)
+        out["watch_p50_ms"] = round(lat[len(lat) // 2], 2)
+        out["watch_p99_ms"] = round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2)
+        print(
+            f"WATCH: {len(lat)} events, stored -> received p50 {out['watch_p50_ms']} ms, "
+            f"p99 {out['watch_p99_ms']} ms"
+        )
+        return out
+    finally:
+        if client is not None:
+            await client.close()
+        if api is not None:
+            await api.close()
+        if store is not None:
+            await store.close()
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 10)
+            except TimeoutError:
+                proc.kill()
+        log.close()
+        server.stop()
+
+
+class Watchers:
+    """``n`` watchers of every pod, each its own HTTPS connection; events counted, not decoded."""
+
+    def __init__(self, n: int, port: int) -> None:
+        self.n, self.port = n, port
+        self.events = 0
+        self.clients: list[Client] = []
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def start(self, settings: Settings) -> None:
+        await _wait_kube(settings.data_dir)
+        for _ in range(self.n):
+            c = Client(f"https://127.0.0.1:{self.port}", settings.data_dir)
+            self.clients.append(c)
+            self.tasks.append(asyncio.create_task(self._watch(c)))
+
+    async def _watch(self, c: Client) -> None:
+        timeout = aiohttp.ClientTimeout()
+        path = c.url + "/api/v1/pods?watch=1"
+        async with c.session.get(path, headers=c.headers, ssl=c.ssl, timeout=timeout) as resp:
+            async for chunk in resp.content.iter_any():
+                self.events += chunk.count(b"\n")
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for c in self.clients:
+            await c.close()
+
+
+async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
+    from bench import scheduling
+
+    sched_args = argparse.Namespace(
+        nodes=args.sched_nodes,
+        devices_per_node=10,
+        pods=args.sched_pods,
+        steady_pods=args.sched_pods // 4,
+        create_chunk=250,
+        fill_rate=0.0,
+        claims="controller",
+        json=False,
+    )
+    results = {}
+    for watchers in (0, args.watchers):
+        port = _free_port()
+        os.environ["DRAFLOW_KUBE_API"] = f"127.0.0.1:{port}"  # the spawned apiserver serves it
+        fleet = Watchers(watchers, port)
+        print(f"-- scheduling with {watchers} watchers")
+        try:
+            results[watchers] = await scheduling.run(sched_args, on_ready=fleet.start)
+        finally:
+            await fleet.stop()
+            os.environ.pop("DRAFLOW_KUBE_API", None)
+        if watchers:
+            print(f"the watchers received {fleet.events} events")
+    base = results[0]["steady_pods_per_s"]
+    loaded = results[args.watchers]["steady_pods_per_s"]
+    return {
+        "watchers": args.watchers,
+        "sched_pods_per_s": base,
+        "sched_pods_per_s_with_watchers": loaded,
+        "watchers_slowdown_pct": round((base - loaded) / base * 100, 1) if base else 0.0,
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    load = os.getloadavg()
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
+        "loadavg_before": [round(x, 2) for x in load],
+    }
+    result.update(await list_and_watch(args))
+    if not args.no_scheduling:
+        result.update(await scheduling_with_watchers(args))
+        alone, loaded = result["sched_pods_per_s"], result["sched_pods_per_s_with_watchers"]
+        print(
+            f"scheduling: {alone} pods/s alone, {loaded} with {args.watchers} watchers "
+            f"({result['watchers_slowdown_pct']} % slower)"
+        )
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.kubeapi", description=__doc__.splitlines()[0])
+    p.add_argument("--pods", type=int, default=5000)
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--watch-events", type=int, default=200)
+    p.add_argument("--watchers", type=int, default=100)
+    p.add_argument("--sched-nodes", type=int, default=100)
+    p.add_argument("--sched-pods", type=int, default=800)
+    p.add_argument("--no-scheduling", action="store_true", help="skip the watchers-vs-scheduling run")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    result = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

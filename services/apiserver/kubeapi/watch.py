@@ -1,0 +1,345 @@
+"""WATCH: the log's changes from a resourceVersion (a stream sequence) on, as a chunked JSON stream.
+
+The watch cache keeps the last ``capacity`` object changes the apiserver's store folded, in stream
+order, each with the object before it (so a label-selected watch sees an object that stops
+matching as DELETED and one that starts matching as ADDED, as upstream). A change is released to
+watchers once the store's log position has reached it: the apiserver folds its own appends before
+the log delivers them, and a watcher must never see sequence 105 before 103. A watch from a
+resourceVersion older than the cache's window gets upstream's ``410 Gone`` ERROR event ("too old
+resource version"), and the client lists again. Bookmarks carry the position when nothing else
+happens (``allowWatchBookmarks``); ``sendInitialEvents=true`` starts with the current objects and
+ends them with the ``k8s.io/initial-events-end`` bookmark (client-go's watch-list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import msgspec
+from aiohttp import web
+from msgspec.structs import replace
+
+from events.api.base import ApiStruct
+from events.api.codec import object_meta
+from projections.objects import Change
+from services.apiserver.kubeapi.encoding import EncodingCache, status_json
+from services.apiserver.kubeapi.resources import Resource, by_kind
+from services.apiserver.kubeapi.tables import table_json
+from services.runtime.store import ApiStore
+
+__all__ = ["WatchCache", "serve_watch"]
+
+BOOKMARK_EVERY_S = 5.0
+_LINES = 4096  # encoded event lines shared by watchers
+MAX_BACKLOG = 50_000  # a watcher this far behind is closed (it lists and watches again)
+_encode = msgspec.json.Encoder().encode
+
+Selector = Callable[[ApiStruct], bool]
+
+
+class Entry(NamedTuple):
+    seq: int
+    kind: str
+    namespace: str
+    name: str
+    type: str  # ADDED | MODIFIED | DELETED
+    obj: ApiStruct
+    prev: ApiStruct | None
+
+
+@dataclass(eq=False)
+class Watcher:
+    kind: str
+    namespace: str | None
+    since: int = 0  # changes at or before this version are not this watcher's
+    queue: deque[Entry] = field(default_factory=deque)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    overflowed: bool = False
+
+    def push(self, entry: Entry) -> None:
+        if entry.seq <= self.since:
+            return  # released after the watch began, but older than the version it asked for
+        if len(self.queue) >= MAX_BACKLOG:
+            self.overflowed = True
+        else:
+            self.queue.append(entry)
+        self.wake.set()
+
+
+class WatchCache:
+    def __init__(
+        self,
+        store: ApiStore,
+        encodings: EncodingCache,
+        capacity: int = 100_000,
+        bookmark_every_s: float = BOOKMARK_EVERY_S,
+    ) -> None:
+        self.store = store
+        self.bookmark_every_s = bookmark_every_s
+        self.encodings = encodings
+        self.ring: deque[Entry] = deque()
+        self.capacity = capacity
+        self.floor = 0  # changes after this sequence are all in the ring
+        self.position = 0  # changes up to here are released
+        self.latest = 0  # the newest change folded (this process's appends run ahead of the log)
+        self._pending: list[Entry] = []
+        self._last: dict[tuple[str, str, str], ApiStruct] = {}
+        self._watchers: dict[str, set[Watcher]] = {}
+        self._started = False
+        self._catching_up: asyncio.Future[None] | None = None
+        self._lines: dict[tuple[int, str, str], bytes] = {}
+        self.closed = asyncio.Event()
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self.floor = self.position = self.store.position
+        index = self.store.index
+        for kind in index.kinds():
+            for obj in index.items(kind):
+                meta = object_meta(obj)
+                self._last[(kind, meta.namespace, meta.name)] = obj
+        self.store.listen(self._on_change)
+        self.store.listen_position(self._on_position)
+
+    async def stop(self) -> None:
+        self.closed.set()
+        for watchers in self._watchers.values():
+            for w in watchers:
+                w.wake.set()
+
+    def _on_change(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        key = (kind, namespace, name)
+        prev = self._last.get(key)
+        obj = change.object
+        self.latest = max(self.latest, change.seq)
+        if change.type == "DELETED":
+            self._last.pop(key, None)
+            self.encodings.forget(kind, namespace, name)
+            # as upstream: the deleted object carries the deletion's version, so a client resuming
+            # from the last version it saw does not see the deletion again
+            meta = object_meta(obj)
+            obj = replace(obj, metadata=replace(meta, resource_version=str(change.seq)))
+        else:
+            self._last[key] = obj
+        self._pending.append(Entry(change.seq, kind, namespace, name, change.type, obj, prev))
+        if change.seq <= self.store.position:
+            self._on_position(self.store.position)
+        elif change.seq == self.position + 1:
+            # the very next sequence (this process's own append, the log had nothing in between):
+            # nothing can come before it, so it need not wait for the log to deliver it again
+            self._on_position(change.seq)
+        elif self._catching_up is None:
+            # this process's own append, folded before the log delivered it: have the log follower
+            # read now rather than at its next wake-up, so the change reaches watchers sooner
+            self._catching_up = asyncio.ensure_future(self._catch_up(change.seq))
+
+    async def _catch_up(self, seq: int) -> None:
+        try:
+            with contextlib.suppress(TimeoutError):
+                await self.store.wait_position(seq, 5.0)
+        finally:
+            self._catching_up = None
+
+    def _on_position(self, position: int) -> None:
+        if not self._pending:
+            self.position = max(self.position, position)
+            return
+        ready = [e for e in self._pending if e.seq <= position]
+        if not ready:
+            return
+        self._pending = [e for e in self._pending if e.seq > position]
+        ready.sort(key=lambda e: e.seq)
+        for entry in ready:
+            self.ring.append(entry)
+            for w in self._watchers.get(entry.kind, ()):
+                if w.namespace is None or w.namespace == entry.namespace:
+                    w.push(entry)
+        while len(self.ring) > self.capacity:
+            self.floor = self.ring.popleft().seq
+        self.position = max(self.position, position)
+
+    async def consistent(self, attempts: int = 3) -> None:
+        """Until the store has folded everything up to the newest change it holds: a LIST read
+        then is a snapshot at ``store.position`` (its resourceVersion), nothing newer mixed in."""
+        for _ in range(attempts):
+            target = self.latest
+            if target <= self.store.position:
+                return
+            with contextlib.suppress(TimeoutError):
+                await self.store.wait_position(target, 5.0)
+
+    def line(self, entry: Entry, version: str, res: Resource) -> bytes:
+        """The watch event line of a change for an unselected JSON watch, encoded once for all
+        such watchers (the last ``_LINES`` changes are kept)."""
+        key = (entry.seq, entry.kind, version)
+        data = self._lines.get(key)
+        if data is None:
+            keep = entry.type != "DELETED"
+            data = _event(entry.type, self.encodings.get(res, entry.obj, version, keep=keep))
+            self._lines[key] = data
+            if len(self._lines) > _LINES:
+                self._lines.pop(next(iter(self._lines)))
+        return data
+
+    def subscribe(self, kind: str, namespace: str | None, since: int) -> tuple[Watcher, list[Entry]] | None:
+        """A watcher of ``kind`` plus the released changes after ``since``; None when ``since`` is
+        older than the cache holds (410 Gone)."""
+        if since < self.floor:
+            return None
+        watcher = Watcher(kind, namespace, since)
+        backlog = (
+            [
+                e
+                for e in self.ring
+                if e.seq > since and e.kind == kind and (namespace is None or e.namespace == namespace)
+            ]
+            if since < self.position
+            else []
+        )
+        self._watchers.setdefault(kind, set()).add(watcher)
+        return watcher, backlog
+
+    def unsubscribe(self, watcher: Watcher) -> None:
+        self._watchers.get(watcher.kind, set()).discard(watcher)
+
+
+def _event(kind: str, obj: bytes) -> bytes:
+    return b'{"type":"' + kind.encode() + b'","object":' + obj + b"}\n"
+
+
+async def serve_watch(
+    request: web.Request,
+    cache: WatchCache,
+    res: Resource,
+    version: str,
+    namespace: str | None,
+    selected: Callable[..., bool],
+) -> web.StreamResponse:
+    q = request.query
+    rv = q.get("resourceVersion", "")
+    bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+    initial = q.get("sendInitialEvents") in ("true", "1")
+    accept = request.headers.get("Accept", "")
+    as_table = "as=Table" in accept and "g=meta.k8s.io" in accept
+    include = q.get("includeObject", "Metadata")
+    try:
+        timeout = float(q.get("timeoutSeconds") or 0) or random.uniform(1800, 3600)
+    except ValueError:
+        timeout = 1800.0
+    if rv and not rv.isdigit():
+        from services.apiserver.kubeapi.http import ApiError
+
+        raise ApiError(400, "BadRequest", f'invalid resource version "{rv}"')
+    since = int(rv) if rv and rv != "0" else cache.position
+    synthetic = not rv or rv == "0" or initial
+    if initial and rv and rv != "0":
+        since = max(since, cache.position)
+    sub = cache.subscribe(res.kind, namespace, since)
+    resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    if sub is None:
+        gone = status_json(410, "Expired", f"too old resource version: {rv} ({cache.floor})")
+        await resp.write(_event("ERROR", gone))
+        await resp.write_eof()
+        return resp
+    watcher, backlog = sub
+    first_table = [True]
+
+    def render(obj: ApiStruct, keep: bool = True) -> bytes:
+        data = cache.encodings.get(res, obj, version, keep=keep)
+        if not as_table:
+            return data
+        out = table_json(res, [obj], [data], int(object_meta(obj).resource_version or 0), include)
+        if first_table[0]:
+            first_table[0] = False
+            return out
+        return out.replace(b'"columnDefinitions":' + _definitions_bytes(out), b'"columnDefinitions":[]', 1)
+
+    def bookmark(position: int, annotations: dict[str, str] | None = None) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(position)}
+        if annotations:
+            meta["annotations"] = annotations
+        obj = {"kind": res.wire_kind, "apiVersion": res.api_version(version), "metadata": meta}
+        return _event("BOOKMARK", _encode(obj))
+
+    everything = not q.get("labelSelector") and not q.get("fieldSelector")
+
+    def translate(entry: Entry) -> bytes | None:
+        if everything and not as_table:  # the common case: one encoding shared by every watcher
+            return cache.line(entry, version, res)
+        now = entry.type != "DELETED" and selected(entry.obj)
+        before = entry.prev is not None and selected(entry.prev)
+        if entry.type == "DELETED":
+            return _event("DELETED", render(entry.obj, keep=False)) if before else None
+        if now and not before:
+            return _event("ADDED", render(entry.obj))
+        if now:
+            return _event("MODIFIED", render(entry.obj))
+        if before:
+            return _event("DELETED", render(entry.obj))
+        return None
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        if synthetic:
+            chunks = []
+            for obj in cache.store.index.items(res.kind, namespace):
+                if int(object_meta(obj).resource_version or 0) <= since and selected(obj):
+                    chunks.append(_event("ADDED", render(obj)))
+            if chunks:
+                await resp.write(b"".join(chunks))
+            if initial:
+                await resp.write(bookmark(since, {"k8s.io/initial-events-end": "true"}))
+            backlog = [e for e in backlog if e.seq > since]
+        out = [c for c in (translate(e) for e in backlog) if c is not None]
+        if out:
+            await resp.write(b"".join(out))
+        last_bookmark = loop.time()
+        while not cache.closed.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            if not watcher.queue:
+                watcher.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(remaining, cache.bookmark_every_s)):
+                        await watcher.wake.wait()
+            if watcher.overflowed:
+                break
+            batch = []
+            while watcher.queue:
+                chunk = translate(watcher.queue.popleft())
+                if chunk is not None:
+                    batch.append(chunk)
+            if batch:
+                await resp.write(b"".join(batch))
+            elif bookmarks and loop.time() - last_bookmark >= cache.bookmark_every_s:
+                await resp.write(bookmark(cache.position))
+                last_bookmark = loop.time()
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        cache.unsubscribe(watcher)
+    with contextlib.suppress(ConnectionResetError, RuntimeError):
+        await resp.write_eof()
+    return resp
+
+
+def _definitions_bytes(table: bytes) -> bytes:
+    start = table.index(b'"columnDefinitions":') + len(b'"columnDefinitions":')
+    end = table.index(b',"rows":', start)
+    return table[start:end]
+
+
+def resource_of(kind: str) -> Resource | None:
+    return by_kind(kind)

@@ -1,0 +1,1 @@
+"""The scheduler's sagas (run by the scheduler service on the engine in ``sagas.engine``)."""

@@ -1,0 +1,384 @@
+"""The PodScheduling saga: Reserve → PreBind → Bind for one scheduling decision, with Unreserve.
+
+The scheduling cycle decides (node, per-claim allocation) on the in-memory snapshot and already
+counts it in the assume cache; the saga's input is that decision, so whoever resumes the saga
+after a crash writes exactly what was decided. Steps:
+
+* ``reserve`` — the decision is in the assume cache (re-assumed when another process resumes).
+  Compensation ``unreserve``: drop the assume entries and send the pod back to the queue (backoff).
+* ``prebind`` — per claim, one atomic append on the claim's subject with the claim's version as
+  the expected last sequence: ``ClaimAllocated`` (when this cycle allocated it; also sets the
+  delete-protection finalizer) and ``ClaimReserved`` (the pod in ``reservedFor``). A conflict
+  means someone else changed the claim: reload it from the log and check the decision still holds
+  (``prebind_claim``). The step fails (and the saga compensates) when the claim was allocated by
+  anyone but this saga meanwhile, or when the pod is already reserved on it, or the claim is a
+  special claim created, by *another* saga: another scheduling attempt for the same pod is under
+  way (a second scheduler instance), and this saga must neither rely on nor later undo its work.
+* ``bind`` — ``PodBound`` on the pod's subject (optimistic as well), only while the pod's
+  ``extendedResourceClaimStatus`` still names this saga's special claim; a pod bound by someone
+  else meanwhile fails the step.
+
+Compensation of ``prebind`` (``release``) undoes only what this saga wrote, as the log shows it
+(:mod:`.ownership`: the saga id is the correlation id of its appends): per claim, the pod's
+reservation if this saga's ``ClaimReserved`` put it there, and the allocation if this saga's
+``ClaimAllocated`` made it and nobody else is left reserving the claim — read and appended at one
+version, so a concurrent change makes it read and decide again.
+
+Extended resources backed by DRA (KEP-5004): when the decision includes the pod's special claim
+(``extended_claim``: name and uid derived from the pod, so a re-run targets the same object), the
+``prebind`` step first creates it, then allocates and reserves it with the pod's other claims, and
+last records the pod's ``status.extendedResourceClaimStatus`` (:mod:`.extended_claim`). Its
+compensation deletes the special claim only if this saga created it and no one else uses it, and
+clears the status only once the claim it names is gone. These are parts of the existing
+``prebind`` step rather than steps of their own: recorded sagas keep the step list they were
+started with. A special claim left over from an earlier attempt, which PostFilter finds, is
+deleted by the one-step ``ExtendedClaimCleanup`` saga.
+
+Each step is idempotent: it first looks at the objects and appends only what is missing, with a
+deterministic message id, so a re-run after a crash has no second effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from events.api.core_v1 import ContainerExtendedResourceRequest, Pod
+from events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from events.dra import (
+    ClaimAllocated,
+    ClaimDeallocated,
+    ClaimReservationsReleased,
+    ClaimReserved,
+    PodBound,
+)
+from events.envelope import Envelope, Event
+from events.objects import finalizers_changed
+from infra.errors import ConcurrencyError
+from sagas.engine import SagaDefinition, Step, StepContext
+from services.dra.extended.claim import is_extended_resource_claim
+from services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
+from services.scheduler.framework import ClaimBinding, Reserved
+from services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
+from services.scheduler.sagas.extended_claim import (
+    claim_ref,
+    clear_extended_status,
+    create_extended_claim,
+    record_extended_status,
+    release_extended_claim,
+)
+from services.scheduler.sagas.extended_steps import pod_with_claim_status
+from services.scheduler.sagas.host import (
+    MAX_CONFLICTS,
+    SchedulerHost,
+    SchedulingConflict,
+    read_object,
+)
+from services.scheduler.sagas.ownership import allocation_writer, binder, creator, foreign, reservation_writer
+
+__all__ = ["POD_SCHEDULING", "POD_SCHEDULING_SAGA", "ClaimPlan", "PodSchedulingInput"]
+
+POD_SCHEDULING = "PodScheduling"
+
+
+class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str = ""
+    allocation: AllocationResult | None = None  # None: already allocated, only reserve
+    consumer: ResourceClaimConsumerReference
+
+
+class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
+    """The decision the saga carries out (its input, stored in ``SagaStarted``)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node_name: str
+    claims: tuple[ClaimPlan, ...] = ()
+    # KEP-5004: the special claim to create (its allocation is one of ``claims``) and the pod's
+    # extendedResourceClaimStatus.requestMappings
+    extended_claim: ResourceClaim | None = None
+    extended_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def of(cls, r: Reserved) -> PodSchedulingInput:
+        claims = tuple(
+            ClaimPlan(
+                namespace=b.claim.namespace,
+                name=b.claim.name,
+                uid=b.claim.uid,
+                allocation=b.allocation,
+                consumer=b.consumer,
+            )
+            for b in r.claims
+        )
+        ext = r.extended
+        return cls(
+            namespace=r.pod.namespace,
+            name=r.pod.name,
+            uid=r.pod.uid,
+            node_name=r.node_name,
+            claims=claims,
+            extended_claim=ext.claim if ext is not None else None,
+            extended_mappings=ext.mappings if ext is not None else (),
+        )
+
+    @staticmethod
+    def binding(c: ClaimPlan) -> ClaimBinding:
+        return ClaimBinding(ClaimRef(namespace=c.namespace, name=c.name, uid=c.uid), c.allocation, c.consumer)
+
+    def creates(self, c: ClaimPlan) -> bool:
+        """Whether ``c`` is the special claim this decision creates."""
+        ext = self.extended_claim
+        return ext is not None and (c.namespace, c.name, c.uid) == claim_ref(ext)
+
+
+Ctx = StepContext[PodSchedulingInput, SchedulerHost]
+
+
+
+def _needs_history(claim: ResourceClaim, plan: PodSchedulingInput, c: ClaimPlan) -> bool:
+    """Whether PreBind must look at who wrote the claim's state before relying on it: when the pod
+    is reserved on it already, when it is allocated although this decision allocates it, or when
+    it is a stored special claim this decision did not create."""
+    status = claim.status
+    return (
+        any(r.uid == plan.uid for r in status.reserved_for)
+        or (c.allocation is not None and status.allocation is not None)
+        or (is_extended_resource_claim(claim) and not plan.creates(c))
+    )
+
+
+
+def _check_owner(
+    saga_id: str,
+    plan: PodSchedulingInput,
+    c: ClaimPlan,
+    claim: ResourceClaim,
+    history: Sequence[Envelope[Event]],
+) -> None:
+    """PreBind relies only on what this saga (or nobody's saga) wrote, never on another attempt's
+    work for the same pod: that attempt's compensation would pull it from under this one."""
+    key = f"{c.namespace}/{c.name}"
+    if c.allocation is not None and claim.status.allocation is not None:
+        if allocation_writer(history) != saga_id:
+            raise SchedulingConflict(f"claim {key} was allocated by someone else in the meantime")
+    if is_extended_resource_claim(claim) and not plan.creates(c):
+        made_by = creator(history)
+        if foreign(made_by, saga_id):
+            raise SchedulingConflict(
+                f"claim {key} was created by another scheduling attempt (saga {made_by})"
+            )
+    if any(r.uid == plan.uid for r in claim.status.reserved_for):
+        writer = reservation_writer(history, plan.uid)
+        if foreign(writer, saga_id):
+            raise SchedulingConflict(
+                f"claim {key} is reserved for pod {plan.key} by another scheduling attempt (saga {writer})"
+            )
+
+
+
+
+def current_pod(rt: SchedulerHost, plan: PodSchedulingInput) -> Pod | None:
+    pod, _ = rt.get("Pod", plan.namespace, plan.name)
+    return pod if isinstance(pod, Pod) and pod.metadata.uid == plan.uid else None
+
+
+async def reserve(ctx: Ctx) -> dict[str, Any]:
+    plan, rt = ctx.input, ctx.deps
+    pod = current_pod(rt, plan)
+    if pod is None:
+        raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
+    if pod.spec.node_name and pod.spec.node_name != plan.node_name:
+        raise SchedulingConflict(f"pod {plan.key} is bound to {pod.spec.node_name} already")
+    cluster = rt.core.cluster
+    if not pod.spec.node_name and plan.key not in cluster.assumed.pods:
+        # resumed by a process that did not make the decision: assume it here too
+        allocs: list[tuple[ResourceClaim, AllocationResult]] = []
+        ext = plan.extended_claim
+        for c in plan.claims:
+            claim, _ = rt.get("ResourceClaim", c.namespace, c.name)
+            if claim is None and ext is not None and plan.creates(c):
+                claim = ext  # the special claim, not created yet
+            if c.allocation is not None and isinstance(claim, ResourceClaim):
+                if claim.status.allocation is None:
+                    allocs.append((claim, c.allocation))
+        cluster.assume_allocations(pod, plan.node_name, allocs)
+        cluster.assume_pod(pod, plan.node_name)
+    return {"node": plan.node_name}
+
+
+async def unreserve(ctx: Ctx) -> None:
+    plan, rt = ctx.input, ctx.deps
+    pod = current_pod(rt, plan)
+    if pod is not None:
+        rt.core.unreserve(pod)
+    else:
+        for event in rt.core.cluster.forget(plan.key):
+            rt.core.queue.on_event(event)
+
+
+async def prebind(ctx: Ctx) -> dict[str, Any]:
+    plan, rt = ctx.input, ctx.deps
+    ext = plan.extended_claim
+    if ext is not None:
+        await create_extended_claim(ctx, rt, ext)
+    for c in plan.claims:
+        await _prebind_claim(ctx, plan, c)
+    if ext is not None:
+        await record_extended_status(
+            ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
+        )
+    return {"claims": [c.name for c in plan.claims]}
+
+
+async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
+    rt = ctx.deps
+    binding = PodSchedulingInput.binding(c)
+    claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
+    history: list[Envelope[Event]] | None = None
+    for attempt in range(MAX_CONFLICTS):
+        if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
+            claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
+        if not isinstance(claim, ResourceClaim):
+            raise SchedulingConflict(f"claim {c.namespace}/{c.name} is gone")
+        if history is not None:
+            _check_owner(ctx.saga_id, plan, c, claim, history)
+        try:
+            new = prebind_claim(claim, binding)
+        except PreBindConflict as exc:
+            raise SchedulingConflict(str(exc)) from exc
+        if new is claim:
+            return
+        events: list[Event] = []
+        if c.allocation is not None and claim.status.allocation is None:
+            events.append(
+                ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid)
+            )
+        elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
+            finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
+            events.append(finalizers_changed("ResourceClaim", finalizers))
+        if not any(r.uid == plan.uid for r in claim.status.reserved_for):
+            events.append(ClaimReserved(consumer=c.consumer))
+        if not events:
+            return  # everything the decision asks for is on the claim already
+        subject = rt.subject("ResourceClaim", c.namespace, c.name)
+        try:
+            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
+        except ConcurrencyError:
+            claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
+            continue
+        rt.appended()
+        return
+    raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing ({MAX_CONFLICTS} conflicts)")
+
+
+async def release(ctx: Ctx) -> None:
+    plan, rt = ctx.input, ctx.deps
+    ext = plan.extended_claim
+    for c in reversed(plan.claims):
+        if not plan.creates(c):  # the special claim: below, allocation and reservation with it
+            await _release_claim(ctx, plan, c)
+    if ext is not None:
+        await release_extended_claim(ctx, rt, plan.uid, ext)
+        await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
+
+
+async def _release_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
+    """Only what this saga wrote: its reservation of the pod, its allocation if unused."""
+    rt = ctx.deps
+    for attempt in range(MAX_CONFLICTS):
+        claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
+        if not isinstance(claim, ResourceClaim) or (c.uid and claim.metadata.uid != c.uid):
+            return
+        status = claim.status
+        events: list[Event] = []
+        ours = any(r.uid == plan.uid for r in status.reserved_for) and (
+            reservation_writer(history, plan.uid) == ctx.saga_id
+        )
+        if ours:
+            events.append(ClaimReservationsReleased(uids=(plan.uid,)))
+        others = [r for r in status.reserved_for if not (ours and r.uid == plan.uid)]
+        if (
+            c.allocation is not None
+            and status.allocation is not None
+            and not others
+            and allocation_writer(history) == ctx.saga_id
+        ):
+            events.append(ClaimDeallocated(reason="Unreserve"))
+        if not events:
+            return
+        subject = rt.subject("ResourceClaim", c.namespace, c.name)
+        try:
+            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
+        except ConcurrencyError:
+            continue
+        rt.appended()
+        return
+    raise SchedulingConflict(f"claim {c.namespace}/{c.name}: kept changing while releasing it")
+
+
+def _status_ok(plan: PodSchedulingInput, pod: Pod) -> bool:
+    ext = plan.extended_claim
+    return ext is None or pod_with_claim_status(pod, ext.metadata.name, plan.extended_mappings) is pod
+
+
+async def bind(ctx: Ctx) -> dict[str, Any]:
+    plan, rt = ctx.input, ctx.deps
+    pod, version = rt.get("Pod", plan.namespace, plan.name)
+    fresh = False
+    for attempt in range(MAX_CONFLICTS):
+        stale = not isinstance(pod, Pod) or pod.metadata.uid != plan.uid or not _status_ok(plan, pod)
+        if stale and not fresh:  # the snapshot may lag behind our own PreBind: read the log
+            pod, version = await rt.load("Pod", plan.namespace, plan.name)
+            fresh = True
+        if not isinstance(pod, Pod) or pod.metadata.uid != plan.uid:
+            raise SchedulingConflict(f"pod {plan.key} (uid {plan.uid}) is gone")
+        if pod.metadata.deletion_timestamp:
+            raise SchedulingConflict(f"pod {plan.key} is being deleted")
+        if pod.spec.node_name:
+            history = await rt.history("Pod", plan.namespace, plan.name)
+            if pod.spec.node_name == plan.node_name and binder(history) == ctx.saga_id:
+                break
+            raise SchedulingConflict(f"pod {plan.key} was bound to {pod.spec.node_name} by someone else")
+        if not _status_ok(plan, pod):
+            raise SchedulingConflict(
+                f"pod {plan.key}: status.extendedResourceClaimStatus was changed by someone else"
+            )
+        subject = rt.subject("Pod", plan.namespace, plan.name)
+        try:
+            await ctx.append(
+                subject,
+                PodBound(node_name=plan.node_name, at=rt.now()),
+                expected_last_seq=version,
+                suffix=str(attempt),
+            )
+        except ConcurrencyError:
+            pod, version = await rt.load("Pod", plan.namespace, plan.name)
+            fresh = True
+            continue
+        rt.appended()
+        break
+    else:
+        raise SchedulingConflict(f"pod {plan.key}: kept changing ({MAX_CONFLICTS} conflicts)")
+    rt.bound(plan)
+    return {"node": plan.node_name}
+
+
+POD_SCHEDULING_SAGA = SagaDefinition(
+    POD_SCHEDULING,
+    (
+        Step("reserve", reserve, unreserve),
+        Step("prebind", prebind, release),
+        Step("bind", bind),
+    ),
+    PodSchedulingInput,
+)

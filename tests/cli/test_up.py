@@ -1,0 +1,149 @@
+"""``draflow up`` (the packaged Procfile, from any directory) and ``draflow examples``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from infra.ports import Ports
+from services.cli.up import packaged_procfile, procfile
+from tests.e2e.procs import ROOT
+from tests.helpers import free_port_offset
+
+BIN = Path(sys.executable).parent
+
+
+def test_the_packaged_procfile_is_the_checkouts() -> None:
+    """One Procfile: ``honcho start`` in a checkout and ``draflow up`` run the same processes."""
+    assert packaged_procfile() == (ROOT / "Procfile").read_text()
+
+
+def test_nodes_and_gpus_replace_the_kubelets() -> None:
+    default = dict(procfile())
+    assert [n for n in default if n.startswith("kubelet_node_")] == [f"kubelet_node_{i}" for i in range(1, 5)]
+    six = procfile(nodes=6, gpus=2)
+    names = [n for n, _ in six]
+    assert names.count("apiserver") == 1 and [n for n in names if n.startswith("kubelet")] == [
+        f"kubelet_node_{i}" for i in range(1, 7)
+    ]
+    cmds = dict(six)
+    assert cmds["kubelet_node_1"] == default["kubelet_node_1"].replace("--gpus 8", "--gpus 2")  # labels kept
+    assert (
+        cmds["kubelet_node_6"]
+        == "DRAFLOW_METRICS_SLOT=16 exec python -m services.kubelet --node node-6 --gpus 2"
+    )
+    assert [n for n, _ in procfile(nodes=0)] == [n for n in default if not n.startswith("kubelet_node_")]
+
+
+def test_examples_list_and_path(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(BIN / "draflow"), "examples", "list"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert out.returncode == 0
+    listed = out.stdout.split()
+    assert "dra-example-driver/deviceclass.yaml" in listed and "extended-resources/deployment.yaml" in listed
+    path = subprocess.run(
+        [str(BIN / "draflow"), "examples", "path"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert (Path(path.stdout.strip()) / "dra-example-driver" / "deviceclass.yaml").is_file()
+
+
+def test_the_wheel_ships_the_procfile_and_the_examples(tmp_path: Path) -> None:
+    src = tmp_path / "src"  # a copy: building in the checkout would leave build/ behind
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("events", "infra", "projections", "sagas", "services", "examples"):
+        shutil.copytree(ROOT / name, src / name, ignore=ignore)
+    for name in ("pyproject.toml", "README.md", "Procfile"):
+        shutil.copy(ROOT / name, src / name)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("draflow-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "services/cli/Procfile" in names
+    data = [n.split("/data/", 1)[1] for n in names if "/data/share/draflow/examples/" in n]
+    expected = sorted(
+        f"share/draflow/examples/{p.relative_to(ROOT / 'examples')}"
+        for p in (ROOT / "examples").rglob("*")
+        if p.is_file()
+    )
+    assert sorted(data) == expected
+
+
+def test_draflow_up_runs_the_system_from_any_directory(tmp_path: Path) -> None:
+    ports = Ports(free_port_offset())
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRAFLOW_", "OTEL_"))}
+    env["PATH"] = os.environ.get("PATH", "")  # no activated venv needed: up runs its own python
+    data = tmp_path / "state"
+    log = (tmp_path / "up.log").open("w")
+    up = subprocess.Popen(
+        [
+            str(BIN / "draflow"),
+            "up",
+            "--data-dir",
+            str(data),
+            "--nodes",
+            "2",
+            "--gpus",
+            "3",
+            "--port-offset",
+            str(ports.offset),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    kube_env = {**env, "KUBECONFIG": str(data / "kubeconfig"), "HOME": str(tmp_path)}
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "kubectl"), *args], env=kube_env, capture_output=True, text=True, timeout=30
+        )
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert up.poll() is None, (tmp_path / "up.log").read_text()[-3000:]
+            if (data / "kubeconfig").exists():
+                slices = kubectl("get", "resourceslices", "-o", "jsonpath={.items[*].spec.nodeName}")
+                if slices.returncode == 0 and sorted(slices.stdout.split()) == ["node-1", "node-2"]:
+                    break
+            assert time.monotonic() < deadline, (tmp_path / "up.log").read_text()[-3000:]
+            time.sleep(0.5)
+        devices = kubectl(
+            "get", "resourceslices", "-o", "jsonpath={range .items[*]}{.spec.devices[*].name}{'\\n'}{end}"
+        )
+        assert [len(line.split()) for line in devices.stdout.splitlines()] == [3, 3]
+        assert f":{ports.kube_api}" in (data / "kubeconfig").read_text()
+    finally:
+        up.send_signal(signal.SIGINT)  # Ctrl-C: honcho's manager stops every process
+        try:
+            up.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)
+            up.wait()
+        log.close()
+    assert up.returncode in (0, 130, -signal.SIGINT), (tmp_path / "up.log").read_text()[-3000:]

