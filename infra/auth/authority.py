@@ -26,7 +26,7 @@ from pathlib import Path
 
 import nkeys
 
-from infra.auth.roles import STATIC_ROLES, Role, inbox_prefix, permissions, role_named
+from infra.auth.roles import STATIC_ROLES, Role, permissions, role_named
 from infra.config import Settings
 
 __all__ = [
@@ -192,7 +192,3 @@ def reload_servers(settings: Settings) -> int:
         except (ValueError, OSError):
             continue
     return count
-
-
-def inbox_of(seed_path: Path) -> str:
-    return inbox_prefix(public_key(seed_path.read_bytes()))
