@@ -163,3 +163,14 @@ def test_a_file_that_is_not_a_backup_is_refused(secured: SecuredServer, tmp_path
     junk.write_text("not a tar archive")
     answer = draflow(secured, "restore", str(junk))
     assert answer.returncode == 1 and "not a readable draflow backup" in answer.stderr
+
+
+async def test_a_backup_of_other_streams_is_refused(secured: SecuredServer, tmp_path: Path) -> None:
+    from infra.backup import StreamBackup, write_backup
+    from services.cli.backup import restore
+    from services.cli.main import UserError
+
+    other = tmp_path / "other.backup"
+    write_backup(other, [StreamBackup("ELSEWHERE", {"config": {}, "state": {}}, b"")])
+    with pytest.raises(UserError, match="holds streams ELSEWHERE, this system's are DRAFLOW, DRAFLOW_DLQ"):
+        await restore(secured.as_role("admin"), other)
