@@ -213,7 +213,24 @@ async def connect(
                         await nc.close()
                 _forget_tasks(nc)
                 raise
+            if auth.get("nkeys_seed") or auth.get("user_credentials"):
+                await _check_account(nc, settings)
             nc.options["allow_reconnect"] = True
             nc.options["max_reconnect_attempts"] = -1
             return nc
     raise AssertionError("unreachable")
+
+
+async def _check_account(nc: Client, settings: Settings) -> None:
+    """One JetStream round trip before the connection is handed out. A client that authenticates
+    while the server reloads its users (a new node's kubelet credential) can be left bound to the
+    account as it was before the reload: connected, but its JetStream requests go unanswered and
+    the server drops it a little later. Such a connection is closed and the attempt retried."""
+    try:
+        await nc.request(f"$JS.API.STREAM.INFO.{settings.stream}", b"", timeout=2.0)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2.0):
+                await nc.close()
+        _forget_tasks(nc)
+        raise

@@ -37,7 +37,7 @@ from types import FrameType
 import msgspec
 
 from infra.auth.authority import ACCOUNTS_CONF, AuthorityError, ensure_authority, nats_dir
-from infra.auth.roles import ADMIN
+from infra.auth.roles import ADMIN, kubelet_role
 from infra.config import Settings
 from infra.ports import PortError, Ports
 
@@ -184,10 +184,14 @@ class LocalNatsServer:
         self.stop()
 
 
-def write_server_config(settings: Settings, node: int = 0, cluster: int = 0) -> LocalNatsServer:
+def write_server_config(
+    settings: Settings, node: int = 0, cluster: int = 0, nodes: tuple[str, ...] = ()
+) -> LocalNatsServer:
     """The authority (credentials, accounts) and this server's configuration file in the data dir;
-    ``node``/``cluster``: server ``node`` of a local cluster of ``cluster`` servers."""
-    ensure_authority(settings)
+    ``node``/``cluster``: server ``node`` of a local cluster of ``cluster`` servers; ``nodes``: the
+    kubelets known up front get their credentials before the server starts, so a system's first
+    start reloads no server (a kubelet of a node added later gets one made, and a reload)."""
+    ensure_authority(settings, tuple(kubelet_role(n) for n in nodes))
     directory = nats_dir(settings)
     if cluster > 1:
         ports = Ports.from_env()
@@ -238,6 +242,11 @@ async def bootstrap_streams(
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m infra.natsd", description=__doc__.split("\n\n")[0])
     p.add_argument("--cluster-node", type=int, default=0, help="run server N of the local cluster")
+    p.add_argument(
+        "--nodes",
+        default="",
+        help="comma-separated node names whose kubelets get a credential before the server starts",
+    )
     return p.parse_args(argv)
 
 
@@ -250,7 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         cluster = int(os.environ.get("DRAFLOW_NATS_CLUSTER") or 0)
         if args.cluster_node and cluster < 2:
             raise PortError("--cluster-node needs DRAFLOW_NATS_CLUSTER (the number of servers, e.g. 3)")
-        server = write_server_config(settings, args.cluster_node, cluster if args.cluster_node else 0)
+        nodes = tuple(n.strip() for n in args.nodes.split(",") if n.strip())
+        server = write_server_config(
+            settings, args.cluster_node, cluster if args.cluster_node else 0, nodes
+        )
     except (PortError, AuthorityError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -67,3 +67,39 @@ async def test_a_kubelet_of_a_new_node_gets_a_credential_from_the_running_system
         assert "kubelet-node-5" in conf and "draflow.node.node-5.*" in conf
     finally:
         secured.stop()
+
+
+async def test_kubelets_of_new_nodes_starting_together_all_get_working_connections(tmp_path: Path) -> None:
+    """Four new nodes' kubelets at once: four credentials, four server reloads while the others
+    authenticate. Each connection handed out answers a JetStream request (a client that
+    authenticated mid-reload is retried, not handed out half-bound)."""
+    secured = SecuredServer(tmp_path / "data", nodes=())
+    await asyncio.to_thread(secured.start)
+    try:
+        names = [f"kubelet-node-{n}" for n in range(5, 9)]
+        conns = await asyncio.gather(
+            *(connect(secured.as_role(name), name, connect_timeout_s=30) for name in names)
+        )
+        try:
+            for nc in conns:
+                reply = await nc.request(f"$JS.API.STREAM.INFO.{secured.settings.stream}", b"", timeout=5)
+                assert msgspec.json.decode(reply.data)["config"]["name"] == secured.settings.stream
+        finally:
+            for nc in conns:
+                await nc.close()
+    finally:
+        secured.stop()
+
+
+def test_natsd_nodes_get_their_credentials_before_the_server_starts(tmp_path: Path) -> None:
+    """`python -m infra.natsd --nodes node-1,node-2` (the Procfile's line): the kubelets the
+    Procfile runs find their credentials ready, so a first start reloads no server."""
+    from infra.natsd import write_server_config
+
+    settings = Settings(data_dir=tmp_path / "data")
+    write_server_config(settings, nodes=("node-1", "node-2"))
+    conf = (settings.data_dir / "nats" / "accounts.conf").read_text()
+    for node in ("node-1", "node-2"):
+        assert creds_path(settings, f"kubelet-{node}").is_file()
+        assert f"draflow.node.{node}.*" in conf
+    assert not creds_path(settings, "kubelet-node-3").exists()
