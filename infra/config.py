@@ -33,16 +33,34 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     root: str = DEFAULT_ROOT
     # JetStream de-duplication window for Nats-Msg-Id: a retried append within it is a no-op.
     duplicate_window_s: float = 120.0
+    # who this process is (a role of draflow.infra.auth.roles; "" = its service name) and how it proves
+    # it: a credential file (DRAFLOW_NATS_CREDS; else the role's own under the data dir, if any)
+    role: str = ""
+    creds: str = ""
+    # TLS towards a remote server: the CA that signed its certificate, a client certificate
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    # copies of the event stream a JetStream cluster keeps (3 in the local cluster)
+    stream_replicas: int = 1
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
         env = os.environ if environ is None else environ
+        ports = Ports.from_env(env)
+        cluster = int(env.get("DRAFLOW_NATS_CLUSTER") or 0)
+        default_url = ports.cluster_urls(cluster) if cluster > 1 else ports.nats_url
         return cls(
-            nats_url=env.get("DRAFLOW_NATS_URL") or Ports.from_env(env).nats_url,
+            nats_url=env.get("DRAFLOW_NATS_URL") or default_url,
             data_dir=Path(env.get("DRAFLOW_DATA_DIR") or DEFAULT_DATA_DIR),
             stream=env.get("DRAFLOW_STREAM") or DEFAULT_STREAM,
             root=env.get("DRAFLOW_SUBJECT_ROOT") or DEFAULT_ROOT,
             duplicate_window_s=float(env.get("DRAFLOW_DUPLICATE_WINDOW_S") or 120.0),
+            creds=env.get("DRAFLOW_NATS_CREDS") or "",
+            tls_ca=env.get("DRAFLOW_NATS_TLS_CA") or "",
+            tls_cert=env.get("DRAFLOW_NATS_TLS_CERT") or "",
+            tls_key=env.get("DRAFLOW_NATS_TLS_KEY") or "",
+            stream_replicas=int(env.get("DRAFLOW_STREAM_REPLICAS") or 1),
         )
 
     @property

@@ -52,16 +52,22 @@ class StoreUnavailable(EventStoreError, TransientError):
     """No answer from JetStream (timeout, reconnecting, no responders): worth retrying."""
 
 
+class StreamMissing(StoreUnavailable):
+    """The stream does not exist (not yet created, or deleted)."""
+
+
 class StreamReset(EventStoreError):
-    """The stream is no longer the log this process has been following: it was deleted and
-    created again (another identity: its creation time), or it ends before the position this
-    process has applied. Every position and every state folded from the old log is meaningless
-    now: stop, or rebuild from sequence 1 of the new stream. Never retried."""
+    """The stream is no longer the log this process has been following: it was deleted (and
+    maybe created again: another identity, its creation time), or it ends before the position
+    this process has applied. Every position and every state folded from the old log is
+    meaningless now: stop, or rebuild from sequence 1 of the new stream. Never retried."""
 
     def __init__(
         self, stream: str, position: int, last_seq: int, old_identity: str, new_identity: str
     ) -> None:
-        if old_identity != new_identity:
+        if not new_identity:
+            why = "it was deleted (restore it from a backup: draflow restore FILE, docs/reliability.md)"
+        elif old_identity != new_identity:
             why = f"it was created again ({old_identity} -> {new_identity})"
         else:
             why = "it ends before that position"

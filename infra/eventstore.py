@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -39,8 +40,16 @@ from draflow.events.codec import (
 from draflow.events.envelope import Envelope, Event
 from draflow.events.subjects import aggregate_subject, events_prefix, parse_subject
 from draflow.infra import tracing
+from draflow.infra.auth.roles import ADMIN
 from draflow.infra.config import Settings
-from draflow.infra.errors import AppendError, ConcurrencyError, EventStoreError, StoreUnavailable, StreamReset
+from draflow.infra.errors import (
+    AppendError,
+    ConcurrencyError,
+    EventStoreError,
+    StoreUnavailable,
+    StreamMissing,
+    StreamReset,
+)
 from draflow.infra.nats_client import DraflowClient, RawInbox, connect
 from draflow.infra.publisher import (
     ERR_BATCH_DUPLICATE_MSG_ID,
@@ -73,6 +82,8 @@ __all__ = [
 ]
 
 S = TypeVar("S")
+
+log = logging.getLogger(__name__)
 
 
 def new_id() -> str:
@@ -166,12 +177,20 @@ class EventStore:
 
     async def check_stream(self, position: int) -> StreamStatus:
         """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
-        ``position``: another identity (deleted and created again), or it ends before
-        ``position``. The first check of a store opened without ``ensure`` learns the identity.
+        ``position``: gone (deleted), another identity (deleted and created again), or it ends
+        before ``position``. The first check of a store opened without ``ensure`` learns the identity.
         StoreUnavailable when the stream cannot be asked (or does not exist right now)."""
         if self.reset is not None:
             raise self.reset
-        status = await self._reader.stream_status()
+        try:
+            status = await self._reader.stream_status()
+        except StreamMissing:
+            if self.identity is None:  # never followed one: nothing lost yet
+                raise
+            # the log this process follows is gone: never answer from memory as if it were there
+            self.reset = StreamReset(self.stream, position, 0, self.identity, "")
+            self._reset_seen.set()
+            raise self.reset from None
         if self.identity is None:
             self.identity = status.created
         if status.created != self.identity or status.last_seq < position:
@@ -220,15 +239,41 @@ class EventStore:
 
     # ---- stream setup -----------------------------------------------------------------------------
 
-    async def ensure_stream(self) -> None:
-        """Create the event and dead-letter streams, or update them to the current config."""
+    @property
+    def manages_streams(self) -> bool:
+        """Whether this process creates and updates the streams: the admin, or anyone on a server
+        that asks for no credential. Every other role may not (the server refuses it)."""
+        return self.nc.credential is None or self.nc.role == ADMIN
+
+    async def ensure_stream(self, *, wait_s: float | None = 120.0) -> None:
+        """Create the event and dead-letter streams, or update them to the current config; a role
+        that may not manage them waits until they exist (the admin creates them at start), at
+        most ``wait_s`` (None: for ever)."""
         for config in (event_stream_config(self.settings), dlq_stream_config(self.settings)):
+            if not self.manages_streams:
+                await self._wait_for_stream(str(config.name), wait_s)
+                continue
             try:
                 await self.js.add_stream(config)
             except APIError as exc:
                 if exc.err_code != ERR_STREAM_NAME_IN_USE:
                     raise
                 await self.js.update_stream(config)
+
+    async def _wait_for_stream(self, name: str, wait_s: float | None) -> None:
+        reader = StreamReader(self.nc, self._inbox, name)
+        delay, told = 0.05, False
+        async with asyncio.timeout(wait_s):
+            while True:
+                try:
+                    await reader.stream_status()
+                    return
+                except StoreUnavailable as exc:
+                    if not told:
+                        log.info("%s: waiting for stream %s (the admin makes it): %s", self.actor, name, exc)
+                        told = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     # ---- appends ----------------------------------------------------------------------------------
 
@@ -246,13 +291,15 @@ class EventStore:
         correlation_id: str | None = None,
         causation_id: str | None = None,
         wait_s: float = 5.0,
+        actor: str | None = None,
     ) -> tuple[int, ...]:
         """Append ``events`` to ``subject`` atomically; returns their stream sequences.
 
         ``expected_last_seq``: the stream sequence of the subject's last event as you loaded it (0 =
         the subject must be empty; None = no check). ``msg_id``: a deterministic id makes a retried
         append a no-op (events get ``msg_id`` or ``msg_id#i``). ``cause``: the event that led to this
-        append (sets causation and correlation).
+        append (sets causation and correlation). ``actor``: whose decision it is when not this
+        process's (the apiserver appending a kubelet's facts once NodeRestriction admitted them).
         """
         evs: Sequence[Event] = (events,) if isinstance(events, Event) else events
         if not evs:
@@ -266,7 +313,7 @@ class EventStore:
         caus = causation_id if causation_id is not None else (cause.id if cause else "")
         attrs = _span_attributes(subject, base, evs) if tracing.enabled() else {}
         with tracing.producer_span(f"append {_kind_of(subject)}", attrs) as traceparent:
-            msgs = self._build(subject, evs, base, expected_last_seq, corr, caus, traceparent)
+            msgs = self._build(subject, evs, base, expected_last_seq, corr, caus, traceparent, actor)
             try:
                 return await self._publish(subject, msgs, expected_last_seq, wait_s)
             except StoreUnavailable:
@@ -378,6 +425,7 @@ class EventStore:
         corr: str,
         caus: str,
         traceparent: str,
+        actor: str | None = None,
     ) -> list[tuple[bytes, dict[str, str]]]:
         out: list[tuple[bytes, dict[str, str]]] = []
         single = len(evs) == 1
@@ -389,7 +437,7 @@ class EventStore:
                 subject=subject,
                 correlation_id=corr,
                 causation_id=caus,
-                actor=self.actor,
+                actor=actor or self.actor,
                 traceparent=traceparent,
             )
             hdrs = {HDR_MSG_ID: eid, HDR_TYPE: env.type, HDR_SCHEMA: str(env.schema)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from nats.aio.client import Client
 from nats.aio.subscription import Subscription
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
+from draflow.infra.auth.client import auth_options
 from draflow.infra.config import Settings
 from draflow.infra.nats_parser import FastParser
 
@@ -39,6 +41,9 @@ class DraflowClient(Client):
         self._ps = FastParser(self)
         self._raw_sinks: dict[int, RawSink] = {}
         self._reconnect_listeners: list[Callable[[], Awaitable[None]]] = []
+        # who connected: the role asked for and the credential file used (None: none needed)
+        self.role = ""
+        self.credential: str | None = None
 
     async def _process_msg(
         self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None
@@ -134,6 +139,14 @@ class RawInbox:
         self._handlers.pop(token, None)
 
 
+def _forget_tasks(nc: Client) -> None:
+    """A refused attempt's reader may still fail as its socket goes (the server reset it): that
+    is the refusal we already handle, not an error to print at exit."""
+    for task in (nc._reading_task, nc._ping_interval_task, nc._flusher_task):
+        if task is not None:
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
 async def connect(
     settings: Settings,
     name: str,
@@ -144,8 +157,12 @@ async def connect(
     """Connect to ``settings.nats_url``, retrying (tenacity, jittered backoff) while the server starts.
 
     Once connected, nats-py reconnects forever on its own; listeners registered with
-    ``on_reconnect`` run after each reconnect.
+    ``on_reconnect`` run after each reconnect. The credential is the one of ``settings.role`` (else
+    ``name``), looked up again on each attempt: the system may be writing it right now
+    (``draflow.infra.auth.client``); a missing one raises
+    :class:`~draflow.infra.auth.authority.AuthorityError`.
     """
+    deadline = time.monotonic() + connect_timeout_s
     async for attempt in AsyncRetrying(
         stop=stop_after_delay(connect_timeout_s),
         wait=wait_exponential_jitter(multiplier=0.05, max=2.0, jitter=0.05),
@@ -154,6 +171,9 @@ async def connect(
     ):
         with attempt:
             nc = DraflowClient()
+            auth = auth_options(settings, settings.role or name)
+            nc.role = settings.role or name
+            nc.credential = auth.get("nkeys_seed") or auth.get("user_credentials")
 
             async def reconnected(nc: DraflowClient = nc) -> None:
                 log.info("%s: reconnected to %s", name, nc.connected_url)
@@ -166,6 +186,7 @@ async def connect(
                 log.debug("%s: NATS error: %r", name, exc)
 
             opts: dict[str, Any] = {
+                **auth,
                 # The first connection fails fast and tenacity retries it (nats-py would loop
                 # forever); once connected, nats-py reconnects on its own, without limit.
                 "allow_reconnect": False,
@@ -175,19 +196,42 @@ async def connect(
                 **options,
             }
             try:
-                await nc.connect(
-                    servers=[s.strip() for s in settings.nats_url.split(",")],
-                    name=name,
-                    reconnected_cb=reconnected,
-                    disconnected_cb=disconnected,
-                    error_cb=error_cb,
-                    **opts,
-                )
+                # one attempt never outlives the whole wait: nats-py can hang in a TLS handshake the
+                # server gave up on (a certificate it does not trust)
+                async with asyncio.timeout(min(10.0, max(1.0, deadline - time.monotonic()))):
+                    await nc.connect(
+                        servers=[s.strip() for s in settings.nats_url.split(",")],
+                        name=name,
+                        reconnected_cb=reconnected,
+                        disconnected_cb=disconnected,
+                        error_cb=error_cb,
+                        **opts,
+                    )
             except BaseException:
+                # closing a half-open TLS connection can wait for ever too
                 with contextlib.suppress(Exception):
-                    await nc.close()
+                    async with asyncio.timeout(2.0):
+                        await nc.close()
+                _forget_tasks(nc)
                 raise
+            if auth.get("nkeys_seed") or auth.get("user_credentials"):
+                await _check_account(nc, settings)
             nc.options["allow_reconnect"] = True
             nc.options["max_reconnect_attempts"] = -1
             return nc
     raise AssertionError("unreachable")
+
+
+async def _check_account(nc: Client, settings: Settings) -> None:
+    """One JetStream round trip before the connection is handed out. A client that authenticates
+    while the server reloads its users (a new node's kubelet credential) can be left bound to the
+    account as it was before the reload: connected, but its JetStream requests go unanswered and
+    the server drops it a little later. Such a connection is closed and the attempt retried."""
+    try:
+        await nc.request(f"$JS.API.STREAM.INFO.{settings.stream}", b"", timeout=2.0)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2.0):
+                await nc.close()
+        _forget_tasks(nc)
+        raise

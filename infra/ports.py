@@ -20,6 +20,8 @@ __all__ = ["METRICS_SLOTS", "PORT_OFFSET_VAR", "PortError", "Ports"]
 
 PORT_OFFSET_VAR = "DRAFLOW_PORT_OFFSET"
 NATS = 4222
+NATS_ROUTE = 6222  # a local JetStream cluster's route (server-to-server) ports: 6222, 6223, ...
+CLUSTER_MAX = 5  # servers of a local cluster: client ports 4222-4226, route ports 6222-6226
 OTLP_GRPC = 4317  # OTLP's registered ports
 OTLP_HTTP = 4318
 KUBE_API = 8443  # the Kubernetes API (HTTPS) the apiserver serves for kubectl
@@ -59,6 +61,24 @@ class Ports:
     @property
     def nats(self) -> int:
         return NATS + self.offset
+
+    def cluster_client(self, node: int) -> int:
+        """Client port of server ``node`` (1-based) of a local cluster; server 1 is ``nats``."""
+        self._check_node(node)
+        return NATS + node - 1 + self.offset
+
+    def cluster_route(self, node: int) -> int:
+        self._check_node(node)
+        return NATS_ROUTE + node - 1 + self.offset
+
+    def cluster_urls(self, size: int) -> str:
+        """Every server of a local cluster of ``size``, as one comma-separated NATS URL."""
+        return ",".join(f"nats://127.0.0.1:{self.cluster_client(n)}" for n in range(1, size + 1))
+
+    @staticmethod
+    def _check_node(node: int) -> None:
+        if not 1 <= node <= CLUSTER_MAX:
+            raise PortError(f"cluster server {node}: expected 1-{CLUSTER_MAX}")
 
     @property
     def otlp_grpc(self) -> int:

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from draflow.infra.errors import StoreUnavailable
+from draflow.infra.errors import StoreUnavailable, StreamMissing
 from draflow.infra.nats_client import DraflowClient, RawInbox
 
 __all__ = ["CHAIN_LIMIT", "RawRecord", "StreamReader", "StreamStatus", "header_value", "status_of"]
@@ -154,7 +154,7 @@ class StreamReader:
             raise StoreUnavailable(f"stream {self.stream}: unreadable stream info: {exc}") from None
         if status.error is not None:
             if status.error.get("err_code") == ERR_STREAM_NOT_FOUND:
-                raise StoreUnavailable(f"stream {self.stream} does not exist (deleted?)")
+                raise StreamMissing(f"stream {self.stream} does not exist (deleted?)")
             raise StoreUnavailable(f"stream {self.stream}: {status.error}")
         return status
 

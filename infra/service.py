@@ -23,7 +23,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Final, Literal
 
+import msgspec
+
 from draflow.infra import tracing
+from draflow.infra.auth.authority import AuthorityError
 from draflow.infra.config import Settings, flag_from_argv
 from draflow.infra.errors import StreamReset
 from draflow.infra.eventstore import EventStore
@@ -69,6 +72,8 @@ async def serve(
     actor: str | None = None,
 ) -> int:
     settings = settings or Settings.from_env()
+    if not settings.role:  # the service's name is its role (its credential, its permissions)
+        settings = msgspec.structs.replace(settings, role=name)
     stop = stop_on_signals()
     stopping = asyncio.create_task(stop.wait())
     store: EventStore | None = None
@@ -91,7 +96,11 @@ async def serve(
         if not opening.done():  # asked to stop while still waiting for nats-server
             await _cancel_until_done(opening)
             return 0
-        store = opening.result()
+        try:
+            store = opening.result()
+        except AuthorityError as exc:
+            log.error("%s: %s", name, exc)
+            return 2
         log.info("%s: connected to %s, stream %s", name, settings.nats_url, settings.stream)
         while True:
             code, reset = await _run_main(name, main, ServiceContext(name, settings, store, stop), grace_s)
@@ -108,6 +117,13 @@ async def serve(
                 break
             log.error("%s: %s; rebuilding from sequence 1 of the new stream", name, reset)
             store.accept_new_stream()
+            if not reset.new_identity:  # deleted: wait until it exists again (restored)
+                waiting = asyncio.create_task(store.ensure_stream(wait_s=None))
+                await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not waiting.done():
+                    await _cancel_until_done(waiting)
+                    break
+                waiting.result()
     finally:
         stopping.cancel()
         tracing.shutdown_tracing()

@@ -26,7 +26,7 @@ def event_stream_config(settings: Settings) -> api.StreamConfig:
         max_msgs=-1,
         max_bytes=-1,
         max_age=0,
-        num_replicas=1,
+        num_replicas=settings.stream_replicas,
         duplicate_window=settings.duplicate_window_s,
         deny_delete=True,
         deny_purge=True,
@@ -42,7 +42,7 @@ def dlq_stream_config(settings: Settings) -> api.StreamConfig:
         subjects=[dlq_subjects(settings.root)],
         retention=api.RetentionPolicy.LIMITS,
         storage=api.StorageType.FILE,
-        num_replicas=1,
+        num_replicas=settings.stream_replicas,
         duplicate_window=settings.duplicate_window_s,
         allow_direct=True,
     )

@@ -10,6 +10,7 @@ failure becomes a Status reply: a client never sees a traceback.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,6 +24,7 @@ from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import decode_object, encode_object, object_meta, to_json
 from draflow.events.objects import EVENT_KIND, object_applied
 from draflow.infra import tracing
+from draflow.infra.auth.roles import KUBELET_PREFIX
 from draflow.infra.eventstore import ConcurrencyError, EventStore
 from draflow.projections.objects import Change
 from draflow.services.apiserver import errors
@@ -31,10 +33,12 @@ from draflow.services.apiserver.admission.cel import cel_expressions, precheck
 from draflow.services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from draflow.services.apiserver.apply import Applier
 from draflow.services.apiserver.lifecycle import Lifecycle, resolve_kind
+from draflow.services.apiserver.noderestriction import NodeRestriction, decode_events
 from draflow.services.apiserver.quota import QuotaAdmission
 from draflow.services.apiserver.strategy import now_rfc3339, stamp_create
 from draflow.services.runtime.protocol import (
     REQUEST_TYPES,
+    AppendEventsRequest,
     ApplyRequest,
     DeleteRequest,
     EventRequest,
@@ -46,6 +50,8 @@ from draflow.services.runtime.protocol import (
     StatusError,
     StatusRequest,
     api_subject,
+    node_api_subject,
+    node_of_subject,
 )
 from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 from draflow.services.runtime.store import ApiStore
@@ -65,7 +71,7 @@ def _raw(obj: ApiStruct) -> msgspec.Raw:
 
 # writes get a SERVER span (a child of the caller's span when the request carries a traceparent);
 # reads (get, list) would only add noise to every controller's trace
-_TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "event"})
+_TRACED_VERBS = frozenset({"apply", "create", "delete", "status", "finalize", "event", "append"})
 # kinds whose validation checks CEL selectors
 _CEL_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "DeviceTaintRule"})
 
@@ -80,6 +86,8 @@ class ApiServer:
         self.lifecycle = Lifecycle(self.store)
         self._write_lock = asyncio.Lock()
         self._sub: Subscription | None = None
+        self._node_sub: Subscription | None = None
+        self.nodes = NodeRestriction(self.store.index)
         self._tasks: set[asyncio.Task[None]] = set()
         self._terminating: set[str] = set()
         self._ns_wake = asyncio.Event()
@@ -103,12 +111,16 @@ class ApiServer:
         self._ns_task = asyncio.create_task(self._namespace_controller(), name="apiserver-namespaces")
         subject = api_subject(self.events.root, "*")
         self._sub = await self.events.nc.subscribe(subject, queue="apiserver", cb=self._on_request)
-        log.info("apiserver ready on %s (log at %d)", subject, self.store.position)
+        # the kubelets' requests: the subject names the node, and only its credential may send there
+        nodes = node_api_subject(self.events.root, "*", "*")
+        self._node_sub = await self.events.nc.subscribe(nodes, queue="apiserver", cb=self._on_request)
+        log.info("apiserver ready on %s and %s (log at %d)", subject, nodes, self.store.position)
 
     async def stop(self) -> None:
-        if self._sub is not None:
-            await self._sub.unsubscribe()
-            self._sub = None
+        for sub in (self._sub, self._node_sub):
+            if sub is not None:
+                await sub.unsubscribe()
+        self._sub = self._node_sub = None
         for task in [*self._tasks, self._ns_task]:
             if task is not None:
                 task.cancel()
@@ -182,12 +194,13 @@ class ApiServer:
 
     async def _handle(self, msg: Msg) -> None:
         verb = msg.subject.rsplit(".", 1)[-1]
+        node = node_of_subject(msg.subject) if msg.subject.startswith(self._node_prefix) else ""
         if verb in _TRACED_VERBS:
             attrs = {"rpc.system": "nats", "rpc.method": verb, "messaging.destination.name": msg.subject}
             with tracing.server_span(f"api {verb}", msg.headers, attrs):
-                reply = await self.handle(verb, msg.data)
+                reply = await self.handle(verb, msg.data, node=node)
         else:
-            reply = await self.handle(verb, msg.data)
+            reply = await self.handle(verb, msg.data, node=node)
         if not msg.reply:
             return
         data = _encoder.encode(reply)
@@ -200,9 +213,16 @@ class ApiServer:
         except Exception:
             log.exception("cannot reply to %s", msg.subject)
 
-    async def handle(self, verb: str, data: bytes) -> Reply:
-        """One request (raw JSON) to one reply; never raises."""
-        handler = self._handlers.get(verb)
+    @property
+    def _node_prefix(self) -> str:
+        return f"{self.events.root}.node."
+
+    async def handle(self, verb: str, data: bytes, *, node: str = "") -> Reply:
+        """One request (raw JSON) to one reply; never raises. ``node``: the request came from
+        that node's kubelet (NodeRestriction admits it first; only nodes append events)."""
+        handler: Callable[[Any], Awaitable[Reply]] | None = self._handlers.get(verb)
+        if verb == "append" and node:
+            handler = functools.partial(self._append, node)
         req_type = REQUEST_TYPES.get(verb)
         if handler is None or req_type is None:
             return Reply(error=Status(code=404, reason="NotFound", message=f"unknown verb {verb!r}"))
@@ -213,6 +233,9 @@ class ApiServer:
                 error=Status(code=400, reason="BadRequest", message=f"invalid {verb} request: {exc}")
             )
         try:
+            if node:
+                await self._sync_for_node(verb, req)
+                self.nodes.admit(node, verb, req)
             return await handler(req)
         except StatusError as exc:
             return Reply(error=exc.status)
@@ -227,6 +250,35 @@ class ApiServer:
         except Exception as exc:
             log.exception("%s request failed", verb)
             return Reply(error=errors.internal(f"{type(exc).__name__}: {exc}").status)
+
+    async def _sync_for_node(self, verb: str, req: Any) -> None:
+        """Admit a node's write on the objects as the log has them now, not as this apiserver
+        last folded them (the kubelet may have seen the pod's binding first)."""
+        if isinstance(req, AppendEventsRequest | StatusRequest | FinalizeRequest):
+            kind, namespaced = resolve_kind(req.kind)
+            await self.store.sync(kind, (req.namespace or "default") if namespaced else "", req.name)
+        elif isinstance(req, DeleteRequest):
+            for item in req.items:
+                kind, namespaced = resolve_kind(item.kind)
+                await self.store.sync(kind, (item.namespace or "default") if namespaced else "", item.name)
+
+    async def _append(self, node: str, req: AppendEventsRequest) -> Reply:
+        """A kubelet's domain facts on one object (admitted), in its name, at its version."""
+        kind, namespaced = resolve_kind(req.kind)
+        namespace = (req.namespace or "default") if namespaced else ""
+        try:
+            seq = await self.store.append(
+                kind,
+                namespace,
+                req.name,
+                decode_events(req.events),
+                expected_last_seq=req.expected_last_seq,
+                msg_id=req.msg_id or None,
+                actor=f"{KUBELET_PREFIX}{node}",
+            )
+        except ConcurrencyError as exc:
+            raise StatusError.of(409, "Conflict", str(exc)) from None
+        return Reply(resource_version=seq)
 
     async def _apply(self, req: ApplyRequest, create_only: bool) -> Reply:
         # user CEL is checked on the admission worker thread, not on this loop (see admission.cel)

@@ -11,6 +11,7 @@ import argparse
 
 import msgspec
 
+from draflow.infra.auth.roles import CLI
 from draflow.infra.config import Settings
 
 __all__ = ["add_nats_url_arg", "settings_for"]
@@ -27,7 +28,11 @@ def add_nats_url_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--server", "-s", dest="nats_url", metavar="URL", help=argparse.SUPPRESS)
 
 
-def settings_for(url: str | None) -> Settings:
-    """The environment's settings, with ``url`` (the flag's value) as the NATS URL when given."""
-    settings = Settings.from_env()
+def settings_for(url: str | None, role: str = CLI) -> Settings:
+    """The environment's settings, with ``url`` (the flag's value) as the NATS URL when given.
+
+    ``role``: whose credential the command uses when ``DRAFLOW_NATS_CREDS`` names none: ``cli``
+    (the request API and reading the log), ``admin`` for what changes the log itself (import,
+    backup, restore, dead letters); both are found in the data dir of a local system."""
+    settings = msgspec.structs.replace(Settings.from_env(), role=role)
     return msgspec.structs.replace(settings, nats_url=url) if url else settings

@@ -29,6 +29,7 @@ import nats.errors
 from nats.js.errors import NotFoundError
 
 from draflow.events.codec import DecodeError, decode_raw
+from draflow.infra.auth.roles import ADMIN, CLI
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.cli.connection import add_nats_url_arg
@@ -193,7 +194,8 @@ def _show(letter: DeadLetter) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    settings = settings_with_url(args.nats_url)
+    # re-publishing and deleting dead letters change the log: the admin's credential
+    settings = settings_with_url(args.nats_url, ADMIN if args.action in ("retry", "discard") else CLI)
     store = await connect_store(settings)
     try:
         if args.action == "list":

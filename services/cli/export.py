@@ -31,6 +31,8 @@ from nats.js.errors import APIError, NotFoundError
 
 from draflow.events.codec import DecodeError, decode_raw, encode
 from draflow.infra import tracing
+from draflow.infra.auth.authority import AuthorityError
+from draflow.infra.auth.roles import ADMIN, CLI
 from draflow.infra.config import Settings
 from draflow.infra.errors import StoreUnavailable
 from draflow.infra.eventstore import (
@@ -96,14 +98,16 @@ def parse_headers(block: bytes | None) -> dict[str, str]:
     return out
 
 
-def settings_with_url(url: str | None) -> Settings:
-    return settings_for(url)
+def settings_with_url(url: str | None, role: str = CLI) -> Settings:
+    return settings_for(url, role)
 
 
 async def connect_store(settings: Settings, *, ensure: bool = False) -> EventStore:
     """Connect for a CLI command, with one-line errors."""
     try:
         store = await EventStore.open(settings, "draflow-cli", ensure=False, connect_timeout_s=3.0)
+    except AuthorityError as exc:
+        raise UserError(str(exc)) from None
     except (OSError, TimeoutError, nats.errors.Error) as exc:
         reason = str(exc) or type(exc).__name__
         raise UserError(f"cannot connect to NATS at {settings.nats_url}: {reason}") from None
@@ -277,6 +281,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_import(args: argparse.Namespace) -> int:
     with tracing.suppressed():  # an imported run is history: no live-looking spans
-        skipped, appended = asyncio.run(import_log(settings_with_url(args.nats_url), args.file, sys.stderr))
+        skipped, appended = asyncio.run(
+            import_log(settings_with_url(args.nats_url, ADMIN), args.file, sys.stderr)
+        )
     print(f"imported {appended} events" + (f" ({skipped} were already there)" if skipped else ""))
     return 0

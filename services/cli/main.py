@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 
+from draflow.infra.auth.authority import AuthorityError
 from draflow.infra.errors import StreamReset
 from draflow.infra.ports import PortError
 
@@ -26,6 +27,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "draflow.services.cli.delete": ("delete",),
     "draflow.services.cli.events": ("events",),
     "draflow.services.cli.export": ("export", "import"),
+    "draflow.services.cli.backup": ("backup", "restore"),
     "draflow.services.cli.trace": ("trace",),
     "draflow.services.cli.dlq": ("dlq",),
     "draflow.services.cli.explain": ("explain",),
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(func(args) or 0)
-    except (UserError, PortError) as exc:  # PortError: DRAFLOW_PORT_OFFSET that cannot be used
+    # PortError: DRAFLOW_PORT_OFFSET that cannot be used; AuthorityError: no credential to connect with
+    except (UserError, PortError, AuthorityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except StreamReset as exc:  # `draflow get -w` while the stream is deleted and created again

@@ -56,11 +56,18 @@ def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[st
         if name in labels:
             cmd += f" --labels {labels[name]}"
         generated.append((name, cmd))
+    node_names = ",".join(f"node-{i}" for i in range(1, count + 1))
     out: list[tuple[str, str]] = []
     for name, cmd in entries:
         if name.startswith(_KUBELET_PREFIX):
             out.extend(generated)
             generated = []
+        elif "draflow.infra.natsd" in cmd and "--nodes " in cmd:
+            # the server's launcher makes these kubelets' credentials before it starts
+            head, _, rest = cmd.partition("--nodes ")
+            tail = rest.split(" ", 1)[1] if " " in rest else ""
+            nodes_opt = f"--nodes {node_names}" if node_names else ""
+            out.append((name, " ".join(x for x in (head.strip(), nodes_opt, tail) if x)))
         else:
             out.append((name, cmd))
     return out

@@ -258,7 +258,7 @@ def main_for(
     options = pod_resources or PodResourcesOptions()
 
     async def main(ctx: ServiceContext) -> None:
-        rt = Runtime(ctx.store, actor=f"kubelet/{node}")
+        rt = Runtime(ctx.store, actor=f"kubelet/{node}", node=node)
         await rt.start()
         heartbeat: asyncio.Task[None] | None = None
         server: PodResourcesServer | None = None

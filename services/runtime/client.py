@@ -20,14 +20,17 @@ from nats.aio.client import Client
 
 from draflow.events.api.base import ApiStruct
 from draflow.events.codec import DecodeError, decode
+from draflow.events.envelope import Event
 from draflow.events.objects import decode_stored
-from draflow.events.subjects import encode_token, parse_subject
+from draflow.events.subjects import aggregate_subject, encode_token, parse_subject
 from draflow.infra import tracing
 from draflow.infra.config import Settings
+from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import EventStore
 from draflow.infra.nats_client import DraflowClient, connect
 from draflow.projections.objects import Change, ObjectIndex
 from draflow.services.runtime.protocol import (
+    AppendEventsRequest,
     ApplyItem,
     ApplyRequest,
     DeleteItem,
@@ -41,6 +44,7 @@ from draflow.services.runtime.protocol import (
     StatusError,
     StatusRequest,
     api_subject,
+    node_api_subject,
 )
 from draflow.services.runtime.selectors import parse_label_selector
 from draflow.services.runtime.tail import Tail
@@ -61,10 +65,13 @@ class ApiClient:
         timeout_s: float = 30.0,
         actor: str = "client",
         wait_for_server_s: float = 30.0,
+        node: str = "",
     ) -> None:
         """``timeout_s``: how long one request may take; ``wait_for_server_s``: how long to keep
-        retrying while no apiserver is subscribed yet (services starting together)."""
+        retrying while no apiserver is subscribed yet (services starting together); ``node``: a
+        kubelet's client, whose requests go to its node's API (NodeRestriction)."""
         self.nc = nc
+        self.node = node
         self.settings = settings
         self.timeout_s = timeout_s
         self.actor = actor
@@ -96,7 +103,8 @@ class ApiClient:
                     await self.nc.close()
 
     async def request(self, verb: str, req: msgspec.Struct) -> ReplyIn:
-        subject = api_subject(self.settings.root, verb)
+        root = self.settings.root
+        subject = node_api_subject(root, self.node, verb) if self.node else api_subject(root, verb)
         data = _encoder.encode(req)
         if len(data) > self.nc.max_payload:
             raise StatusError.of(
@@ -129,6 +137,35 @@ class ApiClient:
         return reply
 
     # -- writes --------------------------------------------------------------------------------
+
+    async def append_events(
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        events: Sequence[Event],
+        *,
+        expected_last_seq: int | None,
+        msg_id: str,
+    ) -> int:
+        """A node's domain facts on one object, appended by the apiserver once NodeRestriction
+        admitted them; returns the last one's sequence. A conflict is the event store's
+        ConcurrencyError, as for a direct append."""
+        req = AppendEventsRequest(
+            kind=kind,
+            namespace=namespace,
+            name=name,
+            events=[msgspec.to_builtins(ev) for ev in events],
+            expected_last_seq=expected_last_seq,
+            msg_id=msg_id,
+        )
+        try:
+            return (await self.request("append", req)).resource_version
+        except StatusError as exc:
+            if exc.status.code == 409:
+                subject = aggregate_subject(kind, namespace or None, name, self.settings.root)
+                raise ConcurrencyError(subject, expected_last_seq or 0) from None
+            raise
 
     async def apply(
         self,

@@ -29,7 +29,7 @@ from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import encode_object, object_meta
 from draflow.events.envelope import Event
 from draflow.infra import tracing
-from draflow.infra.eventstore import ConcurrencyError, EventStore
+from draflow.infra.eventstore import ConcurrencyError, EventStore, new_id
 from draflow.projections.objects import Change
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import DeleteItem, DeleteRequest, StatusError
@@ -43,11 +43,16 @@ Sync = Callable[[], Awaitable[None]]
 
 
 class Runtime:
-    def __init__(self, events: EventStore, *, actor: str, api_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, events: EventStore, *, actor: str, api_timeout_s: float = 30.0, node: str = ""
+    ) -> None:
+        """``node``: a kubelet's runtime, whose writes all go through the apiserver's node API
+        (NodeRestriction), appends included: a kubelet's credential may not publish on the log."""
         self.events = events
         self.actor = actor
+        self.node = node
         self.cache = ApiStore(events)
-        self.api = ApiClient(events.nc, events.settings, timeout_s=api_timeout_s, actor=actor)
+        self.api = ApiClient(events.nc, events.settings, timeout_s=api_timeout_s, actor=actor, node=node)
         self._changed = asyncio.Event()
         self.cache.listen(self._on_change)
         self.kinds: frozenset[str] | None = None  # only changes of these kinds wake the loop
@@ -150,12 +155,28 @@ class Runtime:
         if self.get(kind, namespace, name) is None:
             return False
         try:
-            await self.cache.append(kind, namespace, name, events)
+            if self.node:
+                await self._append_through_apiserver(kind, namespace, name, events)
+            else:
+                await self.cache.append(kind, namespace, name, events)
+        except StatusError as exc:  # refused (NodeRestriction) or no apiserver: the next pass retries
+            log.warning("%s: append to %s %s/%s: %s", self.actor, kind, namespace, name, exc)
+            return False
         except ConcurrencyError:
             log.info("%s: %s %s/%s changed meanwhile; deciding again", self.actor, kind, namespace, name)
             await self.cache.sync(kind, namespace, name)
             return False
         return True
+
+    async def _append_through_apiserver(
+        self, kind: str, namespace: str, name: str, events: Sequence[Event]
+    ) -> None:
+        version = self.cache.index.version(kind, namespace, name)
+        seq = await self.api.append_events(
+            kind, namespace, name, events, expected_last_seq=version, msg_id=new_id()
+        )
+        # read-your-writes, as for a direct append: the events are consecutive (one atomic batch)
+        self.cache.fold_appended(kind, namespace, name, events, range(seq - len(events) + 1, seq + 1))
 
     async def create(self, obj: ApiStruct) -> bool:
         """Create through the apiserver (admission); an existing object counts as done."""

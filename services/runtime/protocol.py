@@ -15,7 +15,13 @@ verb           request              reply
 ``status``     StatusRequest        ``object`` after a status write (409 on a stale resourceVersion)
 ``finalize``   FinalizeRequest      ``object`` after adding/removing finalizers
 ``event``      EventRequest         ``object``: the recorded (or aggregated) core/v1 Event
+``append``     AppendEventsRequest  ``resource_version``: the last appended event's sequence
+               (nodes only)
 =============  ===================  ============================================================
+
+A kubelet sends the same verbs on ``<root>.node.<node>.<verb>`` instead: only that node's
+credential may publish there (``draflow.infra.auth.roles``), so the apiserver knows which node asks and
+admits the request with NodeRestriction (``draflow.services.apiserver.noderestriction``).
 """
 
 from __future__ import annotations
@@ -26,9 +32,12 @@ import msgspec
 
 from draflow.events.api.registry import lookup_resource
 from draflow.events.objects import EVENT_KIND
+from draflow.events.subjects import decode_token, encode_token
 
 __all__ = [
+    "NODE_VERBS",
     "VERBS",
+    "AppendEventsRequest",
     "ApplyRequest",
     "Cause",
     "DeleteItem",
@@ -44,14 +53,27 @@ __all__ = [
     "StatusError",
     "StatusRequest",
     "api_subject",
+    "node_api_subject",
+    "node_of_subject",
     "qualified_resource",
 ]
 
 VERBS = ("apply", "create", "get", "list", "delete", "status", "finalize", "event")
+NODE_VERBS = (*VERBS, "append")
 
 
 def api_subject(root: str, verb: str) -> str:
     return f"{root}.api.{verb}"
+
+
+def node_api_subject(root: str, node: str, verb: str) -> str:
+    """Where node ``node``'s kubelet sends ``verb`` (``*`` for both wildcards: the server's side)."""
+    return f"{root}.node.{node if node == '*' else encode_token(node)}.{verb}"
+
+
+def node_of_subject(subject: str) -> str:
+    """The node a node-API request came from (its subject's second-last token)."""
+    return decode_token(subject.rsplit(".", 2)[-2])
 
 
 class Cause(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -180,6 +202,18 @@ class EventRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     reporting_instance: str = ""
 
 
+class AppendEventsRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Domain events a kubelet appends to one object, through the apiserver (NodeRestriction):
+    each event as its tagged JSON, at the object's version the kubelet holds."""
+
+    kind: str
+    name: str
+    events: list[Any]
+    namespace: str = ""
+    expected_last_seq: int | None = None
+    msg_id: str = ""  # the same id on a retried request: the log keeps one copy
+
+
 class Reply(msgspec.Struct, kw_only=True, omit_defaults=True):
     object: msgspec.Raw | None = None
     items: list[msgspec.Raw] | None = None
@@ -209,6 +243,7 @@ REQUEST_TYPES: dict[str, type[msgspec.Struct]] = {
     "status": StatusRequest,
     "finalize": FinalizeRequest,
     "event": EventRequest,
+    "append": AppendEventsRequest,
 }
 
 

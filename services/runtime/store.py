@@ -153,6 +153,7 @@ class ApiStore:
         unchecked: bool = False,
         msg_id: str | None = None,
         correlation_id: str = "",
+        actor: str | None = None,
     ) -> int:
         """Append to the object's subject and fold; returns the new resourceVersion (a sequence).
 
@@ -174,16 +175,18 @@ class ApiStore:
             expected_last_seq=expected,
             msg_id=msg_id,
             correlation_id=correlation_id,
+            actor=actor,
         )
         if unchecked:
             await self.wait_position(seqs[-1])
             return seqs[-1]
-        self._fold_appended(kind, namespace, name, events, seqs)
+        self.fold_appended(kind, namespace, name, events, seqs)
         return seqs[-1]
 
-    def _fold_appended(
+    def fold_appended(
         self, kind: str, namespace: str, name: str, events: Sequence[Event], seqs: Sequence[int]
     ) -> None:
+        """Fold events this process got appended (at ``seqs``) before the log delivers them."""
         for ev, seq in zip(events, seqs, strict=True):
             change = self.index.apply(kind, namespace, name, type(ev).type_name(), ev, seq)
             if change is not None:
@@ -206,6 +209,6 @@ class ApiStore:
             if isinstance(outcome, BaseException):
                 out.append(outcome)
             else:
-                self._fold_appended(kind, ns, name, evs, outcome)
+                self.fold_appended(kind, ns, name, evs, outcome)
                 out.append(outcome[-1])
         return out

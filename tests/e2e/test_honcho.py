@@ -42,7 +42,9 @@ async def _stop(honcho: subprocess.Popen[bytes]) -> int:
 
 async def test_honcho_start_runs_the_demo(tmp_path: Path) -> None:
     ports = Ports(free_port_offset())  # every port of the system moves with the offset
-    settings = Settings(nats_url=ports.nats_url, data_dir=tmp_path / "data")
+    # the probe reads the log and calls the API like `draflow` does: with the cli credential the
+    # system writes into its data dir on first start
+    settings = Settings(nats_url=ports.nats_url, data_dir=tmp_path / "data", role="cli")
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("DRAFLOW_", "OTEL_"))},
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",

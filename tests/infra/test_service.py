@@ -14,7 +14,6 @@ from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import AppendRequest, EventStore
 from draflow.infra.natsd import LocalNatsServer, free_port
 from tests.conftest import settings_for
-from tests.helpers import wait_until
 from tests.paths import ROOT
 from tests.processes import Proc
 from tests.widgets import WidgetCreated, WidgetResized
@@ -54,22 +53,28 @@ def test_sigterm_while_waiting_for_nats_exits_cleanly(tmp_path: Path) -> None:
 
 
 def test_launcher_runs_nats_server_from_the_environment(tmp_path: Path) -> None:
-    """What the Procfile's first line does: nats-server -js on the URL's port, store in the data dir."""
+    """What the Procfile's first line does: nats-server -js on the URL's port, store in the data dir,
+    started as the launcher's child (the launcher creates the streams as the admin, then waits)."""
     port = free_port()
     env = {**os.environ, "DRAFLOW_NATS_URL": f"nats://127.0.0.1:{port}", "DRAFLOW_DATA_DIR": str(tmp_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "draflow.infra.natsd"], cwd=ROOT, env=env, stderr=subprocess.PIPE
-    )
+    pipe = subprocess.PIPE
+    # the launcher makes the streams as the admin, then says so
+    launcher = [sys.executable, "-m", "draflow.infra.natsd"]
+    proc = subprocess.Popen(launcher, cwd=ROOT, env=env, stdout=pipe, stderr=pipe)
     try:
-        wait_until(lambda: (tmp_path / "nats" / "jetstream").is_dir())
-        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
-        assert Path(cmdline[0].decode()).name == "nats-server"  # the launcher exec'd it: same pid
-        assert b"-js" in cmdline and str(port).encode() in cmdline
+        assert proc.stdout is not None
+        assert proc.stdout.readline().decode().startswith("natsd: stream DRAFLOW ready")
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        cmdline = Path(f"/proc/{children[0]}/cmdline").read_bytes().split(b"\0")
+        assert Path(cmdline[0].decode()).name == "nats-server"
+        conf = Path(cmdline[cmdline.index(b"-c") + 1].decode()).read_text()
+        assert f"127.0.0.1:{port}" in conf and (tmp_path / "nats" / "jetstream").is_dir()
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
-        assert proc.stderr is not None
-        proc.stderr.close()
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            stream.close()
 
 
 async def test_append_many_reports_each_outcome(event_store: EventStore) -> None:

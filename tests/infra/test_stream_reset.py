@@ -97,6 +97,26 @@ async def test_tail_stops_when_the_recreated_stream_has_grown_past_its_position(
         await follower.close()
 
 
+async def test_tail_stops_when_the_stream_is_deleted(settings: Settings, event_store: EventStore) -> None:
+    """Deleted and not created again: the process must stop serving from memory, not go on as
+    if the log were there (before, it retried for ever while answering every read)."""
+    follower = await EventStore.open(settings, "follower")
+    try:
+        await _append(event_store, 3)
+        tail = Tail(follower, f"{settings.root}.ev.>", 1, idle_poll_s=0.2)
+        seen: list[int] = []
+        task = asyncio.create_task(_follow(tail, seen))
+        await assert_eventually(lambda: seen == [1, 2, 3], timeout_s=10)
+        await event_store.js.delete_stream(event_store.stream)
+        with pytest.raises(StreamReset, match="it was deleted") as info:
+            await asyncio.wait_for(task, 10)
+        assert (info.value.position, info.value.last_seq, info.value.new_identity) == (3, 0, "")
+        assert await asyncio.wait_for(follower.wait_reset(), 1) is info.value
+        await tail.stop()
+    finally:
+        await follower.close()
+
+
 async def test_nats_server_restart_is_not_a_reset(own_nats_server: LocalNatsServer, tmp_path: Path) -> None:
     settings = settings_for(own_nats_server, tmp_path / "data")
     writer = await EventStore.open(settings, "writer")

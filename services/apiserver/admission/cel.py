@@ -22,20 +22,24 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, NamedTuple
 
 from draflow.services.dra.cel import CelCompileError, check_expression
+from draflow.services.dra.cel.cost import COST_LIMIT
 
 __all__ = ["CEL_MAX_LENGTH", "CelProblem", "cel_expressions", "cel_problem", "check_cel", "precheck"]
 
 CEL_MAX_LENGTH: Final = 10 * 1024
+TOO_COMPLEX: Final = "too complex, exceeds cost limit"
 MEMO_SIZE: Final = 8192
 # how long one request may wait for its selectors to be checked (the worker is shared)
 PRECHECK_TIMEOUT_S: Final = 30.0
 
 
 class CelProblem(NamedTuple):
-    """Why an expression is refused; ``internal`` is Kubernetes' ``field.InternalError`` kind."""
+    """Why an expression is refused; ``internal`` is Kubernetes' ``field.InternalError`` kind,
+    ``forbidden`` its ``field.Forbidden`` (an estimated cost over the limit)."""
 
     message: str
     internal: bool = False
+    forbidden: bool = False
 
 
 _memo: OrderedDict[str, CelProblem | None] = OrderedDict()
@@ -47,7 +51,7 @@ def _check(expr: str) -> CelProblem | None:
     if not expr.strip():
         return CelProblem("compilation failed: expression must not be empty")
     try:
-        check_expression(expr)
+        cost = check_expression(expr)
     except CelCompileError as exc:
         # One line: the compiler's caret diagram follows the first line, which has the position.
         text = str(exc).split("\n", 1)[0]
@@ -58,6 +62,8 @@ def _check(expr: str) -> CelProblem | None:
         return CelProblem(f"compilation failed: {exc}")
     except Exception as exc:  # an engine bug must not become a stack trace for the user
         return CelProblem(f"compilation failed: internal error: {type(exc).__name__}: {exc}")
+    if cost > COST_LIMIT:  # resource.k8s.io CELSelectorExpressionMaxCost, against the static estimate
+        return CelProblem(TOO_COMPLEX, forbidden=True)
     return None
 
 

@@ -42,7 +42,9 @@ def selectors(errs: Errs, items: Sequence[r1.DeviceSelector], path: str) -> None
             return
         problem = cel_problem(expr)
         if problem is not None:
-            if not expr.strip():
+            if problem.forbidden:
+                errs.forbidden(at, problem.message)
+            elif not expr.strip():
                 errs.required(at, problem.message)
             elif problem.internal:
                 errs.internal(at, problem.message)

@@ -15,6 +15,7 @@ from .compiler import Compiler, Fn
 from .cost import BUDGET, CHECK_EVERY, COST_LIMIT, EvalInterrupted, reset
 from .device import DeviceInput
 from .errors import CelCompileError, CelInterrupted, CelRuntimeError, EvalError
+from .estimate import estimate_max_cost
 from .library import load
 from .parser import parse
 from .types import BOOL, DYN, Type
@@ -180,12 +181,14 @@ def _checked(expression: str, require_bool: bool) -> tuple[Node, Checker, Type]:
     return root, checker, result_type
 
 
-def check_expression(expression: str) -> None:
+def check_expression(expression: str) -> int:
     """Every compile-time check of :func:`compile_expression` (parse, types, regex literals,
     bool result) and nothing else: no program is built, no constant is folded, so no part of the
-    expression is evaluated. Thread-safe; for validation (the API server's admission)."""
+    expression is evaluated. Returns the estimated worst-case cost (``estimate``), which the API
+    server compares with the cost limit. Thread-safe; for validation (the API server's admission)."""
     with deep_stack():
-        _checked(expression, True)
+        root, checker, _ = _checked(expression, True)
+        return estimate_max_cost(root, checker)
 
 
 def _compile_checked(expression: str, cost_limit: int, require_bool: bool) -> Program:

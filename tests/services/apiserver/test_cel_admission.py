@@ -97,3 +97,25 @@ async def test_invalid_regex_is_refused_with_kubernetes_message(api: ApiClient) 
         assert exc.status.code == 404
     else:
         raise AssertionError("a refused claim was stored")
+
+
+async def test_a_selector_over_the_estimated_cost_is_forbidden(api: ApiClient) -> None:
+    """Kubernetes' own validation case (k8s pkg/apis/resource/validation, "CEL-cost"): seven nested
+    all() over ten elements is refused before anything runs, with the API server's words; five
+    levels are admitted."""
+    ten = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"
+    expr = "int('1'.find('[0-9]*')) < 100"
+    for var in ("z5", "z4", "z3", "z2", "z", "y", "x"):
+        expr = f"{ten}.all({var}, {expr})"
+    (bad,) = await api.apply([claim("costly", [expr])])
+    assert bad.error is not None and bad.error.code == 422, bad
+    assert bad.error.message == (
+        'ResourceClaim.resource.k8s.io "default/costly" is invalid: '
+        "spec.devices.requests[0].exactly.selectors[0].cel.expression: "
+        "Forbidden: too complex, exceeds cost limit"
+    )
+    five = "x == 1"
+    for var in ("z3", "z2", "z", "y", "x"):
+        five = f"{ten}.all({var}, {five})"
+    (ok,) = await api.apply([claim("affordable", [five])])
+    assert ok.outcome == "created", ok.error

@@ -40,6 +40,10 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
         == "DRAFLOW_METRICS_SLOT=16 exec python -m draflow.services.kubelet --node node-6 --gpus 2"
     )
     assert [n for n, _ in procfile(nodes=0)] == [n for n in default if not n.startswith("kubelet_node_")]
+    # the server's launcher makes exactly these kubelets' credentials up front
+    nodes = ",".join(f"node-{i}" for i in range(1, 7))
+    assert cmds["nats"] == f"exec python -m draflow.infra.natsd --nodes {nodes}"
+    assert dict(procfile(nodes=0))["nats"] == "exec python -m draflow.infra.natsd"
 
 
 def test_examples_list_and_path(tmp_path: Path) -> None:
