@@ -2,9 +2,9 @@
 node heartbeat, and what the node lifecycle controller decided about silent nodes.
 
 * ``PodContainerStatusesReported`` carries ``status.containerStatuses`` /
-  ``status.initContainerStatuses`` as the kubelet (or, for a simulated Job pod that finished, the
-  workloads controller) observed them — the per-container part of a pod's status, which
-  ``PodStarted`` / ``PodSucceeded`` leave alone. Appended in the same atomic batch as the phase fact
+  ``status.initContainerStatuses`` as the kubelet (its simulated container runtime) observed
+  them — the per-container part of a pod's status, which ``PodStarted`` / ``PodSucceeded`` leave
+  alone. Appended in the same atomic batch as the phase fact
   it belongs to.
 * ``LeaseRenewed`` (on ``Lease.kube-node-lease.<node>``): the kubelet's heartbeat, one small fact per
   renewal (every ``leaseDurationSeconds / 4``, 10 s by default), moving ``spec.renewTime`` only.
@@ -35,10 +35,17 @@ __all__ = [
 
 
 class PodContainerStatusesReported(Event, frozen=True, kw_only=True):
-    """The containers' statuses (core/v1 ContainerStatus objects as JSON), replacing the old ones."""
+    """The containers' statuses (core/v1 ContainerStatus objects as JSON), replacing the old ones.
+
+    ``at`` (set by the kubelet's simulated container runtime when a container exited, restarted or
+    went into back-off): the pod's ``ContainersReady`` / ``Ready`` conditions follow the statuses'
+    ``ready`` flags from then on (``ContainersNotReady``, ``containers with unready status: [c]``).
+    Without it (older events, and the statuses reported with ``PodStarted``) they are left alone.
+    """
 
     container_statuses: tuple[dict[str, Any], ...] = ()
     init_container_statuses: tuple[dict[str, Any], ...] = ()
+    at: str = ""
 
 
 class LeaseRenewed(Event, frozen=True, kw_only=True):

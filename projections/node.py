@@ -31,6 +31,16 @@ def _container_statuses(pod: Pod | None, ev: PodContainerStatusesReported) -> Po
         container_statuses=tuple(ev.container_statuses),
         init_container_statuses=tuple(ev.init_container_statuses),
     )
+    if ev.at and status.phase == "Running":
+        unready = [str(s.get("name")) for s in ev.container_statuses if not s.get("ready")]
+        reason = "ContainersNotReady" if unready else ""
+        message = f"containers with unready status: [{' '.join(unready)}]" if unready else ""
+        value = "False" if unready else "True"
+        for kind in ("ContainersReady", "Ready"):
+            cond = PodCondition(
+                type=kind, status=value, reason=reason, message=message, last_transition_time=_time(ev.at)
+            )
+            status = set_condition(status, cond)
     return replace(pod, status=status)
 
 

@@ -91,8 +91,7 @@ STATIC_ROLES: tuple[Role, ...] = (
     ),
     Role(
         "workloads",
-        "Deployments, ReplicaSets, Jobs; simulated pod completion",
-        appends=("Pod",),
+        "Deployments, ReplicaSets, Jobs: pods created and deleted, status (through the API)",
         dead_letters=True,
     ),
     Role("quota-reconciler", "ResourceQuota status (through the API)", dead_letters=True),
@@ -106,6 +105,12 @@ STATIC_ROLES: tuple[Role, ...] = (
         "node-lifecycle-controller",
         "node health (taints, Ready=Unknown), taint eviction, pod GC",
         appends=("Node", "Pod"),
+        dead_letters=True,
+    ),
+    Role(
+        "device-taint-eviction-controller",
+        "device taint eviction (NoExecute device taints), DeviceTaintRule status",
+        appends=("Pod",),
         dead_letters=True,
     ),
     Role("gpu-example-driver", "gpu.example.com: DeviceClass and ResourceSlices (through the API)"),

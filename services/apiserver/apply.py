@@ -36,6 +36,7 @@ from draflow.services.apiserver.strategy import (
     now_rfc3339,
     prepare_create,
     stamp_create,
+    stamp_taint_times,
 )
 from draflow.services.runtime.protocol import ApplyItem, ApplyRequest, ItemResult, StatusError
 from draflow.services.runtime.store import ApiStore
@@ -214,7 +215,8 @@ class Applier:
             if problems:
                 raise errors.invalid(kind, name, problems, namespace)
         self.quota.check(obj)
-        obj = stamp_create(obj, uid=str(uuid.uuid4()), now=now_rfc3339())
+        now = now_rfc3339()
+        obj = stamp_taint_times(stamp_create(obj, uid=str(uuid.uuid4()), now=now), None, now)
         if managed:
             obj = replace(obj, metadata=replace(object_meta(obj), managed_fields=managed))
         elif req.field_manager:
@@ -228,6 +230,7 @@ class Applier:
     ) -> Plan:
         admitted = self.tolerations.admit(obj)
         defaulted = default_object(admitted, namespace or "default")
+        defaulted = stamp_taint_times(defaulted, existing, now_rfc3339())
         merged = merge_update(
             existing, defaulted, raw=admitted, replace_meta=req.update, managed_fields=req.managed_fields
         )

@@ -10,7 +10,8 @@ The rules follow Kubernetes' NodeRestriction admission plugin and Node authorize
 * Pods bound to it (``spec.nodeName``): status facts (prepared, started, containers, failed,
   succeeded), deletion, finalizers; no Pod created, none bound elsewhere touched;
 * claims (structured and classic): only dropping reservations of pods bound to it, and the
-  deallocation that releasing the last one brings;
+  deallocation that releasing the last one brings; and, for a driver's node plugin (KEP-4817), the
+  ``status.devices`` entries of devices whose pool is on the node, nothing else of the status;
 * Kubernetes Events; reading anything.
 
 A refusal is a 403 ``Forbidden`` in the apiserver's words (``pods "p" is forbidden: node "n-2" can
@@ -180,7 +181,43 @@ class NodeRestriction:
         if req.kind in ("Pod", "pods", "pod"):
             self._pod_on(node, req.namespace, req.name, "update pod status for pods")
             return
+        if req.kind in ("ResourceClaim", "resourceclaims", "resourceclaim"):
+            self._admit_device_status(node, req)
+            return
         raise self._cannot(node, "update", req.kind, req.name, req.namespace)
+
+    def _local_pools(self, node: str) -> set[tuple[str, str]]:
+        slices: list[Any] = self.index.items("ResourceSlice")
+        return {(s.spec.driver, s.spec.pool.name) for s in slices if s.spec.node_name == node}
+
+    def _admit_device_status(self, node: str, req: StatusRequest) -> None:
+        """KEP-4817: a driver's node plugin reports ``status.devices`` of the devices it prepared.
+        A node may change nothing else in a claim's status, and only the entries of devices whose
+        pool is on itself (a ResourceSlice of that driver and pool with its ``nodeName``)."""
+        name, namespace = req.name, req.namespace or "default"
+        claim = self._get("ResourceClaim", namespace, name)
+        if claim is None:
+            return  # the status write itself answers 404
+        try:
+            new = msgspec.convert(req.status, type(claim.status))
+        except msgspec.ValidationError:
+            return  # the status write itself refuses what does not decode
+        if msgspec.structs.replace(new, devices=claim.status.devices) != claim.status:
+            raise forbidden(
+                "ResourceClaim", name, f'node "{node}" can only update status.devices of a ResourceClaim'
+            )
+        before = {(d.driver, d.pool, d.device, d.share_id or ""): d for d in claim.status.devices}
+        after = {(d.driver, d.pool, d.device, d.share_id or ""): d for d in new.devices}
+        local = self._local_pools(node)
+        for key in before.keys() | after.keys():
+            if before.get(key) != after.get(key) and key[:2] not in local:
+                driver, pool, device, _ = key
+                raise forbidden(
+                    "ResourceClaim",
+                    name,
+                    f'node "{node}" can only update the status of devices on itself, '
+                    f"not {driver}/{pool}/{device}",
+                )
 
     def _admit_finalize(self, node: str, req: FinalizeRequest) -> None:
         if req.kind in ("Pod", "pods", "pod"):

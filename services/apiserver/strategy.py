@@ -15,6 +15,8 @@
   anything outside metadata and status changes. Upstream's three-way merge (last-applied
   configuration) is not modelled. Whether a change is allowed at all (an immutable pod spec) is
   validation's call (``admission.updates``).
+* Device taints without ``timeAdded`` (a DeviceTaintRule's, a ResourceSlice device's) get the
+  time of the write (``stamp_taint_times``); an update keeps the stored time of an unchanged taint.
 * Delete: objects with finalizers, and pods bound to a node (graceful deletion: the kubelet
   confirms with grace period 0), get ``deletionTimestamp`` first; the rest go at once. A
   ``propagationPolicy`` of Orphan / Foreground puts the ``orphan`` / ``foregroundDeletion``
@@ -32,6 +34,7 @@ import msgspec
 from msgspec.structs import replace
 
 from draflow.events.api import core_v1 as c1
+from draflow.events.api import resource_v1 as r1
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import object_meta
 from draflow.events.envelope import Event
@@ -133,6 +136,38 @@ def stamp_create(obj: S, *, uid: str, now: str) -> S:
     """The server's part of a new object's metadata."""
     meta = replace(object_meta(obj), uid=uid, creation_timestamp=now, generation=1)
     return replace(obj, metadata=meta)
+
+
+def _taint_time(taint: r1.DeviceTaint, stored: tuple[r1.DeviceTaint, ...], now: str) -> r1.DeviceTaint:
+    if taint.time_added is not None:
+        return taint
+    ident = (taint.key, taint.value, taint.effect)
+    same = next((t for t in stored if (t.key, t.value, t.effect) == ident), None)
+    return replace(taint, time_added=same.time_added if same is not None and same.time_added else now)
+
+
+def stamp_taint_times(obj: S, old: S | None, now: str) -> S:
+    """Device taints get ``timeAdded`` when they have none (upstream ``SetDefaults_DeviceTaint``:
+    the time of the write, to the second): a DeviceTaintRule's taint and the taints of a
+    ResourceSlice's devices. An update that leaves it out (a manifest applied again) keeps the
+    stored time of the same taint (key, value and effect), as kubectl apply's patch would."""
+    if isinstance(obj, r1.DeviceTaintRule):
+        taint = obj.spec.taint
+        stored: tuple[r1.DeviceTaint, ...] = (old.spec.taint,) if isinstance(old, r1.DeviceTaintRule) else ()
+        stamped = _taint_time(taint, stored, now)
+        return obj if stamped is taint else replace(obj, spec=replace(obj.spec, taint=stamped))
+    untimed = isinstance(obj, r1.ResourceSlice) and any(
+        t.time_added is None for d in obj.spec.devices for t in d.taints
+    )
+    if isinstance(obj, r1.ResourceSlice) and untimed:
+        old_devices = {d.name: d for d in old.spec.devices} if isinstance(old, r1.ResourceSlice) else {}
+        devices = []
+        for d in obj.spec.devices:
+            prior = old_devices.get(d.name)
+            stored = prior.taints if prior is not None else ()
+            devices.append(replace(d, taints=tuple(_taint_time(t, stored, now) for t in d.taints)))
+        return replace(obj, spec=replace(obj.spec, devices=tuple(devices)))
+    return obj
 
 
 def _body_fields(obj: ApiStruct) -> tuple[str, ...]:

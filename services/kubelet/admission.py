@@ -6,7 +6,8 @@ template must be controlled by the pod, the pod's uid must be in ``status.reserv
 must be allocated and every driver in its allocation must be registered on this node. The special
 claim for extended resources backed by DRA (``pod.status.extendedResourceClaimStatus``) is checked
 the same way. A refusal becomes a Warning event on the pod (reason
-``FailedPrepareDynamicResources``) and, in draflow, the pod fails.
+``FailedPrepareDynamicResources``); the pod stays Pending and the kubelet tries again after a
+backoff (upstream's pod worker retries ``SyncPod``), so it starts once its claims are ready.
 """
 
 from __future__ import annotations

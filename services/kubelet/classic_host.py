@@ -5,7 +5,8 @@
 
 * ``admit``: :func:`~draflow.services.kubelet.classic_admission.admit_on_node` (claim missing, not owned,
   not allocated, **pod not in reservedFor**, not available on this node, or its driver has no node
-  plugin here): a refusal fails the Pod with a Warning event, as for structured claims;
+  plugin here): a refusal is a Warning event and the Pod stays Pending, tried again later, as
+  for structured claims;
 * ``prepare``: ``NodePrepareResource`` batched per driver to the node plugins
   (:class:`~draflow.services.drivers.fpga_example.node.FpgaNodePlugin`,
   :class:`~draflow.services.drivers.acme_gpu.node.AcmeGpuNodePlugin`), which write the CDI specs;

@@ -79,5 +79,12 @@ class NodeHeartbeat:
         if await rt.update_status(node, ready_status(node, now)):
             log.info("kubelet %s: node was not Ready; posted Ready again", name)
             await rt.record_event(
-                "Node", "", name, "Normal", "NodeReady", f"Node {name} status is now: NodeReady", host=name
+                "Node",
+                "",
+                name,
+                "Normal",
+                "NodeReady",
+                f"Node {name} status is now: NodeReady",
+                host=name,
+                component="kubelet",
             )

@@ -2,17 +2,23 @@
 
 What a pass does (every pod, after every change of a Pod / ResourceClaim, and on a timer):
 
-* **START** (bound here, Pending): ``admit``; a refusal records a Warning Event
-  (``FailedPrepareDynamicResources``) and appends ``PodFailed``. On a ``--device-plugin`` node the
-  plugin's devices are assigned (``draflow.services.kubelet.devices``; too few: ``UnexpectedAdmissionError``)
-  and given to the containers as CDI devices before the DRA ones. Otherwise the claims are prepared
-  through the node's driver plugins (``prepare_pod``: batched per driver, idempotent, bounded
-  retries inside the call), the DRA manager is checkpointed, and ``PodResourcesPrepared`` (the CDI
-  ids per container) + ``PodStarted`` + ``PodContainerStatusesReported`` are appended to the pod in
-  **one** atomic batch. A failed
-  prepare records a Warning Event and is retried on later passes with exponential backoff; after
-  ``max_prepare_attempts`` the pod fails (``PodFailed``), which turns it into RELEASE: whatever was
-  prepared is unprepared again (the compensation), so nothing stays held.
+* **START** (bound here, Pending): ``admit`` (are the claims there, created for the pod,
+  reserved for it, allocated, their drivers registered?), then the claims are prepared through
+  the node's driver plugins (``prepare_pod``: batched per driver, idempotent, bounded retries
+  inside the call), the DRA manager is checkpointed, and ``PodResourcesPrepared`` (the CDI ids
+  per container) + ``PodStarted`` + ``PodContainerStatusesReported`` are appended to the pod in
+  **one** atomic batch. A refusal or a failed prepare is upstream's failed
+  ``PrepareDynamicResources``: a Warning Event (``FailedPrepareDynamicResources``, ``Failed to
+  prepare dynamic resources: <why>``), the pod stays **Pending** and is tried again after a
+  backoff (``draflow.services.kubelet.backoff``: 0.5 s doubling, at most upstream's 10 s), for as long as
+  it is bound here; once its claims are ready it starts. Deleting it releases whatever was
+  prepared. On a ``--device-plugin`` node the plugin's devices are assigned first
+  (``draflow.services.kubelet.devices``); too few is a kubelet admission failure, which does fail the pod
+  (``UnexpectedAdmissionError``), as upstream.
+* **RUN** (Running here): the simulated container runtime (``draflow.services.kubelet.containers``,
+  shell ``draflow.services.kubelet.running``): containers exit after their program's run time, restart
+  by ``restartPolicy`` with the crash-loop back-off, and the pod ends Succeeded or Failed as the
+  kubelet's ``getPhase`` says; a timer wakes the pass when the next exit or restart is due.
 * **RELEASE** (deleted, terminal or moved while claims or devices are held): unprepare, free the
   device-plugin devices, checkpoint, then drop
   the pod from the claims' ``reservedFor`` (and deallocate a claim whose last consumer it was) —
@@ -42,10 +48,13 @@ from draflow.events.node import PodContainerStatusesReported
 from draflow.services.dra.kubeletplugin import DRAPlugin
 from draflow.services.kubelet import devices as device_plugin
 from draflow.services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
+from draflow.services.kubelet.backoff import DEFAULT_BASE_S, DEFAULT_MAX_S, PrepareBackoff
 from draflow.services.kubelet.checkpoint import read_checkpoint, write_checkpoint
+from draflow.services.kubelet.containers import BACKOFF_BASE_S
 from draflow.services.kubelet.manager import DRAManager
 from draflow.services.kubelet.node import is_ready, node_object, rfc3339, running_status
 from draflow.services.kubelet.prepare import prepare_pod, unprepare_pod
+from draflow.services.kubelet.running import ContainerRunner
 from draflow.services.kubelet.sync import Step, next_step, vanished_pods
 from draflow.services.runtime.claimwrites import execute
 from draflow.services.runtime.controller import Runtime
@@ -58,6 +67,7 @@ __all__ = ["KubeletService"]
 log = logging.getLogger(__name__)
 
 KINDS = frozenset({"Pod", "ResourceClaim"})
+COMPONENT = "kubelet"  # the source of the kubelet's Events (upstream: component kubelet, host the node)
 
 
 def _now() -> str:
@@ -92,11 +102,12 @@ class KubeletService:
         plugins: Mapping[str, DRAPlugin],
         *,
         node_labels: Mapping[str, str] | None = None,
-        max_prepare_attempts: int = 5,
-        retry_base_s: float = 0.5,
+        retry_base_s: float = DEFAULT_BASE_S,
+        retry_max_s: float = DEFAULT_MAX_S,
         classic: ClassicKubelet | None = None,
         capacity: Mapping[str, str] | None = None,
         devices: device_plugin.DeviceManager | None = None,
+        crash_loop_backoff_s: float = BACKOFF_BASE_S,
     ) -> None:
         self.rt = rt
         rt.kinds = KINDS
@@ -109,10 +120,12 @@ class KubeletService:
         self.plugins = dict(plugins)
         self.node_labels = dict(node_labels or {})
         self.capacity = dict(capacity) if capacity else None  # None: the default capacity
-        self.max_prepare_attempts = max_prepare_attempts
         self.retry_base_s = retry_base_s
         self.manager = DRAManager(read_checkpoint(state_dir))  # CorruptCheckpointError stops us
-        self._failures: dict[str, tuple[int, float]] = {}  # pod uid -> (failed attempts, retry at)
+        # pods whose resources could not be prepared: when to try again
+        self.backoff = PrepareBackoff(retry_base_s, retry_max_s)
+        # the simulated container runtime of Running pods (exits, restarts, back-off)
+        self.runner = ContainerRunner(rt, node_name, backoff_base_s=crash_loop_backoff_s, component=COMPONENT)
         # device-plugin devices (--device-plugin), assigned at admission, checkpointed
         self.devices = devices
         # told after every checkpoint, i.e. every change of local state (the PodResources API drops
@@ -142,6 +155,7 @@ class KubeletService:
                     "NodeReady",
                     f"Node {name} status is now: NodeReady",
                     host=name,
+                    component=COMPONENT,
                 )
 
     def _checkpoint(self) -> None:
@@ -169,6 +183,9 @@ class KubeletService:
             step = next_step(current, self.node_name, self.manager, held=held)
             if step is Step.NOTHING or (step is Step.START and not self._due(current.metadata.uid)):
                 continue
+            if step is Step.RUN:  # its own span, and only when something happened
+                await self.runner.run(current)
+                continue
             meta = current.metadata
             async with self.rt.step("Pod", meta.namespace, meta.name, f"kubelet {step.value} pod"):
                 if step is Step.START:
@@ -180,14 +197,12 @@ class KubeletService:
 
     def _due(self, pod_uid: str) -> bool:
         """False while a failed prepare waits for its next attempt."""
-        _, retry_at = self._failures.get(pod_uid, (0, 0.0))
-        return time.monotonic() >= retry_at
+        return self.backoff.due(pod_uid, time.monotonic())
 
     # -- steps -------------------------------------------------------------------------------
 
     async def _start(self, pod: Pod) -> None:
         uid = pod.metadata.uid
-        attempts, _ = self._failures.get(uid, (0, 0.0))
         ns, name = pod.metadata.namespace, pod.metadata.name
         classic = self.classic if self.classic is not None and self.classic.handles(pod) else None
         if classic is not None:
@@ -195,7 +210,7 @@ class KubeletService:
         else:
             decision = admit(pod, self.rt.items("ResourceClaim", ns), registered_drivers=self.plugins.keys())
         if isinstance(decision, Reject):
-            await self._fail(pod, decision.reason, decision.message, "UnexpectedAdmissionError")
+            await self._retry_later(pod, decision.message)
             return
         if self.devices is not None:
             try:
@@ -210,20 +225,9 @@ class KubeletService:
             outcome = prepare_pod(self.manager, pod, decision.claims, self.plugins)
         self._checkpoint()
         if not outcome.ok:
-            attempts += 1
-            message = f"Failed to prepare dynamic resources: {'; '.join(outcome.errors)}"
-            if attempts >= self.max_prepare_attempts:
-                self._failures.pop(uid, None)
-                await self._fail(pod, FAILED_PREPARE, message, "FailedPrepareDynamicResources")
-                return
-            delay = self.retry_base_s * 2 ** (attempts - 1)
-            self._failures[uid] = (attempts, time.monotonic() + delay)
-            asyncio.get_running_loop().call_later(delay, self.rt.kick)
-            await self.rt.record_event(
-                "Pod", ns, name, "Warning", FAILED_PREPARE, message, host=self.node_name
-            )
+            await self._retry_later(pod, f"Failed to prepare dynamic resources: {'; '.join(outcome.errors)}")
             return
-        self._failures.pop(uid, None)
+        self.backoff.forget(uid)
         cdi = classic.cdi(self.rt, pod) if classic is not None else self.manager.pod_cdi_devices(pod)
         if self.devices is not None:  # the device plugin's CDI devices first, as the runtime gets them
             cdi = {
@@ -244,9 +248,28 @@ class KubeletService:
             ],
         )
 
+    async def _retry_later(self, pod: Pod, message: str) -> None:
+        """Upstream's failed PrepareDynamicResources: a Warning, the pod stays Pending, and the
+        next attempt comes after the backoff (a pass is kicked then)."""
+        delay = self.backoff.failed(pod.metadata.uid, time.monotonic())
+        asyncio.get_running_loop().call_later(delay, self.rt.kick)
+        meta = pod.metadata
+        await self.rt.record_event(
+            "Pod",
+            meta.namespace,
+            meta.name,
+            "Warning",
+            FAILED_PREPARE,
+            message,
+            host=self.node_name,
+            component=COMPONENT,
+        )
+
     async def _fail(self, pod: Pod, reason: str, message: str, status_reason: str) -> None:
         ns, name = pod.metadata.namespace, pod.metadata.name
-        await self.rt.record_event("Pod", ns, name, "Warning", reason, message, host=self.node_name)
+        await self.rt.record_event(
+            "Pod", ns, name, "Warning", reason, message, host=self.node_name, component=COMPONENT
+        )
         await self.rt.append("Pod", ns, name, [PodFailed(reason=status_reason, message=message, at=_now())])
 
     async def _release_classic(self, pod: Pod) -> bool:
@@ -261,6 +284,8 @@ class KubeletService:
 
     async def _release(self, pod: Pod) -> None:
         uid, ns = pod.metadata.uid, pod.metadata.namespace
+        self.backoff.forget(uid)
+        self.runner.forget(uid)
         if self.classic is not None and self.classic.holds(uid) and not await self._release_classic(pod):
             return
         names = [n for cns, n in self.manager.claims_of_pod(uid) if cns == ns]
@@ -282,6 +307,8 @@ class KubeletService:
         await execute(self.rt, actions, reason="PodReleased")
 
     async def _finish_deletion(self, pod: Pod) -> None:
+        self.backoff.forget(pod.metadata.uid)
+        self.runner.forget(pod.metadata.uid)
         if not await self._release_classic(pod):
             return
         await self._drop_reservations(pod)

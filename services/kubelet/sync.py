@@ -18,9 +18,10 @@ __all__ = ["Step", "next_step", "vanished_pods"]
 
 
 class Step(Enum):
-    START = "start"  # admit, prepare the claims, report Running (or Failed on refusal)
+    START = "start"  # admit, prepare the claims, report Running (a refusal: Pending, tried again)
     RELEASE = "release"  # unprepare the claims, drop the reservations
     FINISH_DELETION = "finish-deletion"  # claims released: confirm the pod's deletion
+    RUN = "run"  # Running here: advance the simulated containers (exits, restarts, finish)
     NOTHING = "nothing"
 
 
@@ -38,6 +39,8 @@ def next_step(pod: Pod, node_name: str, manager: DRAManager, *, held: bool = Fal
         return Step.RELEASE if holds_claims else Step.NOTHING
     if pod.status.phase in ("", "Pending"):
         return Step.START
+    if pod.status.phase == "Running":
+        return Step.RUN
     return Step.NOTHING
 
 

@@ -9,6 +9,12 @@ Upstream draws the suffix from a process-wide RNG. A decider must not (its decis
 so the suffix comes from a :class:`SuffixSource`: :func:`hash_suffix` derives it from a stable key
 (the same decision on replay gives the same name), :class:`SeededSuffixes` is a seeded RNG for tests
 and simulations. Both draw from the same alphabet.
+
+The key must be unique over the cluster's life, not just among the live objects, or the names
+repeat (a Deployment scaled 0 -> 30 -> 0 -> 30 would bring back the same 30 names): it names
+something that happens once in the log — a pod's uid for the claims made for it, the stream
+sequence of the last event a workload decision consumed (plus the index within that decision)
+for the pods a Deployment or Job creates.
 """
 
 from __future__ import annotations

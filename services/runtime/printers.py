@@ -154,7 +154,13 @@ def _pod_status(o: Obj) -> str:
 
 
 def _pod_restarts(o: Obj) -> str:
-    return str(sum(int(s.get("restartCount", 0) or 0) for s in _get(o, "status", "containerStatuses") or []))
+    """kubectl's RESTARTS: the containers' restarts, ``N (<age> ago)`` of the last one when known."""
+    statuses = [s for s in _get(o, "status", "containerStatuses") or [] if isinstance(s, dict)]
+    restarts = sum(int(s.get("restartCount", 0) or 0) for s in statuses)
+    last = max((str(_get(s, "lastState", "terminated", "finishedAt") or "") for s in statuses), default="")
+    if restarts and last:
+        return f"{restarts} ({age(last)} ago)"
+    return str(restarts)
 
 
 def _node_status(o: Obj) -> str:

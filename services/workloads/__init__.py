@@ -8,30 +8,35 @@ results.
 from draflow.services.workloads.actions import (
     CreatePod,
     DeletePod,
-    MarkPodSucceeded,
     UpdateDeploymentStatus,
     UpdateJobStatus,
     WorkloadAction,
     controlled_pods,
-    succeeded_status,
 )
 from draflow.services.workloads.deployment import POD_TEMPLATE_HASH_LABEL, pod_template_hash, sync_deployment
-from draflow.services.workloads.job import DEFAULT_RUN_SECONDS, RUN_SECONDS_ANNOTATION, job_finished, sync_job
+from draflow.services.workloads.job import (
+    DEFAULT_POD_FAILURE_BACKOFF_S,
+    DEFAULT_RUN_SECONDS,
+    RUN_SECONDS_ANNOTATION,
+    job_finished,
+    pod_failure_backoff,
+    sync_job,
+)
 
 __all__ = [
+    "DEFAULT_POD_FAILURE_BACKOFF_S",
     "DEFAULT_RUN_SECONDS",
     "POD_TEMPLATE_HASH_LABEL",
     "RUN_SECONDS_ANNOTATION",
     "CreatePod",
     "DeletePod",
-    "MarkPodSucceeded",
     "UpdateDeploymentStatus",
     "UpdateJobStatus",
     "WorkloadAction",
     "controlled_pods",
     "job_finished",
+    "pod_failure_backoff",
     "pod_template_hash",
-    "succeeded_status",
     "sync_deployment",
     "sync_job",
 ]

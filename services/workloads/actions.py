@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from draflow.events.api.core_v1 import Pod, PodStatus
+from draflow.events.api.core_v1 import Pod
 from draflow.events.api.meta import ObjectMeta, OwnerReference
 from draflow.events.api.workloads_v1 import DeploymentStatus
 from draflow.services.dra.resourceclaim import is_pod_terminal
@@ -15,14 +15,12 @@ from draflow.services.dra.resourceclaim import is_pod_terminal
 __all__ = [
     "CreatePod",
     "DeletePod",
-    "MarkPodSucceeded",
     "UpdateDeploymentStatus",
     "UpdateJobStatus",
     "WorkloadAction",
     "controlled_pods",
     "is_active",
     "owner_reference",
-    "succeeded_status",
 ]
 
 
@@ -43,15 +41,6 @@ class DeletePod(_Action, frozen=True, kw_only=True):
     reason: str
 
 
-class MarkPodSucceeded(_Action, frozen=True, kw_only=True):
-    """The simulated run time of a job pod is over: its containers exited 0 at ``finished_at``."""
-
-    namespace: str
-    name: str
-    uid: str
-    finished_at: str
-
-
 class UpdateJobStatus(_Action, frozen=True, kw_only=True):
     """Replace the Job's status (batch/v1 JobStatus as JSON)."""
 
@@ -68,7 +57,7 @@ class UpdateDeploymentStatus(_Action, frozen=True, kw_only=True):
     status: DeploymentStatus
 
 
-WorkloadAction = CreatePod | DeletePod | MarkPodSucceeded | UpdateJobStatus | UpdateDeploymentStatus
+WorkloadAction = CreatePod | DeletePod | UpdateJobStatus | UpdateDeploymentStatus
 
 
 def owner_reference(api_version: str, kind: str, meta: ObjectMeta) -> OwnerReference:
@@ -97,26 +86,3 @@ def controlled_pods(owner: ObjectMeta, pods: Iterable[Pod]) -> list[Pod]:
 def is_active(pod: Pod) -> bool:
     """Counts toward a workload's running pods: not terminal and not being deleted."""
     return pod.metadata.deletion_timestamp is None and not is_pod_terminal(pod)
-
-
-def succeeded_status(pod: Pod, finished_at: str) -> PodStatus:
-    """Status of a pod whose containers all exited 0 (what ``MarkPodSucceeded`` means)."""
-    containers = tuple(
-        {
-            "name": c.name,
-            "image": c.image,
-            "ready": False,
-            "started": False,
-            "restartCount": 0,
-            "state": {
-                "terminated": {
-                    "exitCode": 0,
-                    "reason": "Completed",
-                    "startedAt": pod.status.start_time,
-                    "finishedAt": finished_at,
-                }
-            },
-        }
-        for c in pod.spec.containers
-    )
-    return msgspec.structs.replace(pod.status, phase="Succeeded", container_statuses=containers)

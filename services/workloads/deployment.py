@@ -102,11 +102,14 @@ def _status(deploy: Deployment, owned: list[Pod], template_hash: str, replicas: 
 
 
 def sync_deployment(
-    deploy: Deployment, pods: Iterable[Pod], *, suffixes: SuffixSource = hash_suffix
+    deploy: Deployment, pods: Iterable[Pod], *, at_seq: int, suffixes: SuffixSource = hash_suffix
 ) -> list[WorkloadAction]:
     """Create or delete pods so that ``spec.replicas`` pods of the current template exist.
 
     ``pods``: the pods of the deployment's namespace (only those it controls are considered).
+    ``at_seq``: the stream sequence of the last event the decision consumed; it seeds the new
+    pods' name suffixes, so names are not reused when the Deployment scales down and up again
+    (upstream's suffixes are random), while the same log prefix still gives the same names.
     """
     meta = deploy.metadata
     all_pods = list(pods)
@@ -141,7 +144,7 @@ def sync_deployment(
             prefix = f"{meta.name}-{template_hash}-"
             taken = {p.metadata.name for p in all_pods}
             for n in range(replicas - len(current)):
-                key = f"{meta.namespace}/{meta.uid}/{template_hash}/{len(current)}/{n}"
+                key = f"{meta.namespace}/{meta.uid}/{template_hash}/{at_seq}/{n}"
                 name = unique_generated_name(prefix, key, taken, suffixes)
                 taken.add(name)
                 actions.append(CreatePod(pod=_new_pod(deploy, template_hash, name, prefix)))

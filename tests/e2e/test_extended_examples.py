@@ -213,6 +213,7 @@ async def test_too_many_devices_stay_pending(example_cluster: Runtime) -> None:
     pod = probe.get("Pod", "too-many", "big")
     (cond,) = [c for c in pod.status.conditions if c.type == "PodScheduled"]
     assert cond.message == (
+        'running "DynamicResources" filter plugin: '
         "pod too-many/big: extended resources backed by DRA: number of requested devices 129 "
         "exceeds the claim limit of 32"
     )

@@ -185,7 +185,12 @@ def _leftovers(settings: Settings) -> list[str]:
     return _prepared_everywhere(settings)
 
 
+@pytest.mark.upstream_e2e("must run pods with extended resource on dra nodes and device plugin nodes")
 async def test_kep_deployment_mixed_nodes_quota_and_cleanup(kep_cluster: Runtime, settings: Settings) -> None:
+    """Upstream: ``It("must run pods with extended resource on dra nodes and device plugin
+    nodes")`` — pods asking for the same extended resource run on a node whose device plugin
+    advertises it (no special claim) and on a DRA node (a special claim per pod, CDI devices);
+    here the KEP's Deployment scaled over both, with the quota and the clean-up after it."""
     probe = kep_cluster
     # The KEP's Deployment as written: one pod, on either node.
     await _apply(probe, _docs("deployment.yaml"))
@@ -326,6 +331,7 @@ async def test_129_devices_stay_pending_with_the_claim_limit(kep_cluster: Runtim
     pod = probe.get("Pod", "big", "big")
     (cond,) = [c for c in pod.status.conditions if c.type == "PodScheduled"]
     assert cond.message == (
+        'running "DynamicResources" filter plugin: '
         "pod big/big: extended resources backed by DRA: number of requested devices 129 "
         "exceeds the claim limit of 32"
     )

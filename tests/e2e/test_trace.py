@@ -65,7 +65,12 @@ async def test_kubelet_starts_the_pod_in_the_schedulers_trace(
         await eventually(kubelet_span, timeout_s=20, what="the kubelet's span")
         (span,) = kubelet_span()
         assert span["trace"] == trace_id
-        assert any(s["trace"] == trace_id for s in collector.find(service="scheduler"))
+        # the scheduler's process exports its spans in its own batches: wait for them too
+        await eventually(
+            lambda: any(s["trace"] == trace_id for s in collector.find(service="scheduler")),
+            timeout_s=20,
+            what="the scheduler's spans in the pod's trace",
+        )
     finally:
         for p in procs:
             assert await asyncio.to_thread(p.terminate) == 0

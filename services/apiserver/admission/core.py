@@ -189,17 +189,20 @@ def _pod_status(errs: Errs, pod: c1.Pod) -> None:
     st = pod.status
     if st.phase and st.phase not in POD_PHASES:
         errs.not_supported("status.phase", st.phase, POD_PHASES)
+    # upstream validatePodResourceClaimStatuses: an entry per pod claim at most; an unset
+    # resourceClaimName is allowed (no claim needed); a bad one is reported on ``.name`` (sic)
     claim_names = {c.name for c in pod.spec.resource_claims}
+    seen: set[str] = set()
     for i, rcs in enumerate(st.resource_claim_statuses):
         at = f"status.resourceClaimStatuses[{i}]"
         if rcs.name not in claim_names:
             errs.invalid(f"{at}.name", rcs.name, "must match the name of an entry in `spec.resourceClaims`")
+        if rcs.name in seen:
+            errs.duplicate(f"{at}.name", rcs.name)
+        seen.add(rcs.name)
         if rcs.resource_claim_name is not None:
-            errs.messages(
-                f"{at}.resourceClaimName",
-                rcs.resource_claim_name,
-                names.dns1123_subdomain(rcs.resource_claim_name),
-            )
+            claim = rcs.resource_claim_name
+            errs.messages(f"{at}.name", claim, names.dns1123_subdomain(claim))
     _extended_claim_status(errs, pod)
 
 

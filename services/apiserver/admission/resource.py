@@ -246,6 +246,7 @@ def _device_status(
         errs.invalid(path, shown, "must be an allocated device in the claim")
     if len(dev.conditions) > c.MAX_DEVICE_CONDITIONS:
         errs.too_many(f"{path}.conditions", len(dev.conditions), c.MAX_DEVICE_CONDITIONS)
+    c.conditions(errs, dev.conditions, f"{path}.conditions")
     if dev.data is not None:
         c.raw_extension(errs, dev.data, f"{path}.data", c.DEVICE_STATUS_DATA_MAX)
     net = dev.network_data
@@ -254,7 +255,14 @@ def _device_status(
             errs.too_long(f"{path}.networkData.interfaceName", 256)
         if len(net.hardware_address) > 128:
             errs.too_long(f"{path}.networkData.hardwareAddress", 128)
-        c.check_set(errs, net.ips, 16, f"{path}.networkData.ips", lambda _ip, _p: None, lambda ip: ip)
+        c.check_set(
+            errs,
+            net.ips,
+            16,
+            f"{path}.networkData.ips",
+            lambda ip, p: c.interface_address(errs, ip, p),
+            lambda ip: ip,
+        )
 
 
 def validate_claim_status(
@@ -360,6 +368,8 @@ def validate_device_taint_rule(errs: Errs, obj: r1.DeviceTaintRule, old: r1.Devi
     c.taint(errs, obj.spec.taint, "spec.taint")
     if len(obj.status.conditions) > 8:
         errs.too_many("status.conditions", len(obj.status.conditions), 8)
+    else:
+        c.conditions(errs, obj.status.conditions, "status.conditions")
 
 
 ADMIN_NAMESPACE_LABEL = "resource.kubernetes.io/admin-access"

@@ -101,10 +101,14 @@ class Handlers:
             )
         return obj
 
-    async def _call(self, verb: str, req: msgspec.Struct) -> ReplyIn:
+    async def _call(self, verb: str, req: msgspec.Struct, target: Target | None = None) -> ReplyIn:
+        """One apiserver call; a refusal names ``target`` in its details (kind and name), as
+        upstream's Status does (kubectl: ``The Pod "p" is invalid: ...``)."""
         reply = await self.api.handle(verb, msgspec.json.encode(req))
         out = msgspec.json.decode(msgspec.json.encode(reply), type=ReplyIn)
         if out.error is not None:
+            if target is not None:
+                raise ApiError.of(out.error, target.res, target.name)
             raise ApiError.of(out.error)
         return out
 

@@ -184,7 +184,7 @@ class Writes(Handlers):
         )
         if request.query.get("dryRun") == "All":
             return self._get(target)
-        await self._call("status", req)
+        await self._call("status", req, target)
         return self._get(target)
 
     def _patched(

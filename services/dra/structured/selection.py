@@ -114,7 +114,8 @@ def _selectors_match(
         if verdict is False:
             return False
         if verdict is not True:
-            raise InvalidInputError(f"{label(i)} on device {dev.id}: CEL runtime error: {verdict}")
+            # upstream's wording: the selector, not the device (the message is the pod's condition)
+            raise InvalidInputError(f"{label(i)}: CEL runtime error: {verdict}")
     return True
 
 

@@ -9,13 +9,15 @@ limits, same rules, same wording; written anew.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
 
 from draflow.events.api import resource_v1 as r1
-from draflow.events.api.meta import NodeSelector
+from draflow.events.api.meta import Condition, NodeSelector
 from draflow.services.dra.validation import names
 from draflow.services.dra.validation.errs import Errs
 
@@ -94,6 +96,77 @@ def pool_name(errs: Errs, value: str, path: str) -> None:
 def label_name(errs: Errs, value: str, path: str) -> None:
     """``metav1validation.ValidateLabelName`` (also used for taint keys, binding conditions)."""
     errs.messages(path, value, names.qualified_name(value))
+
+
+CONDITION_STATUSES = ("False", "True", "Unknown")
+_CONDITION_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+_REASON_MESSAGE = names._regex_msg(
+    "a condition reason must start with alphabetic character, optionally followed by a string of "
+    "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+    _CONDITION_REASON.pattern,
+    ("my_name", "MY_NAME", "MyName", "ReasonA,ReasonB", "ReasonA:ReasonB"),
+)
+
+
+def conditions(errs: Errs, items: Sequence[Condition], path: str) -> None:
+    """``metav1validation.ValidateConditions``: unique types; each a label-name type, a known
+    status, a non-negative observedGeneration, a lastTransitionTime, a reason of the condition
+    reason format (<= 1024), a message <= 32 KiB."""
+    seen: set[str] = set()
+    for i, cond in enumerate(items):
+        at = f"{path}[{i}]"
+        if cond.type in seen:
+            errs.duplicate(f"{at}.type", cond.type)
+        seen.add(cond.type)
+        label_name(errs, cond.type, f"{at}.type")
+        if cond.status not in CONDITION_STATUSES:
+            errs.not_supported(f"{at}.status", cond.status, CONDITION_STATUSES)
+        if cond.observed_generation < 0:
+            errs.invalid(
+                f"{at}.observedGeneration", cond.observed_generation, "must be greater than or equal to zero"
+            )
+        if not cond.last_transition_time:
+            errs.required(f"{at}.lastTransitionTime", "must be set")
+        if not cond.reason:
+            errs.required(f"{at}.reason", "must be set")
+        else:
+            if not _CONDITION_REASON.fullmatch(cond.reason):
+                errs.invalid(f"{at}.reason", cond.reason, _REASON_MESSAGE)
+            if len(cond.reason) > 1024:
+                errs.too_long(f"{at}.reason", 1024)
+        if len(cond.message) > 32 * 1024:
+            errs.too_long(f"{at}.message", 32 * 1024)
+
+
+def _sloppy_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """``netutils.ParseIPSloppy``: IPv4 octets may have leading zeros (read as decimal)."""
+    if "." in text and ":" not in text:
+        parts = text.split(".")
+        if len(parts) == 4 and all(p.isdigit() and len(p) <= 3 for p in parts):
+            return ipaddress.IPv4Address(".".join(str(int(p)) for p in parts))
+    return ipaddress.ip_address(text)
+
+
+def interface_address(errs: Errs, value: str, path: str) -> None:
+    """``IsValidInterfaceAddress``: an IP address with a prefix length, in canonical form."""
+    address, slash, length = value.rpartition("/")
+    try:
+        if not slash or not length.isdigit():
+            raise ValueError(value)
+        ip = _sloppy_ip(address)
+        bits = int(length)
+        if bits > ip.max_prefixlen:
+            raise ValueError(value)
+    except ValueError:
+        errs.invalid(
+            path, value, "must be a valid address in CIDR form, (e.g. 10.9.8.7/24 or 2001:db8::1/64)"
+        )
+        return
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None and bits >= 96:
+        ip, bits = ip.ipv4_mapped, bits - 96
+    canonical = f"{ip}/{bits}"
+    if canonical != value:
+        errs.invalid(path, value, f'must be in canonical form ("{canonical}")')
 
 
 def c_identifier(errs: Errs, value: str, path: str) -> None:

@@ -11,7 +11,14 @@ score those, take the best. Differences, all for determinism or speed (docs/sche
 * among equal scores the node met first in that walk wins (upstream picks randomly);
 * expensive filters (the allocator) are deferred: nodes passing the cheap filters are scored
   and the deferred filter runs in score order until one node passes; if none does, the walk
-  continues with the next batch, so an unschedulable pod is diagnosed on every node.
+  continues with the next batch, so an unschedulable pod is diagnosed on every node. A deferred
+  filter that may fail with an error on some of the filtered nodes names them (``suspects``:
+  the allocator on nodes where a selector fails on a device); it runs there too before a node is
+  chosen, so an error that upstream's Filter (which runs on every node it samples) reports still
+  aborts the attempt.
+
+A Filter error aborts the attempt with upstream's message, ``running "<plugin>" filter plugin:
+<error>``.
 """
 
 from __future__ import annotations
@@ -95,6 +102,9 @@ def schedule_one(
             if isinstance(found, SchedulingError):
                 return found
             if found is not None:
+                failed = _check_suspects(deferred, state, pod, {found.name})
+                if failed is not None:
+                    return failed
                 return _reserve(state, profile, pod, ref, found.name, walked, 1)
             # Nothing fits best-first: the walk below diagnoses every node.
 
@@ -105,6 +115,7 @@ def schedule_one(
     pos = 0
     feasible = 0
     chosen: NodeInfo | None = None
+    tried: set[str] = set()  # nodes the deferred filters ran on
     while chosen is None and pos < num_nodes:
         candidates: list[NodeInfo] = []
         while pos < num_nodes and len(candidates) < batch:
@@ -127,16 +138,50 @@ def schedule_one(
             break
         for node in ranked:
             status = _run_deferred(deferred, state, pod, node)
+            tried.add(node.name)
             if status is None:
                 chosen = node
                 break
             if status.code == Code.ERROR:
-                return SchedulingError(ref, status.message, status.plugin)
+                return _filter_error(pod, status)
             diagnosis.reject_node(node.name, status)
         feasible += len(candidates)
+    if deferred:
+        failed = _check_suspects(deferred, state, pod, tried)
+        if failed is not None:
+            return failed
     if chosen is None:
         return _unschedulable(state, profile, diagnosis, num_nodes)
     return _reserve(state, profile, pod, ref, chosen.name, pos, feasible)
+
+
+def _filter_error(pod: Pod, status: Status) -> SchedulingError:
+    """A Filter plugin failed with an error (not a rejection): the attempt is aborted with the
+    message upstream's framework gives it (``running "<plugin>" filter plugin: <error>``)."""
+    message = (
+        f'running "{status.plugin}" filter plugin: {status.message}' if status.plugin else status.message
+    )
+    return SchedulingError(PodRef.of(pod), message, status.plugin)
+
+
+def _check_suspects(
+    deferred: Sequence[DeferredFilterPlugin], state: CycleState, pod: Pod, tried: set[str]
+) -> SchedulingError | None:
+    """Run the deferred filters on the nodes they may fail on with an error (``suspects``) that
+    were not tried yet; the first error aborts the attempt, as upstream's Filter on that node
+    would have."""
+    for plugin in deferred:
+        suspects = getattr(plugin, "suspects", None)
+        if suspects is None:
+            continue
+        for node in suspects(state):
+            if node.name in tried:
+                continue
+            tried.add(node.name)
+            status = plugin.filter_deferred(state, pod, node)
+            if status is not None and status.code == Code.ERROR:
+                return _filter_error(pod, status if status.plugin else status.with_plugin(plugin.name))
+    return None
 
 
 def _filter_chunk(
@@ -167,7 +212,7 @@ def _filter_chunk(
         survivors = kept
     for node, status in rejected:
         if status.code == Code.ERROR:
-            return SchedulingError(PodRef.of(pod), status.message, status.plugin)
+            return _filter_error(pod, status)
         diagnosis.reject_node(node.name, status)
     return survivors
 
@@ -190,7 +235,7 @@ def _first_fit(
         if status is None:
             return node, walked
         if status.code == Code.ERROR:
-            return SchedulingError(PodRef.of(pod), status.message, status.plugin), walked
+            return _filter_error(pod, status), walked
     return None, walked
 
 
@@ -299,9 +344,7 @@ def _reserve(
         extended_claim = getattr(binder, "extended_claim", None)
         if extended is None and extended_claim is not None:
             extended = extended_claim(state, pod, node_name)
-    return Reserved(
-        ref, node_name, bindings, extended, evaluated_nodes=evaluated, feasible_nodes=feasible
-    )
+    return Reserved(ref, node_name, bindings, extended, evaluated_nodes=evaluated, feasible_nodes=feasible)
 
 
 def _reserve_pending(ref: PodRef, node_name: str, status: Status) -> Unschedulable:

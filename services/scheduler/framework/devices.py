@@ -9,7 +9,10 @@ generations), so a cycle touches a few dict entries per node.
 
 Ignored here (the allocator still checks them): constraints, taints, counters (partitionable
 devices), consumable capacity, and devices that can be allocated many times (counted as always
-available). A CEL error counts as a match, so the allocator reports it.
+available). A CEL error (a selector failing at runtime, a device whose attributes cannot be CEL
+input) counts as a match, so the allocator reports it; the entry counts such devices
+(``SigEntry.errors``) so the scheduler knows on which nodes the allocator may fail with an error
+(upstream aborts the pod's attempt when any node it filters does).
 """
 
 from __future__ import annotations
@@ -33,13 +36,15 @@ _MISSING = object()
 
 
 class SigEntry:
-    """Matching devices of one signature on one node and the cached free count."""
+    """Matching devices of one signature on one node and the cached free count; ``errors``: how
+    many of them match only because a selector failed on them (the allocator raises there)."""
 
-    __slots__ = ("devices", "free", "multi", "node_gen", "shared_gen")
+    __slots__ = ("devices", "errors", "free", "multi", "node_gen", "shared_gen")
 
-    def __init__(self, devices: tuple[DeviceID, ...], multi: int) -> None:
+    def __init__(self, devices: tuple[DeviceID, ...], multi: int, errors: int = 0) -> None:
         self.devices = devices
         self.multi = multi
+        self.errors = errors
         self.free = -1
         self.node_gen = -1
         self.shared_gen = -1
@@ -71,7 +76,8 @@ class _DeviceCel:
 
     def __init__(self, value: cel.DeviceInput | None) -> None:
         self.input = value
-        self.verdicts: dict[str, bool] = {}
+        # True / False, or None: the expression failed on this device (compile or runtime error)
+        self.verdicts: dict[str, bool | None] = {}
 
 
 class DeviceIndex:
@@ -98,6 +104,9 @@ class DeviceIndex:
         self.shared_usage = 0
         self.shared_release = 0
         self.global_gen = 0
+        # set once any signature entry counted a device on which a selector fails: only then
+        # does the DRA Filter look for such devices per node (a hint, never cleared)
+        self.any_errors = False
 
     # -- invalidation -------------------------------------------------------------------------
     def slices_changed(self, nodes: set[str] | None) -> None:
@@ -233,20 +242,28 @@ class DeviceIndex:
         features = self.features
         devices: list[DeviceID] = []
         multi = 0
+        errors = 0
         for dev in nd.candidates:
             if dev.id in nd.off_node:
                 continue
             if dev.binding_conditions and not features.device_binding_and_status:
                 continue
-            if not self._matches(dev, expressions):
+            verdict = self._matches(dev, expressions)
+            if verdict is False:
                 continue
+            if verdict is None:
+                errors += 1
             if dev.allow_multiple and features.consumable_capacity:
                 multi += 1
             else:
                 devices.append(dev.id)
-        return SigEntry(tuple(devices), multi)
+        if errors:
+            self.any_errors = True
+        return SigEntry(tuple(devices), multi, errors)
 
-    def _matches(self, dev: PreparedDevice, expressions: list[str]) -> bool:
+    def _matches(self, dev: PreparedDevice, expressions: list[str]) -> bool | None:
+        """All expressions true on ``dev``? None: one of them fails there (an error, which counts
+        as a match: the allocator reports it)."""
         state = self._cel.get(dev)
         if state is None:
             try:
@@ -259,15 +276,18 @@ class DeviceIndex:
                 value = None
             state = self._cel[dev] = _DeviceCel(value)
         if state.input is None:
-            return True  # the allocator reports the broken device
+            return None if expressions else True  # the allocator reports the broken device
         for expression in expressions:
-            verdict = state.verdicts.get(expression)
-            if verdict is None:
+            if expression in state.verdicts:
+                verdict = state.verdicts[expression]
+            else:
                 try:
                     verdict = bool(cel.compile_expression(expression).evaluate(state.input))
                 except cel.CelError:
-                    verdict = True  # compile/runtime errors: let the allocator report them
+                    verdict = None  # compile/runtime errors: let the allocator report them
                 state.verdicts[expression] = verdict
+            if verdict is None:
+                return None
             if not verdict:
                 return False
         return True

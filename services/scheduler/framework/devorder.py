@@ -52,7 +52,8 @@ class SigOrder:
         self.buckets: dict[int, list[int]] = {}
         self.dirty: set[str] = set()
         self.all_dirty = False
-        # Nodes where the count does not decide the order (shareable devices, pool errors).
+        # Nodes where the count does not decide the order (shareable devices, pool errors,
+        # devices on which a selector fails).
         self.unusable: set[int] = set()
         self._build()
 
@@ -75,7 +76,9 @@ class SigOrder:
             self.unusable.add(i)
             return 0
         entry = self.index.entry(nd, node.name, self.sig, self.cls)
-        if entry.multi:
+        if entry.multi or entry.errors:
+            # shareable devices: the count does not decide; selector errors: the allocator must
+            # run on this node whatever the order (it fails the pod's attempt there)
             self.unusable.add(i)
         else:
             self.unusable.discard(i)

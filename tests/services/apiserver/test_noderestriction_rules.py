@@ -13,7 +13,8 @@ import pytest
 
 from draflow.events.api.classic_v1alpha1 import ResourceClaim as ClassicClaim
 from draflow.events.api.classic_v1alpha1 import ResourceClaimStatus as ClassicStatus
-from draflow.events.api.meta import OwnerReference
+from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.resource_v1 import ResourcePool, ResourceSlice, ResourceSliceSpec
 from draflow.events.dra import (
     ClaimDeallocated,
     ClaimReservationsReleased,
@@ -35,7 +36,7 @@ from draflow.services.runtime.protocol import (
     StatusError,
     StatusRequest,
 )
-from tests.builders import make_claim, make_pod
+from tests.builders import make_allocation, make_claim, make_pod
 
 
 def index_with(*objs: Any) -> ObjectIndex:
@@ -211,3 +212,51 @@ def test_unknown_events_and_verbs() -> None:
         RULES.admit("node-2", "append", append("Pod", "mine"))
     with pytest.raises(StatusError, match="unknown verb"):
         RULES.admit("node-2", "scale", None)
+
+
+def test_a_node_plugin_reports_the_status_of_its_own_devices_only() -> None:
+    """KEP-4817 through the node's API: ``status.devices`` entries of devices whose pool is on the
+    node; nothing else of the claim's status, no device of another node."""
+
+    def slice_on(node: str) -> ResourceSlice:
+        return ResourceSlice(
+            metadata=ObjectMeta(name=f"{node}-gpu"),
+            spec=ResourceSliceSpec(driver="gpu.example.com", node_name=node, pool=ResourcePool(name=node)),
+        )
+
+    alloc = make_allocation(("a", "gpu-0"), pool="node-2")
+    remote = make_allocation(("a", "gpu-0"), pool="node-1")
+    claim = make_claim("shared", allocation=alloc, reserved_for=["mine"])
+    elsewhere = make_claim("remote", allocation=remote, reserved_for=["theirs"])
+    rules = NodeRestriction(
+        index_with(MINE, THEIRS, claim, elsewhere, slice_on("node-1"), slice_on("node-2"))
+    )
+    ready = {"type": "Ready", "status": "True", "reason": "Up", "lastTransitionTime": "2026-03-01T12:00:00Z"}
+    entry = {"driver": "gpu.example.com", "pool": "node-2", "device": "gpu-0", "conditions": [ready]}
+    status = {**msgspec.to_builtins(claim.status), "devices": [entry]}
+    rules.admit(
+        "node-2",
+        "status",
+        StatusRequest(kind="ResourceClaim", name="shared", namespace="default", status=status),
+    )
+
+    def refused_here(node: str, name: str, st: dict[str, Any]) -> str:
+        with pytest.raises(StatusError) as info:
+            rules.admit(
+                node, "status", StatusRequest(kind="ResourceClaim", name=name, namespace="default", status=st)
+            )
+        assert info.value.status.code == 403
+        return info.value.status.message
+
+    # the same device from another node's credential
+    assert refused_here("node-1", "shared", status) == (
+        'resourceclaims.resource.k8s.io "shared" is forbidden: node "node-1" can only update the status of '
+        "devices on itself, not gpu.example.com/node-2/gpu-0"
+    )
+    other = {**msgspec.to_builtins(elsewhere.status), "devices": [{**entry, "pool": "node-1"}]}
+    assert "not gpu.example.com/node-1/gpu-0" in refused_here("node-2", "remote", other)
+    # anything else of the status: no
+    unreserved = {**status, "reservedFor": []}
+    assert refused_here("node-2", "shared", unreserved).endswith(
+        'node "node-2" can only update status.devices of a ResourceClaim'
+    )

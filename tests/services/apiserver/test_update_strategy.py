@@ -5,6 +5,7 @@ immutable is refused in its words (issue 13: re-applying a bound pod unbound it)
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -318,3 +319,52 @@ async def test_device_class_fields_left_out_are_removed(api: ApiClient) -> None:
     assert (await one(api, cls)).outcome == "created"
     assert (await one(api, {**cls, "spec": {}})).outcome == "configured"
     assert "extendedResourceName" not in (await api.get("DeviceClass", "gpu.example.com")).get("spec", {})
+
+
+RULE: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1alpha3",
+    "kind": "DeviceTaintRule",
+    "metadata": {"name": "broken"},
+    "spec": {
+        "deviceSelector": {"driver": "gpu.example.com"},
+        "taint": {"key": "example.com/broken", "value": "yes", "effect": "NoExecute"},
+    },
+}
+SLICE: dict[str, Any] = {
+    "apiVersion": "resource.k8s.io/v1",
+    "kind": "ResourceSlice",
+    "metadata": {"name": "node-1-gpu"},
+    "spec": {
+        "driver": "gpu.example.com",
+        "nodeName": "node-1",
+        "pool": {"name": "node-1", "resourceSliceCount": 1},
+        "devices": [{"name": "gpu-0", "taints": [{"key": "example.com/hot", "effect": "NoSchedule"}]}],
+    },
+}
+
+
+async def test_device_taints_get_their_time_added_once(api: ApiClient) -> None:
+    """Issue 23 item 4: a device taint without ``timeAdded`` (a DeviceTaintRule's, a slice
+    device's) gets the time of the write, as upstream's defaulting; the same manifest applied
+    again keeps it (unchanged); a changed taint gets a new one; a time the manifest sets stays."""
+    (res,) = await api.apply([copy.deepcopy(RULE)])
+    assert res.error is None, res.error
+    added = (await api.get("DeviceTaintRule", "broken"))["spec"]["taint"]["timeAdded"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", added)
+    (again,) = await api.apply([copy.deepcopy(RULE)])
+    assert again.outcome == "unchanged"
+    changed = copy.deepcopy(RULE)
+    changed["spec"]["taint"]["value"] = "very"
+    changed["spec"]["taint"]["timeAdded"] = "2026-01-01T00:00:00Z"
+    (res,) = await api.apply([changed])
+    assert res.error is None and res.outcome == "configured"
+    rule = await api.get("DeviceTaintRule", "broken")
+    assert rule["spec"]["taint"]["timeAdded"] == "2026-01-01T00:00:00Z"
+    assert rule["metadata"]["generation"] == 2
+
+    (res,) = await api.apply([copy.deepcopy(SLICE)])
+    assert res.error is None, res.error
+    (taint,) = (await api.get("ResourceSlice", "node-1-gpu"))["spec"]["devices"][0]["taints"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", taint["timeAdded"])
+    (again,) = await api.apply([copy.deepcopy(SLICE)])
+    assert again.outcome == "unchanged"

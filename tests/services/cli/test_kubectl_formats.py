@@ -4,6 +4,7 @@ custom-columns, --sort-by, --dry-run=client; finished pods show Completed; empty
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tests.services.cli.conftest import ThreadedApiServer
@@ -109,3 +110,35 @@ def test_finished_pod_shows_completed(draflow: Draflow, system: ThreadedApiServe
     status["phase"] = "Failed"
     system.call(lambda c: c.update_status("Pod", "done", status, namespace="default"))
     assert draflow("get", "pods", "--no-headers").out.split()[2] == "ExitCode:2"
+
+
+def test_crash_looping_pod_shows_the_waiting_reason_and_its_restarts(
+    draflow: Draflow, system: ThreadedApiServer
+) -> None:
+    """kubectl's STATUS shows ``CrashLoopBackOff`` and RESTARTS ``N (<age> ago)`` of the last exit."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "looping"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    draflow("apply", "-f", "-", stdin=json.dumps(pod))
+    finished = (datetime.now(UTC) - timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {
+        "phase": "Running",
+        "containerStatuses": [
+            {
+                "name": "c",
+                "ready": False,
+                "restartCount": 2,
+                "image": "busybox",
+                "imageID": "",
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s ..."}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": finished}},
+            }
+        ],
+    }
+    system.call(lambda c: c.update_status("Pod", "looping", status, namespace="default"))
+    row = draflow("get", "pods", "--no-headers").out.split()
+    assert row[:3] == ["looping", "0/1", "CrashLoopBackOff"]
+    assert row[3:6] == ["2", "(30s", "ago)"] or row[3:6] == ["2", "(31s", "ago)"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from tests.services.cli.conftest import Result
 
 Draflow = Callable[..., Result]
@@ -45,7 +47,12 @@ metadata:
 """
 
 
+@pytest.mark.upstream_e2e("supports count/resourceclaims.resource.k8s.io ResourceQuota")
 def test_over_quota_claim_is_forbidden(draflow: Draflow) -> None:
+    """Upstream: ``It("supports count/resourceclaims.resource.k8s.io ResourceQuota")`` — with a
+    quota of one claim and one claim there, creating another is refused with upstream's message
+    (``exceeded quota: ..., requested: ...=1, used: ...=1, limited: ...=1``); here through the
+    draflow CLI against the real apiserver, and the other documents of the file still go."""
     assert draflow("apply", "-f", "-", stdin=QUOTA).code == 0
     res = draflow("apply", "-f", "-", stdin=CLAIMS)
     assert res.code == 1

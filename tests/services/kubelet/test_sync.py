@@ -29,7 +29,7 @@ def test_steps_for_pods_on_and_off_the_node() -> None:
     manager = DRAManager()
     assert next_step(make_pod(node_name="n1"), "n1", manager) is Step.START
     assert next_step(make_pod(node_name="n2"), "n1", manager) is Step.NOTHING
-    assert next_step(make_pod(node_name="n1", phase="Running"), "n1", manager) is Step.NOTHING
+    assert next_step(make_pod(node_name="n1", phase="Running"), "n1", manager) is Step.RUN
     assert next_step(make_pod(node_name="n1", phase="Succeeded"), "n1", manager) is Step.NOTHING
     assert next_step(make_pod(node_name="n1", deleting=True), "n1", manager) is Step.FINISH_DELETION
 
@@ -44,7 +44,7 @@ def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
     assert isinstance(decision, Admit)
     assert prepare_pod(manager, pod, decision.claims, plugins).ok
     running = msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, phase="Running"))
-    assert next_step(running, "node-1", manager) is Step.NOTHING
+    assert next_step(running, "node-1", manager) is Step.RUN
     done = msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, phase="Succeeded"))
     assert next_step(done, "node-1", manager) is Step.RELEASE
     deleting = make_pod("p", claims={"gpu": "c"}, node_name="node-1", deleting=True)

@@ -183,6 +183,7 @@ def test_129_devices_is_a_scheduling_error() -> None:
     result = core.schedule(make_pod("big", containers=(make_container("c", limits={GPU: 129}),)))
     assert isinstance(result, SchedulingError) and result.plugin == "DynamicResources"
     assert result.message == (
+        'running "DynamicResources" filter plugin: '
         "pod default/big: extended resources backed by DRA: number of requested devices 129 "
         "exceeds the claim limit of 32"
     )

@@ -19,18 +19,19 @@ from draflow.events.api.resource_v1 import ResourceClaimTemplate
 from draflow.events.api.workloads_v1 import Deployment, DeploymentSpec, Job, JobSpec
 from draflow.services.apiserver.admission import admit as api_admit
 from draflow.services.claim_controller import CreateClaim, sync_pod
+from draflow.services.kubelet.containers import advance
+from draflow.services.kubelet.node import running_status
 from draflow.services.runtime.naming import ALPHANUMS
 from draflow.services.workloads import (
     POD_TEMPLATE_HASH_LABEL,
     RUN_SECONDS_ANNOTATION,
     CreatePod,
     DeletePod,
-    MarkPodSucceeded,
     UpdateDeploymentStatus,
     UpdateJobStatus,
     job_finished,
+    pod_failure_backoff,
     pod_template_hash,
-    succeeded_status,
     sync_deployment,
     sync_job,
 )
@@ -52,9 +53,11 @@ class Cluster(Generic[W]):
         self.pods: dict[str, Pod] = {}
         self.created = 0
         self.now = T0
+        self.seq = 1  # the log's position: every applied action is one more event
 
     def apply(self, actions) -> None:
         for action in actions:
+            self.seq += 1
             if isinstance(action, CreatePod):
                 self.created += 1
                 meta = msgspec.structs.replace(
@@ -65,28 +68,34 @@ class Cluster(Generic[W]):
                 self.pods[meta.name] = msgspec.structs.replace(action.pod, metadata=meta)
             elif isinstance(action, DeletePod):
                 self.pods.pop(action.name, None)
-            elif isinstance(action, MarkPodSucceeded):
-                pod = self.pods[action.name]
-                self.pods[action.name] = msgspec.structs.replace(
-                    pod, status=succeeded_status(pod, action.finished_at)
-                )
             elif isinstance(action, (UpdateJobStatus, UpdateDeploymentStatus)):
                 self.obj = msgspec.structs.replace(self.obj, status=action.status)
 
-    def run_pods(self, phase: str = "Running") -> None:
-        """The scheduler and kubelets: every pending pod starts now (or fails)."""
-        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    def run_pods(self) -> None:
+        """The scheduler and kubelets: every pending pod starts now, its containers running."""
         for name, pod in self.pods.items():
             if pod.status.phase in ("", "Pending"):
-                status = msgspec.structs.replace(pod.status, phase=phase, start_time=stamp)
                 spec = msgspec.structs.replace(pod.spec, node_name="node-1")
-                self.pods[name] = msgspec.structs.replace(pod, spec=spec, status=status)
+                self.pods[name] = msgspec.structs.replace(
+                    pod, spec=spec, status=running_status(pod, self.now)
+                )
+
+    def run_containers(self) -> None:
+        """The kubelets' simulated container runtime, up to ``now``: containers exit, restart,
+        pods finish."""
+        for name, pod in self.pods.items():
+            if pod.status.phase == "Running":
+                result = advance(pod, self.now)
+                status = msgspec.structs.replace(
+                    pod.status, container_statuses=result.container_statuses, phase=result.phase
+                )
+                self.pods[name] = msgspec.structs.replace(pod, status=status)
 
     def sync(self, **kwargs):
         if isinstance(self.obj, Deployment):
-            actions = sync_deployment(self.obj, self.pods.values(), **kwargs)
+            actions = sync_deployment(self.obj, self.pods.values(), at_seq=self.seq, **kwargs)
         else:
-            actions = sync_job(self.obj, self.pods.values(), self.now, **kwargs)
+            actions = sync_job(self.obj, self.pods.values(), self.now, at_seq=self.seq, **kwargs)
         self.apply(actions)
         return actions
 
@@ -102,8 +111,22 @@ def deployment(replicas: int | None = 3, name: str = "web", image: str = "nginx"
     )
 
 
-def job(completions: int | None = 3, parallelism: int | None = 2, **spec) -> Job:
+def job(
+    completions: int | None = 3,
+    parallelism: int | None = 2,
+    *,
+    command: tuple[str, ...] = (),
+    restart_policy: str = "Never",
+    **spec,
+) -> Job:
     base = deployment(name="batch").spec.template
+    (container,) = base.spec.containers
+    pod_spec = msgspec.structs.replace(
+        base.spec,
+        restart_policy=restart_policy,
+        containers=(msgspec.structs.replace(container, command=command),),
+    )
+    base = msgspec.structs.replace(base, spec=pod_spec)
     return Job(
         metadata=ObjectMeta(name="batch", namespace="default", uid="uid-batch"),
         spec=JobSpec(completions=completions, parallelism=parallelism, template=base, **spec),
@@ -126,7 +149,7 @@ def test_pod_template_hash_is_deterministic_and_template_sensitive() -> None:
 
 def test_deployment_creates_replicas_named_like_kubernetes() -> None:
     deploy = deployment(3)
-    actions = sync_deployment(deploy, [])
+    actions = sync_deployment(deploy, [], at_seq=1)
     creates = [a for a in actions if isinstance(a, CreatePod)]
     assert len(creates) == 3
     template_hash = pod_template_hash(deploy.spec.template)
@@ -148,7 +171,7 @@ def test_deployment_creates_replicas_named_like_kubernetes() -> None:
 
 
 def test_long_deployment_names_are_cut_by_the_generate_name_rule() -> None:
-    actions = sync_deployment(deployment(1, name="d" * 60), [])
+    actions = sync_deployment(deployment(1, name="d" * 60), [], at_seq=1)
     (create,) = [a for a in actions if isinstance(a, CreatePod)]
     assert len(create.pod.metadata.name) == 63 and create.pod.metadata.name.startswith("d" * 58)
 
@@ -181,6 +204,44 @@ def test_deployment_converges_scales_and_reports_status() -> None:
     assert len(cluster.pods) == 2
     cluster.sync()
     assert cluster.sync() == []
+
+
+def _scaled(cluster: Cluster[Deployment], replicas: int) -> None:
+    spec = msgspec.structs.replace(cluster.obj.spec, replicas=replicas)
+    cluster.obj = msgspec.structs.replace(cluster.obj, spec=spec)
+    cluster.sync()
+    cluster.run_pods()
+    cluster.sync()
+
+
+def test_generated_pod_names_are_unique_over_time() -> None:
+    """Issue 23 item 7: a Deployment scaled 0 <-> 30 again and again gets new names every time
+    (upstream's suffixes are random), not the same 30 names back; the names still follow from the
+    log (same position, same decision, same names)."""
+    cluster = Cluster(deployment(0))
+    seen: list[str] = []
+    for _ in range(10):
+        _scaled(cluster, 30)
+        assert len(cluster.pods) == 30
+        seen += cluster.pods
+        _scaled(cluster, 0)
+        assert not cluster.pods
+    assert len(seen) == 300 and len(set(seen)) == 300
+    # replaying a decision (same state, same position) gives the same names
+    again = sync_deployment(deployment(3), [], at_seq=7)
+    assert again == sync_deployment(deployment(3), [], at_seq=7)
+    assert again != sync_deployment(deployment(3), [], at_seq=8)
+
+
+def test_job_pod_names_are_unique_over_time() -> None:
+    """A Job whose failed pods are deleted (as a user or a TTL would) never reuses a name."""
+    cluster = Cluster(job(completions=None, parallelism=2, backoff_limit=100))
+    seen: list[str] = []
+    for _ in range(10):
+        cluster.sync()
+        seen += [n for n in cluster.pods if n not in seen]
+        cluster.pods.clear()
+    assert len(seen) == 20 and len(set(seen)) == 20
 
 
 def test_template_change_recreates_pods() -> None:
@@ -230,13 +291,14 @@ def test_paused_and_deleted_deployments() -> None:
         metadata=msgspec.structs.replace(cluster.obj.metadata, deletion_timestamp="2026-03-01T12:00:00Z"),
     )
     # being deleted: its pods are the garbage collector's (deleted, or orphaned with Orphan)
-    assert sync_deployment(deleting, cluster.pods.values()) == []
+    assert sync_deployment(deleting, cluster.pods.values(), at_seq=cluster.seq) == []
 
 
 def test_other_workloads_pods_are_ignored() -> None:
-    other = sync_deployment(deployment(1, name="other"), [])[0]
+    other = sync_deployment(deployment(1, name="other"), [], at_seq=1)[0]
     assert isinstance(other, CreatePod)
-    assert len([a for a in sync_deployment(deployment(1), [other.pod]) if isinstance(a, CreatePod)]) == 1
+    created = sync_deployment(deployment(1), [other.pod], at_seq=2)
+    assert len([a for a in created if isinstance(a, CreatePod)]) == 1
 
 
 def test_realworld_deployment_pods_get_claims_from_the_template() -> None:
@@ -271,14 +333,16 @@ def test_realworld_deployment_pods_get_claims_from_the_template() -> None:
 # -- Job -----------------------------------------------------------------------------------------
 
 
-def run_job(cluster: Cluster, run_seconds: float = 5, fail: bool = False, rounds: int = 40) -> None:
+def run_job(cluster: Cluster, run_seconds: float = 5, rounds: int = 80, **kwargs) -> None:
+    """Controller and kubelets take turns, ``run_seconds`` apart, until the Job finished."""
     for _ in range(rounds):
-        cluster.sync(run_seconds=run_seconds)
+        cluster.sync(run_seconds=run_seconds, **kwargs)
         if job_finished(cluster.obj):
-            cluster.sync(run_seconds=run_seconds)
+            cluster.sync(run_seconds=run_seconds, **kwargs)
             return
-        cluster.run_pods("Failed" if fail else "Running")
+        cluster.run_pods()
         cluster.now += timedelta(seconds=run_seconds)
+        cluster.run_containers()
     raise AssertionError("job did not finish")
 
 
@@ -291,6 +355,8 @@ def test_job_runs_parallelism_pods_until_completions_succeeded() -> None:
     assert pod.metadata.labels["batch.kubernetes.io/job-name"] == "batch"
     assert pod.metadata.labels["controller-uid"] == "uid-batch"
     assert pod.metadata.owner_references[0].kind == "Job"
+    # the simulated run time travels with the pod, for the kubelet's container runtime
+    assert pod.metadata.annotations == {RUN_SECONDS_ANNOTATION: "5"}
     assert cluster.obj.status == {"startTime": "2026-03-01T12:00:00Z", "active": 2}
 
     run_job(cluster)
@@ -308,9 +374,15 @@ def test_pods_succeed_only_after_the_simulated_run_time() -> None:
     cluster.sync(run_seconds=30)
     cluster.run_pods()
     cluster.now += timedelta(seconds=29)
-    assert not any(isinstance(a, MarkPodSucceeded) for a in cluster.sync(run_seconds=30))
+    cluster.run_containers()
+    assert [p.status.phase for p in cluster.pods.values()] == ["Running"]
     cluster.now += timedelta(seconds=1)
-    assert any(isinstance(a, MarkPodSucceeded) for a in cluster.sync(run_seconds=30))
+    cluster.run_containers()
+    (pod,) = cluster.pods.values()
+    (c,) = pod.status.container_statuses
+    assert pod.status.phase == "Succeeded" and c["state"]["terminated"]["reason"] == "Completed"
+    cluster.sync(run_seconds=30)
+    assert job_finished(cluster.obj) == "Complete"
 
 
 def test_run_time_annotation_overrides_the_default() -> None:
@@ -320,20 +392,101 @@ def test_run_time_annotation_overrides_the_default() -> None:
     )
     cluster = Cluster(j)
     cluster.sync(run_seconds=100)
+    (pod,) = cluster.pods.values()
+    assert pod.metadata.annotations[RUN_SECONDS_ANNOTATION] == "1"
     cluster.run_pods()
     cluster.now += timedelta(seconds=1)
-    assert any(isinstance(a, MarkPodSucceeded) for a in cluster.sync(run_seconds=100))
+    cluster.run_containers()
+    assert [p.status.phase for p in cluster.pods.values()] == ["Succeeded"]
+
+
+def test_the_command_decides_how_a_job_pod_ends() -> None:
+    """An understood command overrides the simulated run time: ``sleep 2; exit 3`` fails after 2 s."""
+    cluster = Cluster(job(completions=1, parallelism=1, command=("sh", "-c", "sleep 2; exit 3")))
+    cluster.sync(run_seconds=100)
+    cluster.run_pods()
+    cluster.now += timedelta(seconds=2)
+    cluster.run_containers()
+    (pod,) = cluster.pods.values()
+    (c,) = pod.status.container_statuses
+    assert pod.status.phase == "Failed"
+    assert (c["state"]["terminated"]["exitCode"], c["state"]["terminated"]["reason"]) == (3, "Error")
 
 
 def test_job_fails_after_the_backoff_limit() -> None:
-    cluster = Cluster(job(completions=3, parallelism=1, backoff_limit=2))
-    run_job(cluster, fail=True)
+    """Upstream: Jobs with failing pods retry up to ``backoffLimit``: with 2, three pods fail."""
+    cluster = Cluster(job(completions=3, parallelism=1, backoff_limit=2, command=("false",)))
+    run_job(cluster, pod_failure_backoff_s=0)
     status = cluster.obj.status
-    assert status["failed"] == 3
+    assert status["failed"] == 3 and cluster.created == 3
     assert [c["type"] for c in status["conditions"]] == ["FailureTarget", "Failed"]
     assert status["conditions"][1]["reason"] == "BackoffLimitExceeded"
+    assert status["conditions"][1]["message"] == "Job has reached the specified backoff limit"
     assert job_finished(cluster.obj) == "Failed"
     assert cluster.sync() == []
+
+
+def test_failed_pods_are_replaced_after_the_pod_failure_backoff() -> None:
+    """The Job controller's back-off: 10 s after the first failure, 20 s after the second, counted
+    from the failure's finish time."""
+    cluster = Cluster(job(completions=1, parallelism=1, backoff_limit=5, command=("false",)))
+    cluster.sync()
+    cluster.run_pods()
+    cluster.run_containers()  # fails at once
+    assert [p.status.phase for p in cluster.pods.values()] == ["Failed"]
+    assert not any(isinstance(a, CreatePod) for a in cluster.sync())
+    cluster.now += timedelta(seconds=9)
+    assert not any(isinstance(a, CreatePod) for a in cluster.sync())
+    cluster.now += timedelta(seconds=1)
+    assert len([a for a in cluster.sync() if isinstance(a, CreatePod)]) == 1
+    cluster.run_pods()
+    cluster.run_containers()
+    assert pod_failure_backoff(cluster.pods.values(), cluster.now) == 20.0
+    cluster.now += timedelta(seconds=19)
+    assert not any(isinstance(a, CreatePod) for a in cluster.sync())
+    cluster.now += timedelta(seconds=1)
+    assert any(isinstance(a, CreatePod) for a in cluster.sync())
+    assert cluster.obj.status["failed"] == 2
+
+
+def test_pod_failure_backoff_counts_failures_since_the_last_success() -> None:
+    def finished(phase: str, at: str) -> Pod:
+        status = {
+            "phase": phase,
+            "containerStatuses": [{"name": "c", "state": {"terminated": {"finishedAt": at}}}],
+        }
+        return msgspec.convert({"metadata": {"name": at}, "status": status}, type=Pod)
+
+    now = datetime(2026, 3, 1, 12, 1, 0, tzinfo=UTC)
+    assert pod_failure_backoff([], now) == 0
+    one = [finished("Failed", "2026-03-01T12:00:55Z")]
+    assert pod_failure_backoff(one, now) == 5.0  # 10 s from 12:00:55
+    three = [*one, finished("Failed", "2026-03-01T12:00:56Z"), finished("Failed", "2026-03-01T12:00:58Z")]
+    assert pod_failure_backoff(three, now) == 38.0  # 40 s from 12:00:58
+    assert pod_failure_backoff([*three, finished("Succeeded", "2026-03-01T12:00:59Z")], now) == 0
+    many = [finished("Failed", f"2026-03-01T12:00:{i:02d}Z") for i in range(20)]
+    assert pod_failure_backoff(many, now) == 600.0 - 41  # capped at 10 min
+
+
+def test_on_failure_job_fails_when_restarts_reach_the_backoff_limit() -> None:
+    """``pastBackoffLimitOnFailure``: with OnFailure the containers restart in place; their
+    restarts count against ``backoffLimit`` and the Job fails, its pods deleted."""
+    cluster = Cluster(
+        job(completions=1, parallelism=1, backoff_limit=2, command=("false",), restart_policy="OnFailure")
+    )
+    cluster.sync()
+    cluster.run_pods()
+    cluster.run_containers()  # exit 1, restarted at once (restart 1), exit 1: back-off 10 s
+    (pod,) = cluster.pods.values()
+    (c,) = pod.status.container_statuses
+    assert pod.status.phase == "Running" and c["restartCount"] == 1
+    assert c["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert job_finished(cluster.obj) is None and not any(isinstance(a, DeletePod) for a in cluster.sync())
+    cluster.now += timedelta(seconds=10)
+    cluster.run_containers()  # restart 2
+    actions = cluster.sync()
+    assert job_finished(cluster.obj) == "Failed"
+    assert [a.reason for a in actions if isinstance(a, DeletePod)] == ["job failed"]
 
 
 def test_suspended_job_removes_its_active_pods() -> None:
@@ -347,18 +500,24 @@ def test_suspended_job_removes_its_active_pods() -> None:
 
 
 def test_work_queue_job_completes_when_one_succeeded_and_the_rest_finished() -> None:
-    cluster = Cluster(job(completions=None, parallelism=2))
-    cluster.sync()
+    j = job(completions=None, parallelism=2)
+    cluster = Cluster(j)
+    cluster.sync(run_seconds=100)
     cluster.run_pods()
     names = sorted(cluster.pods)
     first = cluster.pods[names[0]]
+    quick = {**first.metadata.annotations, RUN_SECONDS_ANNOTATION: "1"}
     cluster.pods[names[0]] = msgspec.structs.replace(
-        first, status=succeeded_status(first, "2026-03-01T12:00:01Z")
+        first, metadata=msgspec.structs.replace(first.metadata, annotations=quick)
     )
+    cluster.now += timedelta(seconds=1)
+    cluster.run_containers()
+    assert cluster.pods[names[0]].status.phase == "Succeeded"
     actions = cluster.sync(run_seconds=100)
     assert not any(isinstance(a, (CreatePod, DeletePod)) for a in actions)  # the other one may finish
     assert job_finished(cluster.obj) is None
     cluster.now += timedelta(seconds=100)
+    cluster.run_containers()
     cluster.sync(run_seconds=100)
     assert job_finished(cluster.obj) == "Complete"
 
@@ -385,7 +544,8 @@ def test_realworld_website_job_runs_to_completion() -> None:
     assert len(cluster.pods) == 2  # parallelism
     pod = next(iter(cluster.pods.values()))
     assert [c.name for c in pod.spec.resource_claims] == ["separate-gpu-claim", "shared-gpu-claim"]
-    run_job(cluster)
+    # its containers run `sleep 9999`: each pod takes 9999 s of simulated time
+    run_job(cluster, run_seconds=9999)
     assert cluster.obj.status["succeeded"] == 10 and cluster.created == 10
 
 

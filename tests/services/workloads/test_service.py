@@ -103,9 +103,11 @@ async def test_deployment_and_job_pods_run_finish_and_are_cleaned_up(
             (c,) = p.status.container_statuses
             assert c["state"]["terminated"]["reason"] == "Completed" and not c["ready"]
 
-        # scale up, then down: the controller converges the pod count through the real apiserver
+        # scale up, down, to zero and up again: the controller converges the pod count through the
+        # real apiserver, and the pods made after scaling to zero get new names (issue 23 item 7)
         deployment = WORKLOADS.split("---")[0]
-        for replicas in (3, 1):
+        before_zero: set[str] = {p.metadata.name for p in _pods(probe, "web-")}
+        for replicas in (3, 1, 0, 2):
             (res,) = await probe.api.apply(
                 manifests(deployment.replace("replicas: 2", f"replicas: {replicas}"))
             )
@@ -118,6 +120,12 @@ async def test_deployment_and_job_pods_run_finish_and_are_cleaned_up(
                 ),
                 what=f"{replicas} replicas",
             )
+            names = {p.metadata.name for p in _pods(probe, "web-")}
+            if replicas:
+                assert names, names
+            if replicas == 2:
+                assert not names & before_zero, (names, before_zero)  # never a name seen before
+            before_zero |= names
 
         # the Deployment goes: the garbage collector deletes its pods (gracefully, through their kubelet)
         (res,) = await probe.api.delete([("Deployment", "default", "web")])

@@ -9,7 +9,9 @@ Extension points (upstream ``pkg/scheduler/framework/plugins/dynamicresources``)
   pod, every class exists. Pods without claims skip the plugin.
 * Filter — allocated claims must be usable on the node (their allocation's node selector);
   claims to allocate must pass the device-index precheck (cheap), then the structured allocator
-  (deferred: only on the node the framework would pick). Failures cached per node and claim
+  (deferred: only on the node the framework would pick, and on every filtered node where a
+  selector fails on some device: upstream runs the allocator on every node it filters, and a
+  CEL runtime error on any of them aborts the attempt). Failures cached per node and claim
   spec until that node gets room back.
 * PostFilter — picks, deterministically (pod claim order), an allocated claim that was not
   usable on some node and is reserved by nobody else, and asks for its deallocation.
@@ -73,6 +75,7 @@ from draflow.services.scheduler.plugins.dynamicresources.precheck import (
     Slot,
     compile_slots,
     precheck,
+    selector_errors,
 )
 from draflow.services.scheduler.plugins.dynamicresources.score import normalize, raw_score
 from draflow.services.scheduler.sagas.extended_steps import persisted_claim
@@ -106,6 +109,7 @@ class DRAState:
         "node_allocations",
         "selectors",
         "slots",
+        "suspects",
         "to_allocate",
         "unavailable",
     )
@@ -122,6 +126,8 @@ class DRAState:
         self.allocator: Allocator | None = None
         self.fingerprint: tuple[bytes, ...] | None = None
         self.node_allocations: dict[str, list[AllocationResult]] = {}
+        # nodes that passed Filter where a selector fails on some device (see ``suspects``)
+        self.suspects: list[NodeInfo] = []
         # KEP-5004: the special claim PreFilter found or made (None: no DRA extended resources),
         # its node-specific copies (Filter), and what Reserve decided for the chosen node
         self.extended: ResourceClaim | None = None
@@ -270,6 +276,9 @@ class DynamicResources:
             if estimate is None:
                 return _CANNOT_ALLOCATE
             data.estimates[node.name] = estimate
+            devices = state.cluster.devices
+            if devices.any_errors and selector_errors(devices, node, data.slots):
+                data.suspects.append(node)
         if unavailable:
             return _NOT_AVAILABLE
         return None
@@ -292,6 +301,13 @@ class DynamicResources:
     def wants_deferred(self, state: CycleState) -> bool:
         data: DRAState | None = state.data.get(NAME)
         return data is not None and (bool(data.to_allocate) or data.extended is not None)
+
+    def suspects(self, state: CycleState) -> list[NodeInfo]:
+        """Nodes that passed Filter on which the allocator may raise (a selector fails on one of
+        their devices): the framework runs the deferred filter there too before it settles on a
+        node, as upstream's Filter would have run the allocator on them."""
+        data: DRAState | None = state.data.get(NAME)
+        return [] if data is None else data.suspects
 
     def filter_deferred(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         """The allocator on one node (the framework asks in score order)."""

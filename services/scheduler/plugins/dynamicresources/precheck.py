@@ -31,6 +31,7 @@ __all__ = [
     "compile_slots",
     "evaluate",
     "precheck",
+    "selector_errors",
 ]
 
 FIRST_AVAILABLE_MAX = 8  # resource.k8s.io FirstAvailableDeviceRequestMaxSize
@@ -120,6 +121,16 @@ def precheck(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> Estim
         return (entry.free, len(entry.devices), entry.multi)
 
     return evaluate(slots, counts)
+
+
+def selector_errors(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> bool:
+    """Does a selector of these slots fail on a device of ``node`` (a CEL runtime error, a device
+    whose attributes cannot be CEL input)? The allocator raises there when it gets to that device,
+    which upstream's Filter turns into an error for the whole scheduling attempt."""
+    nd = index.node(node.name, node.labels)
+    if nd.error is not None:
+        return False
+    return any(index.entry(nd, node.name, opt.sig, opt.cls).errors for slot in slots for opt in slot.options)
 
 
 def compile_indexed(

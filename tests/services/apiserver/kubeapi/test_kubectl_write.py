@@ -263,6 +263,61 @@ async def test_status_subresource(kube: Kube, api: ApiClient) -> None:
     assert code == 200 and json.loads(body)["status"]["phase"] == "Succeeded"
 
 
+INLINE_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "p", "namespace": "default"},
+    "spec": {
+        "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "my"}]}}],
+        "resourceClaims": [{"name": "my", "resourceClaimTemplateName": "missing"}],
+    },
+}
+
+
+async def test_pod_claim_statuses_through_the_status_subresource(kube: Kube, api: ApiClient) -> None:
+    """Issue 23 item 6, upstream's "runs a pod without a generated resource claim": client-go's
+    UpdateStatus (a PUT of the whole pod to ``pods/<name>/status``) and kubectl's status patches
+    may set ``resourceClaimStatuses`` entries, with ``resourceClaimName`` null ("no claim
+    needed") or a claim's name; what the apiserver refuses is refused with upstream's words."""
+    path = "/api/v1/namespaces/default/pods/p/status"
+    code, body = await http(
+        kube, "POST", "/api/v1/namespaces/default/pods", body=json.dumps(INLINE_POD).encode()
+    )
+    assert code == 201, body
+    pod = json.loads(body)
+    pod["status"]["resourceClaimStatuses"] = [{"name": "my", "resourceClaimName": None}]
+    code, body = await http(kube, "PUT", path, body=json.dumps(pod).encode())
+    assert code == 200, body
+    assert (await api.get("Pod", "p"))["status"]["resourceClaimStatuses"] == [{"name": "my"}]
+
+    patch = json.dumps(
+        {"status": {"resourceClaimStatuses": [{"name": "my", "resourceClaimName": "p-my-abcde"}]}}
+    )
+    await kubectl(kube, "patch", "pod", "p", "--subresource=status", "-p", patch)
+    stored = (await api.get("Pod", "p"))["status"]["resourceClaimStatuses"]
+    assert stored == [{"name": "my", "resourceClaimName": "p-my-abcde"}]
+
+    for statuses, message in [
+        (
+            [{"name": "other"}],
+            'status.resourceClaimStatuses[0].name: Invalid value: "other": '
+            "must match the name of an entry in `spec.resourceClaims`",
+        ),
+        ([{"name": "my"}, {"name": "my"}], 'status.resourceClaimStatuses[1].name: Duplicate value: "my"'),
+        (
+            [{"name": "my", "resourceClaimName": "Not_A_Name"}],
+            'status.resourceClaimStatuses[0].name: Invalid value: "Not_A_Name": '
+            "a lowercase RFC 1123 subdomain",
+        ),
+    ]:
+        patch = json.dumps({"status": {"resourceClaimStatuses": statuses}})
+        refused = await kubectl(
+            kube, "patch", "pod", "p", "--subresource=status", "--type=merge", "-p", patch, check=False
+        )
+        assert refused.rc == 1 and message in refused.err, refused.err
+        assert refused.err.startswith('The Pod "p" is invalid: '), refused.err
+
+
 async def test_kubectl_scale(kube: Kube, api: ApiClient) -> None:
     await kubectl(kube, "apply", "-f", str(KEP5004 / "deployment.yaml"))
     out = await kubectl(kube, "scale", "deployment", "demo", "--replicas=3")
