@@ -33,8 +33,8 @@ from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.controller import Runtime
 from draflow.services.runtime.protocol import StatusError
 from tests.conftest import settings_for
-from tests.e2e.procs import Proc, service_env, stop_cleanly
 from tests.helpers import wait_for
+from tests.processes import Proc, service_env, stop_cleanly
 from tests.shells import start_runtime
 
 NODES = ("node-1", "node-2")
