@@ -8,6 +8,13 @@ eviction got (``EvictionInProgress``).
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
 import argparse
 import sys
 
