@@ -90,7 +90,9 @@ def render(checker: LogChecker, first: int, last: int) -> list[str]:
             lines.append(f"  still broken at seq {last} ({b.lasted_s():.1f}s later)")
         table = [["SEQ", "TIME", "ACTOR", "OBJECT", "EVENT", "CORRELATION"]]
         for s in b.history:
-            table.append([str(s.seq), _t(s.time), s.actor or "-", _obj(s.subject), s.type, s.correlation or "-"])
+            table.append(
+                [str(s.seq), _t(s.time), s.actor or "-", _obj(s.subject), s.type, s.correlation or "-"]
+            )
         lines.append("  History (the objects involved, up to the breaking event):")
         lines += ["    " + line for line in printers.format_table(table, pad=2)]
         if hint := _explain_hint(b):
@@ -107,7 +109,12 @@ def render(checker: LogChecker, first: int, last: int) -> list[str]:
 
 def report(checker: LogChecker, first: int, last: int) -> dict[str, Any]:
     violations = checker.first_violations()
-    out: dict[str, Any] = {"from_seq": first, "to_seq": last, "events": checker.events, "grace_s": checker.grace_s}
+    out: dict[str, Any] = {
+        "from_seq": first,
+        "to_seq": last,
+        "events": checker.events,
+        "grace_s": checker.grace_s,
+    }
     rules = []
     for rule in checker.rules():
         b = violations.get(rule.id)

@@ -51,8 +51,12 @@ class Step:
     def as_dict(self) -> dict[str, Any]:
         when = self.time.isoformat().replace("+00:00", "Z") if self.time else ""
         return {
-            "seq": self.seq, "time": when, "type": self.type, "object": self.subject,
-            "actor": self.actor, "correlation": self.correlation,
+            "seq": self.seq,
+            "time": when,
+            "type": self.type,
+            "object": self.subject,
+            "actor": self.actor,
+            "correlation": self.correlation,
         }
 
 
@@ -73,7 +77,8 @@ class Breakage:
         return max(0.0, (end.time - self.broken_by.time).total_seconds())
 
     def violates(self, grace_s: float) -> bool:
-        return not self.finding.rule.settles or self.lasted_s() > grace_s
+        """Grace 0: every breakage of a settling rule counts, however short."""
+        return not self.finding.rule.settles or grace_s <= 0 or self.lasted_s() > grace_s
 
 
 class LogChecker:
@@ -137,8 +142,8 @@ class LogChecker:
 
     def _forget_prepared(self) -> None:
         """A pod's claims count as prepared until none is reserved for it any more, or it is gone."""
-        uids = {p.metadata.uid for p in self.objects.items("Pod")}
-        for node, pods in self.prepared.items():
+        uids = {p.metadata.uid for p in self.objects.items("Pod") if isinstance(p, Pod)}
+        for pods in self.prepared.values():
             for uid, keys in list(pods.items()):
                 held = any(
                     isinstance(c := self.objects.get("ResourceClaim", *k), ResourceClaim)
@@ -151,11 +156,14 @@ class LogChecker:
 
     def state(self) -> State:
         def by_key(kind: str) -> dict[tuple[str, str], Any]:
-            return {(o.metadata.namespace, o.metadata.name): o for o in self.objects.items(kind)}
+            objs: list[Any] = self.objects.items(kind)
+            return {(o.metadata.namespace, o.metadata.name): o for o in objs}
 
         quotas: dict[tuple[str, str], ResourceQuota] = by_key("ResourceQuota")
         quota_used = {
-            key: status_of(self.quota.quotas[key], self.quota.quota_usage(self.quota.quotas[key]), self.quota.index).used
+            key: status_of(
+                self.quota.quotas[key], self.quota.quota_usage(self.quota.quotas[key]), self.quota.index
+            ).used
             for key in quotas
             if key in self.quota.quotas
         }

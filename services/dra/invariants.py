@@ -64,12 +64,8 @@ DEVICE_ONCE = Rule(
 RUNNING_POD_CLAIMS = Rule(
     "running-pod-claims", "every Running pod's claims are allocated and reserved for it", False
 )
-PREPARED_ON_NODE = Rule(
-    "prepared-on-node", "a node holds prepared claims only for pods bound to it", False
-)
-RESERVED_FOR_GONE_POD = Rule(
-    "reserved-for-gone-pod", "no claim stays reserved for a pod that is gone", True
-)
+PREPARED_ON_NODE = Rule("prepared-on-node", "a node holds prepared claims only for pods bound to it", False)
+RESERVED_FOR_GONE_POD = Rule("reserved-for-gone-pod", "no claim stays reserved for a pod that is gone", True)
 CLAIM_OF_DELETED_POD = Rule(
     "claim-of-deleted-pod", "no claim generated for a pod stays allocated once the pod is gone", True
 )
@@ -189,11 +185,17 @@ def pod_claim_findings(
             why = "is not reserved for it"
         else:
             continue
-        out.append(Finding(RUNNING_POD_CLAIMS, (uid, claim_name), f"{where} but its claim {claim_name} {why}", objects))
+        out.append(
+            Finding(
+                RUNNING_POD_CLAIMS, (uid, claim_name), f"{where} but its claim {claim_name} {why}", objects
+            )
+        )
     return out
 
 
-def prepared_mismatches(pods: Mapping[Key, Pod], prepared: Mapping[str, Mapping[str, tuple[Key, ...]]]) -> list[Finding]:
+def prepared_mismatches(
+    pods: Mapping[Key, Pod], prepared: Mapping[str, Mapping[str, tuple[Key, ...]]]
+) -> list[Finding]:
     by_uid = {p.metadata.uid: p for p in pods.values()}
     out: list[Finding] = []
     for node in sorted(prepared):
@@ -265,7 +267,10 @@ def quota_mismatches(
         what = ", ".join(f"{k}: {used.get(k, '-')} (sum {want.get(k, '-')})" for k in diff)
         out.append(
             Finding(
-                QUOTA_USAGE, key, f"ResourceQuota {_name(*key)} reports used {what}", (("ResourceQuota", *key),)
+                QUOTA_USAGE,
+                key,
+                f"ResourceQuota {_name(*key)} reports used {what}",
+                (("ResourceQuota", *key),),
             )
         )
     return out
