@@ -268,8 +268,13 @@ class SagaEngine:
             inp = definition.decode_input(state.input)
         if _covering.get()[0] == saga_id or state.status.terminal or not tracing.enabled():
             return await self._drive(definition, saga_id, state, inp)
-        attrs = {"draflow.saga.id": saga_id, "draflow.saga.type": state.saga_type, **pod_attributes(state.input)}
-        with tracing.span(f"saga {state.saga_type} (resumed)", traceparent=state.traceparent, attributes=attrs):
+        attrs = {
+            "draflow.saga.id": saga_id,
+            "draflow.saga.type": state.saga_type,
+            **pod_attributes(state.input),
+        }
+        name = f"saga {state.saga_type} (resumed)"
+        with tracing.span(name, traceparent=state.traceparent, attributes=attrs):
             token = _covering.set((saga_id, tracing.current_traceparent()))
             try:
                 return await self._drive(definition, saga_id, state, inp)

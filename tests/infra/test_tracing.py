@@ -188,6 +188,8 @@ async def test_a_saga_span_covers_its_steps(
     assert proc.wait() == 0
     wait_until(lambda: len(collector.find(service="saga-worker", name="saga Transfer")) == 1)
     (saga,) = collector.find(service="saga-worker", name="saga Transfer")
-    steps = [collector.find(service="saga-worker", name=f"step {s}")[0] for s in ("reserve", "charge", "ship")]
+    steps = [
+        collector.find(service="saga-worker", name=f"step {s}")[0] for s in ("reserve", "charge", "ship")
+    ]
     assert all(s["parent"] == saga["id"] and s["trace"] == saga["trace"] for s in steps)
     assert all(saga["start"] <= s["start"] and s["end"] <= saga["end"] for s in steps), (saga, steps)
