@@ -192,4 +192,5 @@ async def test_a_saga_span_covers_its_steps(
         collector.find(service="saga-worker", name=f"step {s}")[0] for s in ("reserve", "charge", "ship")
     ]
     assert all(s["parent"] == saga["id"] and s["trace"] == saga["trace"] for s in steps)
-    assert all(saga["start"] <= s["start"] and s["end"] <= saga["end"] for s in steps), (saga, steps)
+    start, end = int(str(saga["start"])), int(str(saga["end"]))
+    assert all(start <= int(str(s["start"])) and int(str(s["end"])) <= end for s in steps), (saga, steps)
