@@ -72,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--query-url",
             default=None,
             help=f"trace store query API: the otlp service or a Jaeger query service (default: "
-            f"${QUERY_URL_VAR}, else http://127.0.0.1:4318 plus $DRAFLOW_PORT_OFFSET)",
+            f"${QUERY_URL_VAR}, else derived from $OTEL_EXPORTER_OTLP_ENDPOINT, else "
+            "http://127.0.0.1:4318 plus $DRAFLOW_PORT_OFFSET)",
         )
         q.add_argument(
             "--wait",
