@@ -198,7 +198,10 @@ async def export_log(
     header.traces = len(traces)
     if traces:
         header.draflow_export = TRACES_FORMAT_VERSION
-    out.write(_enc.encode(header).decode() + "\n")
+    head = msgspec.to_builtins(header)
+    if not header.traces:  # format 1 stays exactly as it was
+        del head["traces"]
+    out.write(_enc.encode(head).decode() + "\n")
     for line in lines:
         out.write(line.decode() + "\n")
     for t in traces:
