@@ -50,6 +50,7 @@ from draflow.infra.reader import RawRecord
 from draflow.services.cli.connection import add_nats_url_arg, settings_for
 from draflow.services.cli.export_traces import fetch_traces, send_traces, trace_ids
 from draflow.services.cli.main import UserError
+from draflow.services.cli.trace import batch_delay_s
 from draflow.services.cli.trace_store import QUERY_URL_VAR, TraceStore
 
 __all__ = [
@@ -215,7 +216,7 @@ def _traces_of(store: TraceStore, payloads: list[bytes], notes: TextIO | None) -
     if not ids:
         return []
     try:
-        traces, missing = fetch_traces(store, ids)
+        traces, missing = fetch_traces(store, ids, wait_s=batch_delay_s() + 2.0)
     except UserError as exc:
         if notes is not None:
             print(f"note: the export has no spans: {exc}", file=notes)

@@ -13,6 +13,7 @@ same place ``draflow trace`` reads by default.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
@@ -46,17 +47,22 @@ def trace_ids(payloads: Iterable[bytes]) -> list[str]:
     return list(seen)
 
 
-def fetch_traces(store: TraceStore, ids: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
-    """The traces of ``ids`` the store has (Jaeger JSON) and how many it has not."""
-    found: list[dict[str, Any]] = []
-    missing = 0
-    for tid in ids:
-        traces = store.trace(tid)
-        if traces:
-            found.extend(traces)
-        else:
-            missing += 1
-    return found, missing
+def fetch_traces(
+    store: TraceStore, ids: Sequence[str], wait_s: float = 0.0, poll_s: float = 0.5
+) -> tuple[list[dict[str, Any]], int]:
+    """The traces of ``ids`` the store has (Jaeger JSON) and how many it has not. Traces it lacks
+    are asked for again for up to ``wait_s`` (the newest ones may still be on their way: services
+    export in batches); those that come are read whole once they do."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    deadline = time.monotonic() + wait_s
+    while True:
+        for tid in ids:
+            if tid not in found and (traces := store.trace(tid)):
+                found[tid] = traces
+        if len(found) == len(ids) or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    return [t for tid in ids for t in found.get(tid, [])], len(ids) - len(found)
 
 
 def _value(tag: dict[str, Any]) -> dict[str, Any]:
