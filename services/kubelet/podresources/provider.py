@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from draflow.services.kubelet.podresources import encode
-from draflow.services.kubelet.podresources.view import active_pods, find_pod, pod_view
+from draflow.services.kubelet.podresources.view import PodView, active_pods, find_pod, pod_view
 
 if TYPE_CHECKING:
     from draflow.events.api.core_v1 import Pod
@@ -30,13 +30,23 @@ __all__ = ["KubeletSource", "Source"]
 
 
 class Source(Protocol):
-    """What the gRPC server serves: serialized responses (``None`` from ``get``: no such pod)."""
+    """What the gRPC server serves: serialized responses (``None`` from ``get``: no such pod).
+
+    ``list_bytes``, ``get_bytes`` and ``allocatable_bytes`` read the kubelet's state: the server
+    calls them on the kubelet's event loop. ``cached_list_bytes`` and ``cached_allocatable_bytes``
+    only read what an earlier call built (``None``: nothing current): the server's worker threads
+    call them directly, so a cached answer costs no trip through the loop.
+    """
 
     def list_bytes(self) -> bytes: ...
 
     def get_bytes(self, namespace: str, name: str) -> bytes | None: ...
 
     def allocatable_bytes(self) -> bytes: ...
+
+    def cached_list_bytes(self) -> bytes | None: ...
+
+    def cached_allocatable_bytes(self) -> bytes | None: ...
 
 
 class KubeletSource:
@@ -45,6 +55,9 @@ class KubeletSource:
         self.generation = 0
         self._list: tuple[int, bytes] | None = None
         self._listed: set[tuple[str, str]] = set()  # (namespace, name) in the cached List answer
+        # each listed pod's serialized PodResources by its view: a List rebuilt after a change
+        # serializes only the pods whose view changed (views are plain, hashable values)
+        self._pod_bytes: dict[PodView, bytes] = {}
         self._allocatable: tuple[int, bytes] | None = None
         kubelet.rt.cache.listen(self._on_change)
         kubelet.on_state_change = self.invalidate
@@ -74,14 +87,32 @@ class KubeletSource:
         k = self.kubelet
         return pod_view(pod, k.manager, k.devices, k.classic)
 
-    def list_bytes(self) -> bytes:
+    # The cached_* readers run on the server's threads while the loop may invalidate: one read of
+    # the (generation, bytes) pair, compared with the generation read after it, so bytes of an older
+    # generation are never served as current (a call racing a change may get the answer from just
+    # before it, as if it had arrived a moment earlier).
+
+    def cached_list_bytes(self) -> bytes | None:
         cached = self._list
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
+        return cached[1] if cached is not None and cached[0] == self.generation else None
+
+    def cached_allocatable_bytes(self) -> bytes | None:
+        cached = self._allocatable
+        return cached[1] if cached is not None and cached[0] == self.generation else None
+
+    def list_bytes(self) -> bytes:
+        blob = self.cached_list_bytes()
+        if blob is not None:
+            return blob
         generation = self.generation
         k = self.kubelet
         pods = active_pods(k.rt.items("Pod"), k.node_name, self._holds)
-        blob = encode.list_response(self._view(p) for p in pods).SerializeToString()
+        known, serialized = self._pod_bytes, {}
+        for pod in pods:
+            view = self._view(pod)
+            serialized[view] = known.get(view) or encode.pod_message(view).SerializeToString()
+        blob = encode.list_response_bytes(serialized.values())
+        self._pod_bytes = serialized
         self._listed = {(p.metadata.namespace, p.metadata.name) for p in pods}
         self._list = (generation, blob)
         return blob
@@ -94,9 +125,9 @@ class KubeletSource:
         return encode.get_response(self._view(pod)).SerializeToString()
 
     def allocatable_bytes(self) -> bytes:
-        cached = self._allocatable
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
+        blob = self.cached_allocatable_bytes()
+        if blob is not None:
+            return blob
         generation = self.generation
         devices = self.kubelet.devices
         blob = encode.allocatable_response(
