@@ -12,7 +12,8 @@ answer) or of the kubelet's local state (every change of its DRA manager, device
 classic prepare results is followed by a checkpoint, and ``KubeletService`` calls
 ``on_state_change`` after every checkpoint) drops the cached ``List`` and
 ``GetAllocatableResources`` bytes; the next call builds them again. Pods of other nodes changing
-do not.
+do not. Building ``List`` again reuses, per pod, the view and serialized message of a pod that
+did not change when the local state did not (and the bytes when its view came out the same).
 """
 
 from __future__ import annotations
@@ -54,18 +55,21 @@ class KubeletSource:
         self.kubelet = kubelet
         self.generation = 0
         self._list: tuple[int, bytes] | None = None
-        self._listed: set[tuple[str, str]] = set()  # (namespace, name) in the cached List answer
-        # each listed pod's serialized PodResources by its view: a List rebuilt after a change
-        # serializes only the pods whose view changed (views are plain, hashable values)
-        self._pod_bytes: dict[PodView, bytes] = {}
+        # A List rebuilt after a change reuses what it can, per listed pod: (pod object, state
+        # generation, view, serialized PodResources). A view depends only on the pod (an immutable
+        # object, replaced by the cache when it changes) and the kubelet's local state (whose
+        # changes bump state_generation): same pod, same state, same view. A new view equal to the
+        # old one keeps the old bytes.
+        self.state_generation = 0
+        self._pods: dict[tuple[str, str], tuple[Pod, int, PodView, bytes]] = {}
         self._allocatable: tuple[int, bytes] | None = None
         kubelet.rt.cache.listen(self._on_change)
-        kubelet.on_state_change = self.invalidate
+        kubelet.on_state_change = self._state_changed
 
     def _on_change(self, kind: str, namespace: str, name: str, change: Any) -> None:
         if kind != "Pod":
             return
-        if (namespace, name) in self._listed:
+        if (namespace, name) in self._pods:  # listed in the cached answer
             self.invalidate()
             return
         pod = self.kubelet.rt.get("Pod", namespace, name)
@@ -74,6 +78,10 @@ class KubeletSource:
 
     def invalidate(self) -> None:
         self.generation += 1
+
+    def _state_changed(self) -> None:
+        self.state_generation += 1
+        self.invalidate()
 
     def _holds(self, pod_uid: str) -> bool:
         k = self.kubelet
@@ -107,13 +115,20 @@ class KubeletSource:
         generation = self.generation
         k = self.kubelet
         pods = active_pods(k.rt.items("Pod"), k.node_name, self._holds)
-        known, serialized = self._pod_bytes, {}
+        state, known = self.state_generation, self._pods
+        listed: dict[tuple[str, str], tuple[Pod, int, PodView, bytes]] = {}
         for pod in pods:
-            view = self._view(pod)
-            serialized[view] = known.get(view) or encode.pod_message(view).SerializeToString()
-        blob = encode.list_response_bytes(serialized.values())
-        self._pod_bytes = serialized
-        self._listed = {(p.metadata.namespace, p.metadata.name) for p in pods}
+            key = (pod.metadata.namespace, pod.metadata.name)
+            entry = known.get(key)
+            if entry is None or entry[0] is not pod or entry[1] != state:
+                view = self._view(pod)
+                if entry is None or entry[2] != view:
+                    entry = (pod, state, view, encode.pod_message(view).SerializeToString())
+                else:
+                    entry = (pod, state, view, entry[3])
+            listed[key] = entry
+        blob = encode.list_response_bytes(entry[3] for entry in listed.values())
+        self._pods = listed
         self._list = (generation, blob)
         return blob
 
