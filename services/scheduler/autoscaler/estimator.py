@@ -25,7 +25,6 @@ from draflow.events.api.core_v1 import Pod
 from draflow.services.scheduler.autoscaler.nodegroups import NodeGroup, instantiate, slice_names
 from draflow.services.scheduler.autoscaler.snapshot import CLASSIC_REASON, uses_classic_claims
 from draflow.services.scheduler.framework.cycle import HostChoice
-from draflow.services.scheduler.framework.decisions import Unschedulable
 from draflow.services.scheduler.framework.simulation import Simulation, unbound
 from draflow.services.scheduler.plugins.dynamicresources.simulation import claims_of
 
@@ -141,12 +140,16 @@ def _remove(sim: Simulation, name: str) -> RemoveResult:
     return RemoveResult(removable=removable, moves=tuple(moves))
 
 
-def _move(pod: Pod, node: str | None, devices: tuple[DeviceResult, ...] = (), reason: str | None = None) -> Move:
+def _move(
+    pod: Pod, node: str | None, devices: tuple[DeviceResult, ...] = (), reason: str | None = None
+) -> Move:
     meta = pod.metadata
     return Move(namespace=meta.namespace, name=meta.name, node=node, devices=devices, reason=reason)
 
 
-def _open_node(sim: Simulation, pod: Pod, groups: Sequence[NodeGroup]) -> tuple[NodeGroup | None, str, dict[str, str]]:
+def _open_node(
+    sim: Simulation, pod: Pod, groups: Sequence[NodeGroup]
+) -> tuple[NodeGroup | None, str, dict[str, str]]:
     """A new node of the first group whose template fits ``pod``, the pod bound there."""
     reasons: dict[str, str] = {}
     for group in groups:

@@ -435,7 +435,9 @@ class DynamicResources:
         state.cluster.assume_allocations(pod, node_name, pairs)
         return None
 
-    def simulated_special_claim(self, state: CycleState, pod: Pod, node_claim: ResourceClaim) -> ResourceClaim:
+    def simulated_special_claim(
+        self, state: CycleState, pod: Pod, node_claim: ResourceClaim
+    ) -> ResourceClaim:
         """KEP-5004: the special claim as PreBind creates it (generated name, deterministic uid)."""
         claim = persisted_claim(node_claim, _Taken(state.cluster, pod.metadata.namespace))
         meta = msgspec.structs.replace(claim.metadata, uid=_claim_uid(pod, claim.metadata.name))
