@@ -251,8 +251,8 @@ OTHER_NODE = TEMPLATE.replace("  nodeName: template\n", "  nodeName: elsewhere\n
             ["--node-group", "g=T"],
             {"T": BAD_SLICE},
             "error: T: ResourceSlice template-gpus: spec.devices[3].name: Invalid value: "
-            "\"GPU 3\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-            "and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+            '"GPU 3": a lowercase RFC 1123 label must consist of lower case alphanumeric characters '
+            "or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
             "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n",
         ),
         (
