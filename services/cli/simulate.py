@@ -138,7 +138,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 def render_table(bound: int, result: Estimate, *, wide: bool = False) -> str:
-    lines = [f"Simulated at sequence {bound}."]
+    lines = [f"Simulated on the log at seq {bound}."]
     if result.pods:
         head = ["POD", "NODE", "NEW", *(["DEVICES"] if wide else []), "REASON"]
         rows = [head]

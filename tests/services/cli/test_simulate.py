@@ -143,7 +143,7 @@ def test_node_group_from_a_node_json_shape_and_exit_codes(draflow: Draflow, tmp_
     )
     assert grown.code == 0, grown.out + grown.err
     lines = [" ".join(line.split()) for line in grown.out.splitlines()]
-    assert lines[0].startswith("Simulated at sequence ")
+    assert lines[0].startswith("Simulated on the log at seq ")
     assert "big node-1 1 1" in lines and "small node-0 1 -" in lines
     assert lines[-1] == "6/6 pods fit, 2 new nodes."
     again = draflow(
@@ -252,8 +252,8 @@ OTHER_NODE = TEMPLATE.replace("  nodeName: template\n", "  nodeName: elsewhere\n
             {"T": BAD_SLICE},
             "error: T: ResourceSlice template-gpus: spec.devices[3].name: Invalid value: "
             '"GPU 3": a lowercase RFC 1123 label must consist of lower case alphanumeric characters '
-            "or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
-            "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n",
+            "or '-', and must start and end with an alphanumeric character "
+            "(e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')\n",
         ),
         (
             ["--node-group", "g=T"],
