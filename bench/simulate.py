@@ -20,7 +20,14 @@ import json
 import time
 
 from bench.scheduler_core import _class, _node, _slice
-from draflow.events.api.core_v1 import Container, Pod, PodResourceClaim, PodSpec, ResourceRequirements
+from draflow.events.api.core_v1 import (
+    Container,
+    Pod,
+    PodResourceClaim,
+    PodSpec,
+    ResourceClaimRef,
+    ResourceRequirements,
+)
 from draflow.events.api.meta import ObjectMeta
 from draflow.events.api.resource_v1 import (
     AllocationResult,
@@ -40,7 +47,7 @@ DRIVER = "gpu.example.com"
 
 
 def _pod(name: str, node: str = "") -> Pod:
-    container = Container(name="main", resources=ResourceRequirements(claims=({"name": "gpu"},)))
+    container = Container(name="main", resources=ResourceRequirements(claims=(ResourceClaimRef(name="gpu"),)))
     return Pod(
         metadata=ObjectMeta(name=name, namespace="default", uid=f"uid-{name}"),
         spec=PodSpec(
