@@ -20,13 +20,16 @@ import logging
 from collections.abc import Callable
 
 from draflow.events.api.base import ApiStruct
+from draflow.events.api.resource_v1 import AllocationResult
 from draflow.events.codec import DecodeError, decode
+from draflow.events.guard import GUARD_KIND
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
 from draflow.projections.objects import ObjectIndex, fold
 from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
+from draflow.services.scheduler.sagas.guarded import GuardStamp, stamps
 
 __all__ = ["KINDS", "Snapshot"]
 
@@ -55,6 +58,11 @@ class Snapshot:
         # (namespace, name) -> the traceparent of the pod's first event (its apply): the pod's
         # PodScheduling saga continues that trace, so one pod flow is one trace
         self._traceparents: dict[tuple[str, str], str] = {}
+        self.guard_heads: dict[str, int] = {}  # guard subject -> its last sequence applied
+
+    def stamp(self, allocation: AllocationResult) -> tuple[GuardStamp, ...]:
+        """The guards ``allocation`` takes, at the versions this snapshot has applied."""
+        return stamps(self.core, allocation, self.guard_heads, self.store.root)
 
     def traceparent(self, namespace: str, name: str) -> str:
         return self._traceparents.get((namespace, name), "")
@@ -118,9 +126,12 @@ class Snapshot:
             if not subject.startswith(prefix):
                 continue
             parts = subject[plen:].split(".")
-            if len(parts) != 3 or parts[0] not in KINDS:
+            if len(parts) != 3 or (parts[0] not in KINDS and parts[0] != GUARD_KIND):
                 continue
             kind = parts[0]
+            if kind == GUARD_KIND:  # the guards' versions a decision expects (no decoding)
+                self.guard_heads[subject] = rec.seq
+                continue
             namespace = "" if parts[1] == "_" else decode_token(parts[1])
             name = decode_token(parts[2])
             try:
