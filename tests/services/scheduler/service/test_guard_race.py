@@ -14,6 +14,7 @@ import asyncio
 import pytest
 
 from draflow.events.api.core_v1 import Pod
+from draflow.events.api.resource_v1 import Device
 from draflow.events.dra import ClaimAllocated
 from draflow.events.guard import GuardTaken
 from draflow.infra.config import Settings
@@ -59,9 +60,11 @@ async def _race(
     return list(states), plans
 
 
-async def _allocated_devices(cluster: Cluster) -> dict[str, list[str]]:
+async def _allocated_devices(
+    cluster: Cluster, names: tuple[str, ...] = ("p4-gpu", "p5-gpu")
+) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for name in ("p4-gpu", "p5-gpu"):
+    for name in names:
         claim = await cluster.claim(name)
         alloc = claim.status.allocation
         out[name] = [r.device for r in alloc.devices.results] if alloc is not None else []
@@ -122,3 +125,55 @@ async def test_without_guards_the_same_race_allocates_the_device_twice(
         "device gpu.example.com/node-0/dev-0 is allocated to claim default/p4-gpu and to claim default/p5-gpu"
         in (done.stdout)
     )
+
+
+SHARED = [Device(name="dev-0", allow_multiple_allocations=True)]
+
+
+async def test_a_shared_device_given_twice_by_one_instance_retries_its_own_take(
+    cluster: Cluster, instances: Instances, settings: Settings
+) -> None:
+    """One instance gives one shared device (``allowMultipleAllocations``) to two pods before
+    either allocation is in its snapshot: both decisions saw the guard at the same version, so the
+    second batch conflicts with the first; the take since is the instance's own (its assume cache
+    serialised the two decisions), so PreBind retries at the guard's new version and both land."""
+    await cluster.nodes(1, devices=SHARED)
+    await cluster.pod("p1")
+    await cluster.pod("p2")
+    a = await instances.start("scheduler-a")
+    first, second = await _decide(a, "p1"), await _decide(a, "p2")
+    assert [g.seen for c in (*first.claims, *second.claims) for g in c.guards] == [0, 0]
+    one = await a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p1", first)
+    two = await a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p2", second)
+    assert (one.status, two.status) == (SagaStatus.COMPLETED, SagaStatus.COMPLETED), two.error
+    assert await _allocated_devices(cluster, ("p1-gpu", "p2-gpu")) == {
+        "p1-gpu": ["dev-0"],
+        "p2-gpu": ["dev-0"],
+    }
+    guard = f"{settings.root}.ev.Guard.device.gpu~example~com/node-0/dev-0"
+    takes = await cluster.store.events(guard)
+    assert [t.data.holder for t in takes if isinstance(t.data, GuardTaken)] == [
+        "ResourceClaim default/p1-gpu",
+        "ResourceClaim default/p2-gpu",
+    ]
+    # the second saga's first PreBind attempt (suffix :0) was refused, its retry (:1) landed
+    assert takes[1].id.endswith("p2-gpu:1#g0")
+
+
+async def test_a_shared_device_taken_by_another_instance_meanwhile_is_decided_again(
+    cluster: Cluster, instances: Instances
+) -> None:
+    """Another instance's take on the device since the decision: it was not counted (the device's
+    capacity may be gone), so the saga compensates and the pod is decided again."""
+    await cluster.nodes(1, devices=SHARED)
+    await cluster.pod("p1")
+    await cluster.pod("p2")
+    a = await instances.start("scheduler-a")
+    b = await instances.start("scheduler-b")
+    first, second = await _decide(a, "p1"), await _decide(b, "p2")
+    assert (await a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p1", first)).status is SagaStatus.COMPLETED
+    state = await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p2", second)
+    assert state.status is SagaStatus.COMPENSATED
+    assert "allocated meanwhile by another scheduler: gpu.example.com/node-0/dev-0" in state.error
+    again = await _decide(b, "p2")  # its snapshot now shows p1's share
+    assert (await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p2-2", again)).status is SagaStatus.COMPLETED
