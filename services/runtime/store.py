@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from draflow.events.api.registry import resource_types
@@ -58,10 +59,17 @@ class ApiStore:
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Fold the log (from where this store is), then keep following it in the background."""
+        started = time.monotonic()
         self._tail = Tail(self.events, f"{self.root}.ev.>", self.position + 1)
         target = await self.events.stream_last_seq()
         self._task = asyncio.create_task(self._follow(), name="apiserver-follow")
         await self.wait_position(target, timeout_s)
+        log.info(
+            "%s: caught up with the log at %d in %.3fs",
+            self.events.actor,
+            self.position,
+            time.monotonic() - started,
+        )
 
     async def stop(self) -> None:
         await self._tail.stop()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from draflow.events.api.base import ApiStruct
@@ -73,10 +74,17 @@ class Snapshot:
     # -- following the log ---------------------------------------------------------------------------
     async def start(self, timeout_s: float = 300.0) -> None:
         """Fold the log up to its current end, then keep following it in the background."""
+        started = time.monotonic()
         target = await self.store.stream_last_seq()
         self._tail = Tail(self.store, f"{self.store.root}.ev.>", self.position + 1, idle_poll_s=0.5)
         self._task = asyncio.create_task(self._follow(), name="scheduler-snapshot")
         await self.wait_position(target, timeout_s)
+        log.info(
+            "%s: caught up with the log at %d in %.3fs",
+            self.store.actor,
+            self.position,
+            time.monotonic() - started,
+        )
 
     async def stop(self) -> None:
         if self._tail is not None:
