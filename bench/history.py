@@ -141,12 +141,18 @@ async def grow(store: EventStore, rec: Recording, target: int) -> int:
         if copy % 200 == 0:
             await store.nc.flush()
             # keep the server's backlog bounded: wait while it is more than ~100k events behind
-            while (await js.stream_info(store.stream)).state.last_seq < published - 100_000:
-                await asyncio.sleep(0.05)
+            await wait_stored(store, published - 100_000)
     await store.nc.flush()
-    while (await js.stream_info(store.stream)).state.last_seq < published:
-        await asyncio.sleep(0.05)
+    await wait_stored(store, published)
     return published
+
+
+async def wait_stored(store: EventStore, seq: int) -> None:
+    """Return once the stream holds ``seq`` events (polled: the server has no event to wait on)."""
+    delay = 0.01
+    while (await store.js.stream_info(store.stream)).state.last_seq < seq:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def rss_mb(pid: int) -> float:
@@ -275,7 +281,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         server.stop()
     last = runs[-1]
     slopes = {
-        s: round(slope_us([(r["events"], r["services"][s]["caught_up_s"]) for r in runs]), 3) for s in services
+        s: round(slope_us([(r["events"], r["services"][s]["caught_up_s"]) for r in runs]), 3)
+        for s in services
     }
     # MiB per event, times 2^20: bytes of resident memory per event of history
     rss_slopes = {
@@ -298,7 +305,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sizes", default="100k,1M,10M", help="log lengths in events (k, M suffixes)")
     parser.add_argument("--services", default=",".join(SERVICES[:3]), help=f"of {', '.join(SERVICES)}")
     parser.add_argument("--recording", default=str(DEFAULT_RECORDING), help="a `draflow export` file")
