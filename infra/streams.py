@@ -17,7 +17,7 @@ from nats.js import api
 from draflow.events.subjects import dlq_subjects, events_prefix
 from draflow.infra.config import Settings
 
-__all__ = ["dlq_stream_config", "event_stream_config"]
+__all__ = ["dlq_stream_config", "event_stream_config", "snapshot_stream_config"]
 
 
 def event_stream_config(settings: Settings) -> api.StreamConfig:
@@ -53,5 +53,21 @@ def dlq_stream_config(settings: Settings) -> api.StreamConfig:
         num_replicas=settings.stream_replicas,
         duplicate_window=settings.duplicate_window_s,
         allow_direct=True,
+        compression=api.StoreCompression.S2,
+    )
+
+
+def snapshot_stream_config(settings: Settings) -> api.StreamConfig:
+    """Snapshots of folded state (``draflow.infra.snapshots``): each slot subject holds one
+    snapshot, replaced by a rollup when the next one is written there."""
+    return api.StreamConfig(
+        name=f"{settings.stream}_SNAPSHOTS",
+        description="draflow snapshots: folded state at a log position, so a start folds only the tail",
+        subjects=[f"{settings.root}.snap.>"],
+        retention=api.RetentionPolicy.LIMITS,
+        storage=api.StorageType.FILE,
+        num_replicas=settings.stream_replicas,
+        allow_direct=True,
+        allow_rollup_hdrs=True,
         compression=api.StoreCompression.S2,
     )
