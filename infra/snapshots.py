@@ -107,9 +107,18 @@ class SnapshotStore:
         return out
 
     async def save(self, name: str, schema: str, position: int, stream_identity: str, body: bytes) -> int:
-        """Store a snapshot in the slot of the oldest one; returns the slot."""
-        slots = await self.headers(name)
-        slot = min(slots, key=lambda s: -1 if s[1] is None else s[1].position)[0]
+        """Store a snapshot in a slot holding none, else one no loader of this schema and stream
+        would use, else the oldest; returns the slot."""
+
+        def rank(entry: tuple[int, SnapshotHeader | None, int]) -> tuple[int, int]:
+            header = entry[1]
+            if header is None:
+                return (0, 0)
+            if header.schema != schema or header.stream != stream_identity or header.format != FORMAT:
+                return (1, header.position)
+            return (2, header.position)
+
+        slot = min(await self.headers(name), key=rank)[0]
         subject = self.subject(name, slot)
         chunks = [body[i : i + CHUNK] for i in range(0, len(body), CHUNK)] or [b""]
         for i, chunk in enumerate(chunks):
