@@ -89,3 +89,32 @@ async def test_listeners_hear_the_restored_objects_and_snapshots_are_written_by_
 
 def _keys(store: ApiStore, kind: str) -> list[tuple[str, str]]:
     return [(object_meta(o).namespace or "", object_meta(o).name) for o in store.index.items(kind)]
+
+
+async def test_the_scheduler_starts_from_the_objects_snapshot(event_store: EventStore) -> None:
+    """The scheduler folds a subset of the same objects: it loads the snapshot the apiserver
+    wrote, keeps its kinds, and ends where a full fold ends (its index and its queue)."""
+    from draflow.services.scheduler.framework import Scheduler
+    from draflow.services.scheduler.plugins import default_plugins
+    from draflow.services.scheduler.service.snapshot import Snapshot
+
+    cut = 46  # pod2 is pending (unschedulable) at this point of the recording
+    await _publish(event_store, LINES[:cut])
+    writer = await _started(event_store, snapshot_writer=True)
+    assert await writer.snapshotter.save_now() == cut
+    await writer.stop()
+    views = []
+    for policy in (SnapshotPolicy(), SnapshotPolicy(load=False)):
+        view = Snapshot(event_store, Scheduler(plugins=default_plugins()))
+        view.policy = policy
+        await view.start(timeout_s=30)
+        views.append(view)
+    try:
+        restored, full = views
+        assert restored.snapshot_position == cut and full.snapshot_position == 0
+        assert restored.index.image() == full.index.image()
+        assert len(restored.core.queue) == len(full.core.queue) == 1
+        assert "basic-resourceclaimtemplate/pod2" in restored.core.queue
+    finally:
+        for view in views:
+            await view.stop()
