@@ -18,9 +18,13 @@ For each size (ascending, the same log grown), it reports the stream's bytes on 
 block being written is plain), then starts each service as its own process (``python -m
 draflow.services.<name>``) and measures the seconds from spawn to its ``caught up with the log``
 line and its resident memory (``VmRSS``) then; and the slope of start time against log length.
+Before the services are measured, the apiserver is run once until it has written a snapshot of
+the object fold at the log's end (as a running system keeps one), so the starts measured load
+it and fold only the tail; ``--no-snapshots`` measures whole-log folds instead.
 
 ``python -m bench.history [--sizes 100k,1M,10M] [--services apiserver,scheduler,claim_controller]
-[--recording FILE] [--json]``; ``--json`` prints one JSON object as the last line (``max_events``,
+[--recording FILE] [--no-snapshots] [--json]``; ``--json`` prints one JSON object as the last line
+(``max_events``,
 ``start_caught_up_s``, ``rss_mb``, ``bytes_per_event``, ``start_slope_us_per_event``, per size
 figures under ``runs``).
 """
@@ -171,8 +175,19 @@ class Start:
     rss_mb: float
 
 
-def start_service(service: str, settings: Settings, data_dir: Path, timeout_s: float) -> Start:
-    """Spawn the service, wait for its caught-up line, read its RSS, stop it."""
+SNAPSHOT_WRITTEN = re.compile(r"snapshot objects at (\d+) written")
+
+
+def start_service(
+    service: str,
+    settings: Settings,
+    data_dir: Path,
+    timeout_s: float,
+    *,
+    snapshots: bool = True,
+    until: re.Pattern[str] = CAUGHT_UP,
+) -> Start:
+    """Spawn the service, wait for its caught-up line (or ``until``), read its RSS, stop it."""
     env = dict(
         os.environ,
         DRAFLOW_NATS_URL=settings.nats_url,
@@ -183,6 +198,8 @@ def start_service(service: str, settings: Settings, data_dir: Path, timeout_s: f
         DRAFLOW_LOG_LEVEL="INFO",
     )
     env.pop("DRAFLOW_METRICS_PORT", None)
+    if not snapshots:  # the whole log folded, as before snapshots
+        env.update(DRAFLOW_SNAPSHOT_LOAD="0", DRAFLOW_SNAPSHOT_EVERY_EVENTS="0", DRAFLOW_SNAPSHOT_EVERY_S="0")
     began = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", f"draflow.services.{service}"],
@@ -200,7 +217,7 @@ def start_service(service: str, settings: Settings, data_dir: Path, timeout_s: f
         for line in proc.stderr:
             tail.append(line)
             del tail[:-20]
-            if not found and (m := CAUGHT_UP.search(line)):
+            if not found and (m := until.search(line)):
                 found.append((time.monotonic(), m))
 
     reader = threading.Thread(target=read, daemon=True)
@@ -212,7 +229,8 @@ def start_service(service: str, settings: Settings, data_dir: Path, timeout_s: f
                 raise SystemExit(f"{service} did not catch up:\n{''.join(tail)}")
             time.sleep(0.01)
         at, m = found[0]
-        return Start(service, at - began, float(m.group(2)), int(m.group(1)), rss_mb(proc.pid))
+        fold_s = float(m.group(2)) if m.re is CAUGHT_UP else 0.0
+        return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -263,8 +281,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     f"log of {events} events ({len(rec.unit)}-event lifecycles) built in {built_s:.1f}s: "
                     f"{disk / 1e6:.1f} MB on disk, {disk / events:.0f} bytes/event"
                 )
+                if args.snapshots:
+                    # the apiserver writes the object fold's snapshot (every 20k events by
+                    # default): let it write one at the log's end, as a running system would have
+                    wrote = start_service(
+                        "apiserver", settings, work / "data" / "w", args.timeout, until=SNAPSHOT_WRITTEN
+                    )
+                    print(f"  snapshot of the objects at {wrote.position} written by the apiserver")
                 for service in services:
-                    start = start_service(service, settings, work / "data" / service, args.timeout)
+                    start = start_service(
+                        service, settings, work / "data" / service, args.timeout, snapshots=args.snapshots
+                    )
                     run_["services"][service] = {
                         "caught_up_s": round(start.caught_up_s, 3),
                         "fold_s": round(start.fold_s, 3),
@@ -299,6 +326,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "start_slope_us_per_event": slopes,
         "rss_slope_bytes_per_event": rss_slopes,
         "runs": runs,
+        "snapshots": args.snapshots,
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
         "date": time.strftime("%Y-%m-%d"),
     }
@@ -312,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--services", default=",".join(SERVICES[:3]), help=f"of {', '.join(SERVICES)}")
     parser.add_argument("--recording", default=str(DEFAULT_RECORDING), help="a `draflow export` file")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds a service may take to start")
+    parser.add_argument(
+        "--no-snapshots",
+        dest="snapshots",
+        action="store_false",
+        help="services fold the whole log (no snapshot loaded or written): the figures before snapshots",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
     result = asyncio.run(run(args))
