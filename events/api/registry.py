@@ -16,9 +16,13 @@ __all__ = [
     "ResourceType",
     "Served",
     "WireType",
+    "clash",
+    "custom_crds",
     "lookup_resource",
     "lookup_wire",
+    "register_custom",
     "resource_types",
+    "unregister_custom",
     "wire_types",
 ]
 
@@ -37,10 +41,14 @@ class ResourceType:
     # Plural/singular/short names only as ``name.group`` (the classic cdi.k8s.io ResourceClaim
     # shares its plural with resource.k8s.io's).
     qualified_only: bool = False
+    # custom resources (``draflow.events.api.apiextensions_v1``): the storage apiVersion and the
+    # name of the CustomResourceDefinition that serves the kind
+    storage: str = ""
+    crd: str = ""
 
     @property
     def api_version(self) -> str:
-        return self.struct.API_VERSION
+        return self.storage or self.struct.API_VERSION
 
 
 @dataclass(frozen=True)
@@ -71,13 +79,17 @@ _NAMES: dict[str, ResourceType] = {}  # every accepted spelling, lower-case
 def _index(resource: ResourceType, *wire: WireType) -> None:
     """Serve a resource: its storage version plus any extra wire versions."""
     _RESOURCES[resource.kind] = resource
-    _WIRE[(resource.struct.API_VERSION, resource.kind)] = WireType(
-        resource.struct.API_VERSION, resource.kind, resource.struct
-    )
+    if not resource.crd:  # a custom resource lists every served version itself
+        _WIRE[(resource.struct.API_VERSION, resource.kind)] = WireType(
+            resource.struct.API_VERSION, resource.kind, resource.struct
+        )
     for w in wire:
         _WIRE[(w.api_version, w.kind)] = w
     for spelling in (resource.kind, resource.plural, resource.singular, *resource.short_names):
-        if spelling == resource.kind or not resource.qualified_only:
+        taken = _NAMES.get(spelling.lower())
+        if resource.crd and taken is not None and taken is not resource:
+            pass  # a custom resource never shadows another one's short spelling: use name.group
+        elif spelling == resource.kind or not resource.qualified_only:
             _NAMES[spelling.lower()] = resource
         if resource.group:
             _NAMES[f"{spelling}.{resource.group}".lower()] = resource
@@ -103,6 +115,60 @@ def lookup_resource(name: str) -> ResourceType | None:
 def resource_types() -> list[ResourceType]:
     _ensure_loaded()
     return list(_RESOURCES.values())
+
+
+_CUSTOM: dict[str, tuple[ResourceType, tuple[WireType, ...]]] = {}  # by CRD name
+
+
+def register_custom(resource: ResourceType, wire: list[WireType]) -> None:
+    """Serve a custom resource (its CRD was created or changed); replaces the CRD's old rows.
+
+    Raises ValueError when the kind or a name is already served by something else: kinds are
+    the store's keys, so two resources may not share one (the CRD's admission says so first)."""
+    _ensure_loaded()
+    clash = _clash(resource)
+    if clash:
+        raise ValueError(clash)
+    unregister_custom(resource.crd)
+    _CUSTOM[resource.crd] = (resource, tuple(wire))
+    _index(resource, *wire)
+
+
+def clash(resource: ResourceType) -> str:
+    """Why ``resource`` cannot be served next to the others ("" when it can)."""
+    _ensure_loaded()
+    return _clash(resource)
+
+
+def _clash(resource: ResourceType) -> str:
+    other = _RESOURCES.get(resource.kind)
+    if other is not None and other.crd != resource.crd:
+        return f'kind "{resource.kind}" is already served by {other.plural}.{other.group or "core"}'
+    for spelling in (resource.plural, resource.singular, *resource.short_names):
+        taken = _NAMES.get(spelling.lower())
+        if taken is not None and taken.crd != resource.crd and taken.group == resource.group:
+            return f'name "{spelling}" is already used by {taken.plural}.{taken.group or "core"}'
+    return ""
+
+
+def unregister_custom(crd: str) -> None:
+    """Stop serving the resource of CRD ``crd`` (deleted); nothing when it is not served."""
+    entry = _CUSTOM.pop(crd, None)
+    if entry is None:
+        return
+    resource, wire = entry
+    if _RESOURCES.get(resource.kind) is resource:
+        del _RESOURCES[resource.kind]
+    for w in wire:
+        if _WIRE.get((w.api_version, w.kind)) is w:
+            del _WIRE[(w.api_version, w.kind)]
+    for key in [k for k, v in _NAMES.items() if v is resource]:
+        del _NAMES[key]
+
+
+def custom_crds() -> dict[str, ResourceType]:
+    """The custom resources served now, by CRD name."""
+    return {name: rt for name, (rt, _) in _CUSTOM.items()}
 
 
 _loaded = False

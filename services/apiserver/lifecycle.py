@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 from msgspec.structs import replace
 
+from draflow.events.api.apiextensions_v1 import CustomResourceDefinition
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import decode_object, encode_object, object_meta
 from draflow.events.api.errors import FORBIDDEN, ApiError, FieldError
-from draflow.events.api.registry import lookup_resource, resource_types
+from draflow.events.api.registry import custom_crds, lookup_resource, resource_types
 from draflow.events.envelope import Event
 from draflow.events.objects import (
     EVENT_KIND,
@@ -156,6 +157,10 @@ class Lifecycle:
             if item.name in PROTECTED_NAMESPACES:
                 raise errors.forbidden(kind, item.name, "this namespace may not be deleted")
             await self.delete_namespace(item.name)
+        elif kind == CustomResourceDefinition.KIND:
+            await self._delete_custom_objects(obj)
+            now = now_rfc3339()
+            await self._write(kind, namespace, item.name, lambda o: deletion_events(o, now, grace, policy))
         else:
             now = now_rfc3339()
             await self._write(
@@ -170,6 +175,19 @@ class Lifecycle:
         return ItemResult(
             kind=kind, namespace=namespace, name=item.name, outcome="deleted", resource_version=rv
         )
+
+    async def _delete_custom_objects(self, crd: ApiStruct) -> None:
+        """A CRD's objects go before it (upstream's CRD finalizer deletes them the same way; their
+        own finalizers do not hold the CRD back here)."""
+        rt = next((r for name, r in custom_crds().items() if name == object_meta(crd).name), None)
+        if rt is None:
+            return
+        for obj in self.store.index.items(rt.kind):
+            meta = object_meta(obj)
+            try:
+                await self._write(rt.kind, meta.namespace, meta.name, lambda o: [object_deleted(rt.kind)])
+            except StatusError:
+                continue  # gone meanwhile
 
     async def delete_namespace(self, name: str) -> None:
         """Mark the namespace Terminating; ``drain_namespace`` (the namespace controller, run in the
