@@ -60,6 +60,13 @@ class WireType:
     struct: type[ApiStruct]
     to_storage: Callable[[ApiStruct], ApiStruct] | None = None
 
+    @property
+    def stored_kind(self) -> str:
+        """The kind it is stored and named under (``ClassicResourceClaim`` for the classic
+        claim's wire kind; a custom resource's own kind)."""
+        own = self.struct.__dict__.get("KIND", self.struct.KIND)
+        return own if isinstance(own, str) and own else self.kind
+
 
 class Served:
     """One entry of the kind table (``draflow.events.api.kinds``): a resource and its extra wire versions."""

@@ -51,6 +51,7 @@ WINDOW = 512  # manifests decided before their appends are sent together
 MAX_ATTEMPTS = 5
 MAX_DEPTH = 100
 _QUOTA_INPUTS = frozenset({"ResourceQuota", "DeviceClass"})  # change what later quota checks see
+_CRD = "CustomResourceDefinition"  # serves a kind the manifests after it may use
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +333,7 @@ class Applier:
             pending[(plan.kind, plan.namespace, plan.name)] = (i, plan)
             if plan.kind == "Namespace":
                 overlay[plan.name] = plan.obj
-            if plan.charged or plan.kind in _QUOTA_INPUTS or len(pending) >= WINDOW:
+            if plan.charged or plan.kind in _QUOTA_INPUTS or plan.kind == _CRD or len(pending) >= WINDOW:
                 await flush()
         await flush()
         for i in retry:

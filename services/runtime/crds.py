@@ -9,14 +9,23 @@ caches) calls :func:`on_crd_change`; the CLI asks the apiserver for the CRDs
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Iterable
+from typing import Any
 
-from draflow.events.api.apiextensions_v1 import CustomResourceDefinition, custom_resource
-from draflow.events.api.registry import lookup_resource, register_custom, unregister_custom
+from draflow.events.api.apiextensions_v1 import (
+    CustomResourceColumnDefinition,
+    CustomResourceDefinition,
+    custom_resource,
+    storage_version,
+)
+from draflow.events.api.registry import custom_crds, lookup_resource, register_custom, unregister_custom
 from draflow.projections.objects import Change
+from draflow.services.runtime import printers
 
-__all__ = ["CRD_KIND", "is_custom_kind", "on_crd_change", "serve_crd", "serve_crds"]
+__all__ = ["CRD_KIND", "column_getter", "is_custom_kind", "on_crd_change", "serve_crd", "serve_crds"]
 
 CRD_KIND = CustomResourceDefinition.KIND
 
@@ -34,6 +43,11 @@ def serve_crd(crd: CustomResourceDefinition) -> bool:
     except ValueError as exc:
         log.warning("CustomResourceDefinition %s is not served: %s", crd.metadata.name, exc)
         return False
+    version = next((v for v in crd.spec.versions if v.name == storage_version(crd)), None)
+    cols = version.additional_printer_columns if version is not None else ()
+    printers.set_columns(
+        rt.kind, [(c.name.upper(), column_getter(c), c.priority > 0) for c in cols] if cols else None
+    )
     return True
 
 
@@ -48,6 +62,9 @@ def on_crd_change(change: Change) -> None:
     if not isinstance(crd, CustomResourceDefinition):
         return
     if change.type == "DELETED":
+        rt = custom_crds().get(crd.metadata.name)
+        if rt is not None:
+            printers.set_columns(rt.kind, None)
         unregister_custom(crd.metadata.name)
     else:
         serve_crd(crd)
@@ -56,3 +73,36 @@ def on_crd_change(change: Change) -> None:
 def is_custom_kind(kind: str) -> bool:
     rt = lookup_resource(kind)
     return rt is not None and bool(rt.crd)
+
+
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\['([^']*)'\]")
+
+
+def _walk(obj: Any, path: str) -> Any:
+    """A printer column's simple JSONPath (``.spec.x``, ``.status.list[0].name``, ``['a.b']``)."""
+    for field, index, quoted in _STEP.findall(path.strip().strip("{}")):
+        if index:
+            obj = obj[int(index)] if isinstance(obj, list) and int(index) < len(obj) else None
+        else:
+            obj = obj.get(field or quoted) if isinstance(obj, dict) else None
+        if obj is None:
+            return None
+    return obj
+
+
+def column_getter(col: CustomResourceColumnDefinition) -> printers.Getter:
+    """The cell of one printer column, as kubectl shows it (dates as ages, missing as <none>)."""
+
+    def get(obj: dict[str, Any]) -> str:
+        value = _walk(obj, col.json_path)
+        if value is None:
+            return "<none>"
+        if col.type == "date":
+            return printers.age(value)
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, dict | list):
+            return json.dumps(value, separators=(",", ":"))
+        return str(value)
+
+    return get
