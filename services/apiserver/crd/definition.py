@@ -141,10 +141,12 @@ def _defaults_and_rules(errs: Errs, s: Schema, at: str) -> None:
     if s.has_default:
         probe = Errs(errs.kind, errs.namespace, errs.name)
         unknown: list[str] = []
-        value = prune_and_default(s.default, s, "", unknown)
-        validate_value(value, s, "", probe)
+        value = prune_and_default(s.default, s, "default", unknown)
+        validate_value(value, s, "default", probe)
         for e in probe.items:
-            errs.invalid(f"{at}.default", s.default, e.rule)
+            # "Invalid value: 5: default in body ..." -> the sentence; other types keep their text
+            detail = e.rule.split(": ", 2)[-1] if e.rule.startswith("Invalid value: ") else e.rule
+            errs.invalid(f"{at}.default{e.path[len('default') :]}", s.default, detail)
         if unknown:
             errs.invalid(f"{at}.default", s.default, f'unknown field "{unknown[0]}"')
     for i, rule in enumerate(s.rules):
