@@ -178,6 +178,10 @@ def custom_resource(crd: CustomResourceDefinition) -> tuple[ResourceType, list[W
         CustomObject,
         storage=f"{spec.group}/{storage_version(crd)}",
         crd=crd.metadata.name,
+        status_subresource=any(
+            v.storage and v.subresources is not None and v.subresources.status is not None
+            for v in spec.versions
+        ),
     )
     wires = [WireType(f"{spec.group}/{v.name}", names.kind, CustomObject) for v in spec.versions if v.served]
     return rt, wires

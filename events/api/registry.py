@@ -18,6 +18,7 @@ __all__ = [
     "WireType",
     "clash",
     "custom_crds",
+    "generation",
     "lookup_resource",
     "lookup_wire",
     "register_custom",
@@ -45,6 +46,17 @@ class ResourceType:
     # name of the CustomResourceDefinition that serves the kind
     storage: str = ""
     crd: str = ""
+    status_subresource: bool = False
+
+    @property
+    def served_versions(self) -> tuple[str, ...]:
+        """A custom resource's served versions (storage first); () for the built-in kinds."""
+        if not self.crd:
+            return ()
+        entry = _CUSTOM.get(self.crd)
+        versions = [w.api_version.rsplit("/", 1)[-1] for w in entry[1]] if entry is not None else []
+        storage = self.api_version.rsplit("/", 1)[-1]
+        return (storage, *[v for v in versions if v != storage])
 
     @property
     def api_version(self) -> str:
@@ -139,6 +151,7 @@ def register_custom(resource: ResourceType, wire: list[WireType]) -> None:
     unregister_custom(resource.crd)
     _CUSTOM[resource.crd] = (resource, tuple(wire))
     _index(resource, *wire)
+    _bump()
 
 
 def clash(resource: ResourceType) -> str:
@@ -171,6 +184,19 @@ def unregister_custom(crd: str) -> None:
             del _WIRE[(w.api_version, w.kind)]
     for key in [k for k, v in _NAMES.items() if v is resource]:
         del _NAMES[key]
+    _bump()
+
+
+_generation = [0]
+
+
+def _bump() -> None:
+    _generation[0] += 1
+
+
+def generation() -> int:
+    """Moves on whenever the served custom resources change (caches of the kind table key on it)."""
+    return _generation[0]
 
 
 def custom_crds() -> dict[str, ResourceType]:

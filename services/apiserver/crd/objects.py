@@ -24,7 +24,7 @@ from draflow.services.dra.validation import names
 from draflow.services.dra.validation.errs import Errs
 from draflow.services.dra.validation.meta import validate_meta_update, validate_object_meta
 
-__all__ = ["admit_custom", "crd_version", "status_enabled", "validate_custom_meta"]
+__all__ = ["admit_custom", "admit_custom_status", "crd_version", "status_enabled", "validate_custom_meta"]
 
 
 def crd_version(
@@ -68,10 +68,26 @@ def _root(obj: ax.CustomObject, content: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": obj.api_version, "kind": obj.kind, "metadata": meta, **content}
 
 
-def admit_custom(
-    obj: ax.CustomObject, crd: ax.CustomResourceDefinition, old: ax.CustomObject | None
+def admit_custom_status(
+    stored: ax.CustomObject, status: Any, crd: ax.CustomResourceDefinition
 ) -> ax.CustomObject:
-    """The object as stored, or ApiError (decode errors for unknown fields, else field errors)."""
+    """A write of the status subresource: the stored object with ``status`` replaced, pruned,
+    defaulted and validated as a whole (ApiError otherwise)."""
+    content = {k: v for k, v in stored.content.items() if k != "status"}
+    if status is not None:
+        content["status"] = status
+    return admit_custom(replace(stored, content=content), crd, stored, status_write=True)
+
+
+def admit_custom(
+    obj: ax.CustomObject,
+    crd: ax.CustomResourceDefinition,
+    old: ax.CustomObject | None,
+    *,
+    status_write: bool = False,
+) -> ax.CustomObject:
+    """The object as stored, or ApiError (decode errors for unknown fields, else field errors).
+    ``status_write``: the status subresource writes, so the status is the object's own."""
     meta = obj.metadata
     name = meta.name or meta.generate_name
     version = crd_version(crd, obj.api_version)
@@ -87,7 +103,7 @@ def admit_custom(
         )
     schema = version_schema(crd, version)
     content = dict(obj.content)
-    if status_enabled(crd, version):  # status is written through the status subresource only
+    if status_enabled(crd, version) and not status_write:  # status only through the subresource
         content.pop("status", None)
         if old is not None and "status" in old.content:
             content["status"] = old.content["status"]
