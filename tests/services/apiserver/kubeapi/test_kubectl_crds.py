@@ -55,6 +55,14 @@ async def test_kubectl_apply_get_patch_delete_custom_objects(kube: Kube, api: Ap
         "numberOfFrobnicators": 5,
         "env": {"A": "b"},
     }
+    ssa = await kubectl(
+        kube, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(make_frob("ssa", 2))
+    )
+    assert ssa.out.strip() == f"claimparameters.{FROB_GROUP}/ssa serverside-applied"
+    again = await kubectl(
+        kube, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(make_frob("ssa", 6))
+    )
+    assert again.rc == 0 and (await api.get("claimparameters", "ssa"))["spec"] == {"numberOfFrobnicators": 6}
     strategic = await kubectl(kube, "patch", "claimparameters", "three", "-p", '{"spec":{}}', check=False)
     assert strategic.rc != 0 and "unknown format" in strategic.err, strategic.err
 
