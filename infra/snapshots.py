@@ -215,8 +215,8 @@ class SnapshotPolicy:
 
 
 # what a snapshot is taken of: the position it covers and a function that encodes the state as
-# it was then (called in a worker thread, so it must work on a private copy)
-Capture = Callable[[], tuple[int, Callable[[], bytes]]]
+# it was then (called in a worker thread, so it must work on a private copy); None: not now
+Capture = Callable[[], tuple[int, Callable[[], bytes]] | None]
 
 
 class Snapshotter:
@@ -269,7 +269,11 @@ class Snapshotter:
         identity = self.identity()
         if not identity:
             return None
-        position, encode = self.capture()
+        captured = self.capture()
+        if captured is None:
+            self._saved_time = time.monotonic()
+            return None
+        position, encode = captured
         try:
             body = await asyncio.to_thread(encode)
             began = time.monotonic()

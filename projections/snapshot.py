@@ -52,7 +52,9 @@ class _Image(msgspec.Struct, frozen=True, array_like=True):
 
 @functools.cache
 def _structs() -> dict[str, type[Any]]:
-    out: dict[str, type[Any]] = {rt.kind: rt.struct for rt in resource_types()}
+    # the built-in kinds only: custom kinds come and go with their CRDs, so a fold holding custom
+    # objects is not snapshotted in this format (its snapshot does not decode: a full fold)
+    out: dict[str, type[Any]] = {rt.kind: rt.struct for rt in resource_types() if not rt.crd}
     out[EVENT_KIND] = KubeEvent
     return out
 

@@ -23,10 +23,12 @@ from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Event
 from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
+from draflow.infra import tracing
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
 from draflow.infra.snapshots import SnapshotPolicy, Snapshotter, load_snapshot
 from draflow.projections.objects import Change, ObjectIndex
 from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, encode_index, schema
+from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.runtime.tail import Tail
 
@@ -36,6 +38,7 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[str, str, str, Change], None]  # (kind, namespace, name, change)
 PositionListener = Callable[[int], None]  # (the new position)
+LINKED_KINDS = frozenset({"Pod"})  # writes from another trace link to the trace of the creation
 
 
 class ApiStore:
@@ -54,6 +57,8 @@ class ApiStore:
         self._position_listeners: list[PositionListener] = []
         self._tail = Tail(events, f"{self.root}.ev.>", 1)
         self._task: asyncio.Task[None] | None = None
+        # (kind, namespace, name) -> the traceparent of the object's creation (LINKED_KINDS only)
+        self._creation_traces: dict[tuple[str, str, str], str] = {}
         self.policy = policy or SnapshotPolicy.from_env()
         self.snapshot_position = 0  # the position of the snapshot this store started from (0: none)
         self.snapshotter = Snapshotter(
@@ -66,8 +71,10 @@ class ApiStore:
             self.policy if snapshot_writer else SnapshotPolicy(every_events=0, every_s=0),
         )
 
-    def _capture(self) -> tuple[int, Callable[[], bytes]]:
+    def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
         objects, versions = self.index.image()
+        if any(objs and is_custom_kind(kind) for kind, objs in objects.items()):
+            return None  # custom objects are not in the snapshot format: no snapshot
         return self.position, lambda: encode_index(objects, versions)
 
     async def restore(self, last_seq: int) -> bool:
@@ -156,7 +163,7 @@ class ApiStore:
             kind, ns, name = parse_subject(rec.subject, self.root)
         except ValueError:
             return  # not an object subject
-        if kind not in self._kinds:
+        if kind not in self._kinds and not is_custom_kind(kind):
             return  # sagas and other aggregates share the stream; only objects are served
         namespace = ns or ""
         try:
@@ -168,10 +175,36 @@ class ApiStore:
             change = self.index.touch(kind, namespace, name, rec.seq)
         else:
             change = self.index.apply_envelope(kind, namespace, name, env)
+            self._remember_trace(kind, namespace, name, env.traceparent)
         if change is not None:
             self._notify(kind, namespace, name, change)
 
+    def _remember_trace(self, kind: str, namespace: str, name: str, traceparent: str) -> None:
+        """The traceparent of a pod's first traced event (its creation): later writes by another
+        trace (a re-apply, a delete) link to it, so a trace viewer leads from one to the other."""
+        if kind not in LINKED_KINDS:
+            return
+        key = (kind, namespace, name)
+        if self.index.get(kind, namespace, name) is None:
+            self._creation_traces.pop(key, None)
+        elif traceparent:
+            self._creation_traces.setdefault(key, traceparent)
+
+    def creation_trace(self, kind: str, namespace: str, name: str) -> str:
+        """The traceparent the object's creation carried ("" when unknown or untraced)."""
+        return self._creation_traces.get((kind, namespace, name), "")
+
+    def _links(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        created = self.creation_trace(kind, namespace, name)
+        if not created or not tracing.enabled():
+            return ()
+        current = tracing.current_traceparent()
+        same = current and current.split("-")[1:2] == created.split("-")[1:2]
+        return () if same else (created,)
+
     def _notify(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if kind == CRD_KIND:  # its kind is served (or not) before anyone hears of the change
+            on_crd_change(change)
         for listener in self._listeners:
             listener(kind, namespace, name, change)
 
@@ -233,6 +266,7 @@ class ApiStore:
             msg_id=msg_id,
             correlation_id=correlation_id,
             actor=actor,
+            links=self._links(kind, namespace, name) if actor is None else (),
         )
         if unchecked:
             await self.wait_position(seqs[-1])
