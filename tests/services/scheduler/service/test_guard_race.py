@@ -14,14 +14,20 @@ import asyncio
 import pytest
 
 from draflow.events.api.core_v1 import Pod
-from draflow.events.api.resource_v1 import Device
+from draflow.events.api.resource_v1 import Device, ResourceClaim
 from draflow.events.dra import ClaimAllocated
 from draflow.events.guard import GuardTaken
 from draflow.infra.config import Settings
+from draflow.infra.guard import guard_subject
+from draflow.infra.snapshots import SnapshotPolicy
+from draflow.projections.objects import fold
 from draflow.sagas.engine import SagaState, SagaStatus
-from draflow.services.scheduler.framework import Reserved
+from draflow.services.runtime.store import ApiStore
+from draflow.services.scheduler.framework import Reserved, Scheduler
+from draflow.services.scheduler.plugins import default_plugins
 from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, PodSchedulingInput
 from draflow.services.scheduler.service import SchedulerService
+from draflow.services.scheduler.service.snapshot import Snapshot
 from tests.helpers import assert_eventually
 from tests.processes import draflow
 from tests.services.scheduler.service.conftest import Cluster
@@ -63,9 +69,13 @@ async def _race(
 async def _allocated_devices(
     cluster: Cluster, names: tuple[str, ...] = ("p4-gpu", "p5-gpu")
 ) -> dict[str, list[str]]:
+    """Each claim's allocated devices, read from the log itself (no cache that may lag)."""
     out: dict[str, list[str]] = {}
     for name in names:
-        claim = await cluster.claim(name)
+        claim = None
+        for env in await cluster.store.events(cluster.store.subject("ResourceClaim", "default", name)):
+            claim = fold(claim, env.type, env.data, env.seq)
+        assert isinstance(claim, ResourceClaim)
         alloc = claim.status.allocation
         out[name] = [r.device for r in alloc.devices.results] if alloc is not None else []
     return out
@@ -177,3 +187,34 @@ async def test_a_shared_device_taken_by_another_instance_meanwhile_is_decided_ag
     assert "allocated meanwhile by another scheduler: gpu.example.com/node-0/dev-0" in state.error
     again = await _decide(b, "p2")  # its snapshot now shows p1's share
     assert (await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p2-2", again)).status is SagaStatus.COMPLETED
+
+
+async def test_a_scheduler_started_from_a_snapshot_expects_the_guards_versions_of_a_full_fold(
+    cluster: Cluster, instances: Instances, settings: Settings
+) -> None:
+    """A snapshot keeps objects, not guard subjects: a scheduler starting from one reads the
+    guards' last messages up to the snapshot's position and follows the rest from the log."""
+    await _race(cluster, instances, guarded=True)  # dev-0's guard: one take
+    writer = ApiStore(cluster.store, snapshot_writer=True)
+    await writer.start(timeout_s=30)
+    cut = await writer.snapshotter.save_now()
+    await writer.stop()
+    moved = guard_subject(settings.root, "device", "gpu.example.com/node-0/dev-1")
+    await cluster.store.append(moved, GuardTaken(holder="ResourceClaim default/x"), expected_last_seq=0)
+    views = []
+    for policy in (SnapshotPolicy(), SnapshotPolicy(load=False)):
+        view = Snapshot(cluster.store, Scheduler(plugins=default_plugins()))
+        view.policy = policy
+        await view.start(timeout_s=30)
+        views.append(view)
+    try:
+        restored, full = views
+        assert restored.snapshot_position == cut and full.snapshot_position == 0
+        assert restored.guard_heads == full.guard_heads
+        assert set(full.guard_heads) == {
+            moved,
+            guard_subject(settings.root, "device", "gpu.example.com/node-0/dev-0"),
+        }
+    finally:
+        for view in views:
+            await view.stop()
