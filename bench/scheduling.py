@@ -274,6 +274,11 @@ async def run(
         cpu = {name: round(_cpu_s(pid) * 1000 / bench.next_pod, 2) for name, pid in pids.items()}
         result["cpu_ms_per_pod"] = cpu
         print("CPU ms per pod: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
+        result.update(await _events_per_pod(store, len(tracker.bound)))
+        print(
+            f"log: {result['events_per_bound_pod']} events per bound pod "
+            f"({result['guard_events_per_bound_pod']} of them guard messages)"
+        )
         return result
     finally:
         await tracker.stop()
@@ -282,6 +287,19 @@ async def run(
         await bench.stop_all()
         await store.close()
         server.stop()
+
+
+async def _events_per_pod(store: EventStore, bound: int) -> dict[str, float]:
+    """What the run wrote to the log per bound pod (set-up included), and how much of it guards."""
+    total = guards = 0
+    async for records in store.read_raw(None, 1):
+        total += len(records)
+        guards += sum(1 for r in records if ".ev.Guard." in r.subject)
+    per = max(bound, 1)
+    return {
+        "events_per_bound_pod": round(total / per, 2),
+        "guard_events_per_bound_pod": round(guards / per, 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
