@@ -35,6 +35,7 @@ __all__ = [
     "GuardConflict",
     "guard_prefix",
     "guard_subject",
+    "held",
     "release",
     "take",
     "takes_since",
