@@ -1,0 +1,87 @@
+"""What a user of the Kubernetes API may do: a fixed role per group, least privilege by default.
+
+There are no RBAC objects to edit: a user's groups (the token file's fourth column) name what
+they may do, like upstream's default ClusterRoles bound to a group:
+
+* ``system:masters``: everything (upstream's ``cluster-admin``; the ``admin`` user);
+* ``draflow:edit``: read everything, write namespaced objects (pods, claims, claim templates,
+  deployments, jobs ... in any namespace), not ResourceQuotas and nothing cluster-scoped
+  (nodes, namespaces, DeviceClasses, ResourceSlices), as upstream's ``edit`` role;
+* ``draflow:view``: read (get, list, watch) everything, as upstream's ``view`` role;
+* ``system:authenticated`` alone: discovery, ``/version``, the OpenAPI documents and its own
+  identity (``kubectl auth whoami``, ``kubectl auth can-i``), as upstream gives every user.
+
+A refusal is upstream's 403: ``pods is forbidden: User "alice" cannot create resource "pods" in
+API group "" in the namespace "default"``. Pure logic; the server asks before every resource request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from draflow.services.apiserver.kubeapi.tokens import MASTERS, User
+
+__all__ = ["EDIT", "VIEW", "Attributes", "allowed", "forbidden_message", "verb_of"]
+
+VIEW = "draflow:view"
+EDIT = "draflow:edit"
+READ_VERBS = frozenset({"get", "list", "watch"})
+# namespaced resources the edit role may read but not write (upstream's edit: quota is the admin's)
+_EDIT_READ_ONLY = frozenset({("", "resourcequotas")})
+
+
+@dataclass(frozen=True)
+class Attributes:
+    """One resource request as the authorizer sees it (upstream's ``authorizer.Attributes``)."""
+
+    verb: str  # get list watch create update patch delete deletecollection
+    group: str
+    resource: str  # plural
+    namespaced: bool  # the resource is namespaced (writes need edit's namespace rights)
+    namespace: str = ""  # "" : all namespaces or cluster-scoped
+    name: str = ""
+    subresource: str = ""
+
+
+def verb_of(method: str, has_name: bool, watch: bool) -> str:
+    """The Kubernetes verb of an HTTP request on a resource path."""
+    if method in ("GET", "HEAD"):
+        if watch:
+            return "watch"
+        return "get" if has_name else "list"
+    if method == "POST":
+        return "create"
+    if method == "PUT":
+        return "update"
+    if method == "PATCH":
+        return "patch"
+    if method == "DELETE":
+        return "delete" if has_name else "deletecollection"
+    return method.lower()
+
+
+def allowed(user: User, a: Attributes) -> bool:
+    groups = set(user.groups)
+    if MASTERS in groups:
+        return True
+    if a.verb in READ_VERBS and groups & {VIEW, EDIT}:
+        return True
+    return (
+        EDIT in groups
+        and a.namespaced
+        and bool(a.namespace)
+        and (a.group, a.resource) not in _EDIT_READ_ONLY
+        and a.verb in {"create", "update", "patch", "delete", "deletecollection"}
+    )
+
+
+def forbidden_message(user: User, a: Attributes) -> str:
+    """Upstream's Forbidden message: ``<resource>[ "<name>"] is forbidden: User "u" cannot ...``."""
+    qualified = f"{a.resource}.{a.group}" if a.group else a.resource
+    head = f'{qualified} "{a.name}"' if a.name else qualified
+    resource = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
+    where = f'in the namespace "{a.namespace}"' if a.namespace else "at the cluster scope"
+    return (
+        f'{head} is forbidden: User "{user.name}" cannot {a.verb} resource "{resource}" '
+        f'in API group "{a.group}" {where}'
+    )
