@@ -50,8 +50,18 @@ __all__ = ["ExportHeader", "ExportedMessage", "connect_store", "parse_headers", 
 FORMAT_VERSION = 1
 
 # headers the server adds to a stored message when it is read back (or that only steer a publish)
-_SERVER_HEADERS = ("Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Stream", "Nats-Last-Sequence",
-                   "Nats-Num-Pending", "Nats-Expected-", "Nats-Batch-", "Nats-TTL", "Nats-Marker-Reason")
+_SERVER_HEADERS = (
+    "Nats-Subject",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Stream",
+    "Nats-Last-Sequence",
+    "Nats-Num-Pending",
+    "Nats-Expected-",
+    "Nats-Batch-",
+    "Nats-TTL",
+    "Nats-Marker-Reason",
+)
 
 
 class ExportHeader(msgspec.Struct, kw_only=True):
@@ -197,12 +207,12 @@ def rerooted(msg: ExportedMessage, old_root: str, new_root: str) -> tuple[str, b
     payload = msg.payload()
     if old_root == new_root:
         return msg.subject, payload
-    subject = new_root + msg.subject[len(old_root):]
+    subject = new_root + msg.subject[len(old_root) :]
     try:
         env = decode_raw(payload)
     except DecodeError:
         return subject, payload  # not an envelope: nothing inside to re-root
-    return subject, encode(msgspec.structs.replace(env, subject=new_root + env.subject[len(old_root):]))
+    return subject, encode(msgspec.structs.replace(env, subject=new_root + env.subject[len(old_root) :]))
 
 
 async def _existing_ids(store: EventStore) -> list[tuple[int, str, str]]:
@@ -231,7 +241,7 @@ async def import_log(settings: Settings, path: Path, out: TextIO) -> tuple[int, 
         if existing:
             print(f"resuming: the first {len(existing)} events of {path} are already imported", file=out)
         appended = 0
-        for msg in msgs[len(existing):]:
+        for msg in msgs[len(existing) :]:
             subject, payload = rerooted(msg, header.root, settings.root)
             headers = dict(msg.headers)
             headers[HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(last_on.get(subject, 0))

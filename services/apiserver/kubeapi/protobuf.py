@@ -5,8 +5,9 @@ client (``kubectl create namespace|deployment|job``); everything else it sends a
 ``k8s\\x00`` and a ``runtime.Unknown`` (``typeMeta`` 1: apiVersion 1, kind 2; ``raw`` 2) whose raw
 bytes are the object. The object is decoded with the field numbers of Kubernetes'
 ``generated.proto`` for what those generators fill in (``_SCHEMAS``: Namespace, Deployment and Job
-with their pod template's containers, and the reviews of ``kubectl auth whoami|can-i``); fields outside the table are skipped, any other kind is
-refused with 415, so the client says what it could not send.
+with their pod template's containers, and the reviews of ``kubectl auth whoami|can-i``); fields
+outside the table are skipped, any other kind is refused with 415, so the client says what it
+could not send.
 """
 
 from __future__ import annotations

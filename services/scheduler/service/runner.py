@@ -260,9 +260,7 @@ class SchedulerService:
         if isinstance(result, Reserved):
             plan = PodSchedulingInput.of(result)
             saga_id = self._saga_id("ps", plan.uid or plan.name)
-            self._spawn(
-                self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True
-            )
+            self._spawn(self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True)
             return
         self.outcomes["unschedulable"] += 1
         self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance)))
@@ -292,9 +290,7 @@ class SchedulerService:
                 pod_uid=pod.metadata.uid,
             )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
-            self._spawn(
-                self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True
-            )
+            self._spawn(self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True)
 
     async def _saga(
         self, saga_type: str, saga_id: str, inp: msgspec.Struct, position: int = 0, traceparent: str = ""

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from draflow.services.apiserver.kubeapi.authz import EDIT, VIEW, Attributes, allowed, forbidden_message, verb_of
+from draflow.services.apiserver.kubeapi.authz import (
+    EDIT,
+    VIEW,
+    Attributes,
+    allowed,
+    forbidden_message,
+    verb_of,
+)
 from draflow.services.apiserver.kubeapi.tokens import (
     MASTERS,
     TOKENS_FILE,
@@ -57,7 +64,8 @@ def test_roles(user: User, attrs: Attributes, expected: bool) -> None:
 
 def test_forbidden_messages_are_upstreams() -> None:
     assert forbidden_message(ALICE, CREATE_POD) == (
-        'pods is forbidden: User "alice" cannot create resource "pods" in API group "" in the namespace "default"'
+        'pods is forbidden: User "alice" cannot create resource "pods" in API group "" '
+        'in the namespace "default"'
     )
     assert forbidden_message(BOB, CREATE_CLASS) == (
         'deviceclasses.resource.k8s.io is forbidden: User "bob" cannot create resource "deviceclasses" '

@@ -134,4 +134,3 @@ def _token(kubeconfig: Path) -> str:
 
     token: str = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
     return token
-

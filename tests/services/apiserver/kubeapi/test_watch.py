@@ -202,3 +202,48 @@ async def test_too_old_resource_version_is_gone_and_bookmarks(
         assert events[-1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
     finally:
         await small.stop()
+
+
+async def test_a_burst_goes_out_in_one_write_and_a_change_after_quiet_at_once(
+    apiserver: ApiServer, api: ApiClient, kube: Kube
+) -> None:
+    """Watchers are woken together, not sooner than ``coalesce_s`` after their last write: the
+    changes of a burst reach a watcher together; a change after a quiet moment goes out at once."""
+    slow = KubeApi(apiserver, port=0, credentials=kube.credentials)
+    slow.watches.coalesce_s = 0.6
+    await slow.start()
+    loop = asyncio.get_running_loop()
+    try:
+        rv = await _list_rv(Kube(slow, kube.kubeconfig, kube.credentials), "/api/v1/namespaces")
+        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+        received: list[tuple[str, float]] = []
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{slow.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
+                headers={"Authorization": f"Bearer {kube.token}"},
+                ssl=ctx,
+            ) as resp,
+        ):
+
+            async def read() -> None:
+                async for line in resp.content:
+                    received.append((json.loads(line)["object"]["metadata"]["name"], loop.time()))
+
+            reader = asyncio.create_task(read())
+            await asyncio.sleep(0.7)  # quiet for longer than the window
+            sent = loop.time()
+            await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}}])
+            await assert_eventually(lambda: len(received) == 1)
+            assert received[0][0] == "first" and received[0][1] - sent < 0.4  # at once
+            for name in ("b1", "b2", "b3"):  # a burst right after that write
+                await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+            await assert_eventually(lambda: len(received) == 4)
+            reader.cancel()
+        names = [n for n, _ in received]
+        assert names == ["first", "b1", "b2", "b3"]
+        burst = [t for _, t in received[1:]]
+        assert max(burst) - min(burst) < 0.1  # together, in one write
+        assert min(burst) - received[0][1] >= 0.5  # after the window, not one by one
+    finally:
+        await slow.stop()
