@@ -203,6 +203,9 @@ class KubeApi(Writes):
             return web.Response(text="ok")
         if path == "/version":
             return dump(discovery.version_info())
+        if path in ("/api", "/apis") and discovery.wants_aggregated(request.headers.get("Accept", "")):
+            body = msgspec.json.encode(discovery.aggregated(core=path == "/api"))
+            return web.Response(body=body, headers={"Content-Type": discovery.AGGREGATED, "Vary": "Accept"})
         if path == "/api":
             return dump(discovery.api_versions(f"{request.host}"))
         if path == "/apis":

@@ -49,6 +49,13 @@ async def test_a_viewer_reads_and_is_refused_writes(
     who = (await kubectl(kube, "auth", "whoami", "-o", "json", kubeconfig=alice)).json()
     assert who["status"]["userInfo"]["username"] == "alice"
     assert who["status"]["userInfo"]["groups"] == ["draflow:view", "system:authenticated"]
+    table = (await kubectl(kube, "auth", "whoami", kubeconfig=alice)).out.splitlines()
+    assert [line.split() for line in table] == [
+        ["ATTRIBUTE", "VALUE"],
+        ["Username", "alice"],
+        ["UID", who["status"]["userInfo"]["uid"]],
+        ["Groups", "[draflow:view", "system:authenticated]"],
+    ]
     assert (await kubectl(kube, "get", "pods", "-A", "-o", "json", kubeconfig=alice)).json()["items"] == []
     await kubectl(kube, "api-resources", kubeconfig=alice)  # discovery: every user's
 
