@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "draflow.services.cli.trace": ("trace",),
     "draflow.services.cli.dlq": ("dlq",),
     "draflow.services.cli.explain": ("explain",),
+    "draflow.services.cli.simulate": ("simulate",),
     "draflow.services.cli.verify": ("verify-replay",),
     "draflow.services.cli.replay": ("replay", "rebuild"),
     "draflow.services.cli.podresources": ("podresources",),
