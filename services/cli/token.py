@@ -79,7 +79,7 @@ def run_create(args: argparse.Namespace) -> int:
     except TokenError as exc:
         raise UserError(str(exc)) from None
     path = Path(args.kubeconfig) if args.kubeconfig else _kubeconfig_path(data_dir, user.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     text = yaml.safe_dump(kubeconfig(ca_pem, server, user.name, token), sort_keys=False)
     write_private(path, text.encode())
     print(f'user "{user.name}" created (groups {",".join(user.groups)})')

@@ -11,6 +11,10 @@ they may do, like upstream's default ClusterRoles bound to a group:
 * ``system:authenticated`` alone: discovery, ``/version``, the OpenAPI documents and its own
   identity (``kubectl auth whoami``, ``kubectl auth can-i``), as upstream gives every user.
 
+``system:masters`` may also act as another user (``kubectl --as=alice --as-group=draflow:view``,
+upstream's ``Impersonate-*`` headers): the request is then decided with that user's rights, to
+check what someone may do; anyone else asking is refused.
+
 A refusal is upstream's 403: ``pods is forbidden: User "alice" cannot create resource "pods" in
 API group "" in the namespace "default"``. Pure logic; the server asks before every resource request.
 """
@@ -18,10 +22,20 @@ API group "" in the namespace "default"``. Pure logic; the server asks before ev
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from draflow.services.apiserver.kubeapi.tokens import MASTERS, User
+from draflow.services.apiserver.kubeapi.tokens import AUTHENTICATED, MASTERS, User
 
-__all__ = ["EDIT", "VIEW", "Attributes", "allowed", "forbidden_message", "verb_of"]
+__all__ = [
+    "EDIT",
+    "VIEW",
+    "Attributes",
+    "ImpersonationError",
+    "allowed",
+    "forbidden_message",
+    "impersonate",
+    "verb_of",
+]
 
 VIEW = "draflow:view"
 EDIT = "draflow:edit"
@@ -85,3 +99,25 @@ def forbidden_message(user: User, a: Attributes) -> str:
         f'{head} is forbidden: User "{user.name}" cannot {a.verb} resource "{resource}" '
         f'in API group "{a.group}" {where}'
     )
+
+
+class ImpersonationError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.details = code, reason, details
+
+
+def impersonate(user: User, name: str, groups: list[str], uid: str = "") -> User:
+    """The user a request acts as (``Impersonate-User``/``-Group``/``-Uid``): only the masters
+    may; the groups are the ones asked for (plus ``system:authenticated``), as upstream."""
+    if not name:
+        raise ImpersonationError(400, "BadRequest", f"requested groups {groups} without impersonating a user")
+    if MASTERS not in user.groups:
+        raise ImpersonationError(
+            403,
+            "Forbidden",
+            f'users "{name}" is forbidden: User "{user.name}" cannot impersonate resource "users" '
+            f'in API group "" at the cluster scope',
+            {"name": name, "kind": "users"},
+        )
+    return User(name, uid, tuple(dict.fromkeys([*groups, AUTHENTICATED])))

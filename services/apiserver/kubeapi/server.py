@@ -30,7 +30,14 @@ from draflow.events.api.codec import object_meta
 from draflow.infra.eventstore import acting_for
 from draflow.services.apiserver.kubeapi import discovery, identity, openapi
 from draflow.services.apiserver.kubeapi.auth import Credentials
-from draflow.services.apiserver.kubeapi.authz import Attributes, allowed, forbidden_message, verb_of
+from draflow.services.apiserver.kubeapi.authz import (
+    Attributes,
+    ImpersonationError,
+    allowed,
+    forbidden_message,
+    impersonate,
+    verb_of,
+)
 from draflow.services.apiserver.kubeapi.encoding import EncodingCache, list_json
 from draflow.services.apiserver.kubeapi.http import JSON, ApiError, Target, dump, json_response
 from draflow.services.apiserver.kubeapi.resources import by_path
@@ -118,8 +125,23 @@ class KubeApi(Writes):
             user = self.credentials.authenticate(request.headers.get("Authorization", ""))
             if user is None:
                 return ApiError(401, "Unauthorized", "Unauthorized").response()
+        actor = f"user:{user.name}" if user is not None else None
+        if user is not None and (
+            "Impersonate-User" in request.headers or "Impersonate-Group" in request.headers
+        ):
+            try:
+                as_user = impersonate(
+                    user,
+                    request.headers.get("Impersonate-User", ""),
+                    request.headers.getall("Impersonate-Group", []),
+                    request.headers.get("Impersonate-Uid", ""),
+                )
+            except ImpersonationError as exc:
+                return ApiError(exc.code, exc.reason, str(exc), exc.details).response()
+            actor, user = f"user:{user.name} as {as_user.name}", as_user
+        if user is not None:
             request[USER] = user
-        token = acting_for.set(f"user:{user.name}" if user is not None else None)
+        token = acting_for.set(actor)
         try:
             return await handler(request)
         except ApiError as exc:

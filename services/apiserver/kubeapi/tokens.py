@@ -20,6 +20,7 @@ from pathlib import Path
 
 __all__ = [
     "ADMIN",
+    "AUTHENTICATED",
     "MASTERS",
     "TOKENS_FILE",
     "TokenError",

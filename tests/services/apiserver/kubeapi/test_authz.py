@@ -11,8 +11,10 @@ from draflow.services.apiserver.kubeapi.authz import (
     EDIT,
     VIEW,
     Attributes,
+    ImpersonationError,
     allowed,
     forbidden_message,
+    impersonate,
     verb_of,
 )
 from draflow.services.apiserver.kubeapi.tokens import (
@@ -140,3 +142,13 @@ def test_the_server_reads_the_file_again_when_it_changes(tmp_path: Path) -> None
     assert tokens.authenticate(f"Bearer {token}") is None
     (d / TOKENS_FILE).unlink()  # a missing file: nobody, not a crash
     assert tokens.tokens() == {}
+
+
+def test_only_the_masters_impersonate() -> None:
+    assert impersonate(ROOT, "alice", [VIEW]) == User("alice", "", (VIEW, "system:authenticated"))
+    with pytest.raises(ImpersonationError, match='User "bob" cannot impersonate resource "users"') as exc:
+        impersonate(BOB, "admin", [])
+    assert exc.value.code == 403
+    with pytest.raises(ImpersonationError, match="without impersonating a user") as exc:
+        impersonate(ROOT, "", [MASTERS])
+    assert exc.value.code == 400

@@ -141,3 +141,28 @@ def _token(kubeconfig: Path) -> str:
 
     token: str = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
     return token
+
+
+async def test_the_admin_checks_a_users_rights_by_impersonation(
+    kube: Kube, apiserver: ApiServer, settings: Settings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kubectl --as``: the masters may act as someone else (decided with that user's rights, the
+    log names both); anyone else asking is refused as upstream."""
+    erin = _create(settings, "erin", capsys=capsys)
+    who = (await kubectl(kube, "auth", "whoami", "--as=erin", "--as-group=draflow:view", "-o", "json")).json()
+    assert who["status"]["userInfo"]["username"] == "erin"
+    assert who["status"]["userInfo"]["groups"] == ["draflow:view", "system:authenticated"]
+    as_viewer = await kubectl(
+        kube, "apply", "-f", "-", "--as=erin", "--as-group=draflow:view", stdin=POD, check=False
+    )
+    assert 'User "erin" cannot create resource "pods"' in as_viewer.err, as_viewer.err
+    await kubectl(kube, "apply", "-f", "-", "--as=erin", "--as-group=draflow:edit", stdin=POD)
+    last = await apiserver.events.last(apiserver.store.subject("Pod", "default", "web"))
+    assert last is not None and last.actor == "user:admin as erin"
+
+    refused = await kubectl(kube, "get", "pods", "--as=admin", check=False, kubeconfig=erin)
+    assert refused.rc == 1
+    assert (
+        'users "admin" is forbidden: User "erin" cannot impersonate resource "users" in API group "" '
+        "at the cluster scope"
+    ) in refused.err, refused.err
