@@ -41,6 +41,7 @@ BOOKMARK_EVERY_S = 5.0
 # apiserver's own work runs in between; after a quiet window a change goes out at once
 COALESCE_S = 0.005
 _LINES = 4096  # encoded event lines shared by watchers
+_DIRECT_LIMIT = 256 * 1024  # bytes a connection may have unsent and still be written to directly
 MAX_BACKLOG = 50_000  # a watcher this far behind is closed (it lists and watches again)
 _encode = msgspec.json.Encoder().encode
 
@@ -65,6 +66,10 @@ class Watcher:
     queue: deque[Entry] = field(default_factory=deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
+    # writes the queued changes to the connection at once (unselected JSON watches); False when
+    # the connection is backed up: the watcher's own task then writes and waits for the client
+    sink: Callable[[], bool] | None = None
+    last_write: float = 0.0
 
     def push(self, entry: Entry) -> bool:
         """Queue a released change; True when the watcher has something to do."""
@@ -102,6 +107,7 @@ class WatchCache:
         self._catching_up: asyncio.Future[None] | None = None
         self._lines: dict[tuple[int, str, str], bytes] = {}
         self._dirty: set[Watcher] = set()  # watchers with changes they have not been woken for
+        self._blocks: dict[tuple[int, int, int, str, str | None, str], bytes] = {}
         self._flush: asyncio.Handle | None = None
         self.flushed_at = -1e9
         self.closed = asyncio.Event()
@@ -188,12 +194,28 @@ class WatchCache:
                 self._flush = loop.call_later(delay, self._wake)
 
     def _wake(self) -> None:
-        """Wake every watcher with released changes, all at once (see ``COALESCE_S``)."""
+        """Write to or wake every watcher with released changes, all at once (``COALESCE_S``):
+        unselected JSON watchers get the same bytes, built once, written here without a task
+        switch; the others (and backed-up connections) are woken to write themselves."""
         self._flush = None
-        self.flushed_at = asyncio.get_running_loop().time()  # and again after each watcher's write
+        self._blocks.clear()
         for w in self._dirty:
-            w.wake.set()
+            if w.sink is None or not w.sink():
+                w.wake.set()
         self._dirty.clear()
+        self.flushed_at = asyncio.get_running_loop().time()  # and again after each woken one writes
+
+    def block(self, queue: deque[Entry], version: str, res: Resource, namespace: str | None) -> bytes:
+        """The HTTP chunk of the queued changes for an unselected JSON watcher, built once per
+        wake-up for every watcher with the same changes (same first and last change and count:
+        watchers of a kind see subsets of one sequence, so equal keys are equal contents)."""
+        key = (queue[0].seq, queue[-1].seq, len(queue), queue[0].kind, namespace, version)
+        data = self._blocks.get(key)
+        if data is None:
+            body = b"".join([self.line(e, version, res) for e in queue])
+            data = b"%x\r\n" % len(body) + body + b"\r\n"
+            self._blocks[key] = data
+        return data
 
     async def consistent(self, attempts: int = 3) -> None:
         """Until the store has folded everything up to the newest change it holds: a LIST read
@@ -337,6 +359,22 @@ async def serve_watch(
         out = [c for c in (translate(e) for e in backlog) if c is not None]
         if out:
             await resp.write(b"".join(out))
+        watcher.last_write = loop.time()
+        transport = request.transport
+        if everything and not as_table and transport is not None:
+
+            def sink() -> bool:
+                if transport.is_closing() or transport.get_write_buffer_size() > _DIRECT_LIMIT:
+                    return False
+                queue = watcher.queue
+                if queue:
+                    data = cache.block(queue, version, res, namespace)
+                    queue.clear()
+                    transport.write(data)  # the headers went out with prepare(): chunks may follow
+                    watcher.last_write = loop.time()
+                return True
+
+            watcher.sink = sink
         last_bookmark = loop.time()
         while not cache.closed.is_set():
             if not watcher.queue:
@@ -351,13 +389,14 @@ async def serve_watch(
                     batch.append(chunk)
             if batch:
                 await resp.write(b"".join(batch))
-                cache.flushed_at = loop.time()  # the next window starts after the writes, not before
-            elif bookmarks and loop.time() - last_bookmark >= cache.bookmark_every_s:
+                watcher.last_write = cache.flushed_at = loop.time()  # the next window starts after it
+            elif bookmarks and loop.time() - max(last_bookmark, watcher.last_write) >= cache.bookmark_every_s:
                 await resp.write(bookmark(cache.position))
                 last_bookmark = loop.time()
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        watcher.sink = None
         tick.cancel()
         end.cancel()
         cache.unsubscribe(watcher)
