@@ -266,6 +266,11 @@ async def serve_watchers(n: int, port: int, data_dir: Path) -> None:
     await fleet.start()
     print("ready", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    # what the server sent is read to the end before counting (a loaded machine reads late)
+    deadline, seen = time.monotonic() + 30, -1
+    while fleet.events != seen and time.monotonic() < deadline:
+        seen = fleet.events
+        await asyncio.sleep(0.5)
     await fleet.stop()
     usage = os.times()
     print(json.dumps({"events": fleet.events, "cpu_s": usage.user + usage.system}), flush=True)
