@@ -226,7 +226,7 @@ class KubeApi(Writes):
         if path == "/version":
             return dump(discovery.version_info())
         if path in ("/api", "/apis") and discovery.wants_aggregated(request.headers.get("Accept", "")):
-            body = msgspec.json.encode(discovery.aggregated(core=path == "/api"))
+            body = discovery.aggregated_json(path == "/api")  # built once
             return web.Response(body=body, headers={"Content-Type": discovery.AGGREGATED, "Vary": "Accept"})
         if path == "/api":
             return dump(discovery.api_versions(f"{request.host}"))
