@@ -5,7 +5,8 @@ they may do, like upstream's default ClusterRoles bound to a group:
 
 * ``system:masters``: everything (upstream's ``cluster-admin``; the ``admin`` user);
 * ``draflow:edit``: read everything, write namespaced objects (pods, claims, claim templates,
-  deployments, jobs ... in any namespace), not ResourceQuotas and nothing cluster-scoped
+  deployments and their scale, jobs ... in any namespace), not their ``status`` (what the
+  controllers and kubelets report), not ResourceQuotas or Leases and nothing cluster-scoped
   (nodes, namespaces, DeviceClasses, ResourceSlices), as upstream's ``edit`` role;
 * ``draflow:view``: read (get, list, watch) everything, as upstream's ``view`` role;
 * ``system:authenticated`` alone: discovery, ``/version``, the OpenAPI documents and its own
@@ -40,8 +41,12 @@ __all__ = [
 VIEW = "draflow:view"
 EDIT = "draflow:edit"
 READ_VERBS = frozenset({"get", "list", "watch"})
-# namespaced resources the edit role may read but not write (upstream's edit: quota is the admin's)
-_EDIT_READ_ONLY = frozenset({("", "resourcequotas")})
+# namespaced resources the edit role may read but not write, as upstream's edit role: quota is the
+# admin's, a Lease is a node's heartbeat (writing one would fake a node's liveness)
+_EDIT_READ_ONLY = frozenset({("", "resourcequotas"), ("coordination.k8s.io", "leases")})
+# subresources the edit role may write: not ``status`` (what controllers and kubelets report: a
+# claim's allocation, a pod's phase), only a Deployment's ``scale``
+_EDIT_SUBRESOURCES = frozenset({"", "scale"})
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ def allowed(user: User, a: Attributes) -> bool:
         and a.namespaced
         and bool(a.namespace)
         and (a.group, a.resource) not in _EDIT_READ_ONLY
+        and a.subresource in _EDIT_SUBRESOURCES
         and a.verb in {"create", "update", "patch", "delete", "deletecollection"}
     )
 

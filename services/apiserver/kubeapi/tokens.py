@@ -116,7 +116,7 @@ def add_user(directory: Path, name: str, groups: list[str]) -> tuple[str, User]:
 def remove_user(directory: Path, name: str) -> None:
     if name == ADMIN:
         raise TokenError(
-            f'user "{ADMIN}" is the administrator every other token is managed with; it is not revoked'
+            f'user "{ADMIN}" is the administrator (the data dir\'s own kubeconfig); it is not revoked'
         )
     path = directory / TOKENS_FILE
     entries = read_tokens(path) if path.exists() else []

@@ -51,7 +51,9 @@ DELETE_ALL_NS = Attributes("deletecollection", "", "pods", True)
         (ALICE, CREATE_POD, False),
         (ALICE, STATUS, False),
         (BOB, CREATE_POD, True),
-        (BOB, STATUS, True),
+        (BOB, STATUS, False),  # status is what controllers and kubelets report
+        (BOB, Attributes("patch", "apps", "deployments", True, "default", "d", "scale"), True),
+        (BOB, Attributes("update", "coordination.k8s.io", "leases", True, "kube-node-lease", "n"), False),
         (BOB, LIST_PODS, True),
         (BOB, CREATE_CLASS, False),  # cluster-scoped: the admin's
         (BOB, PATCH_QUOTA, False),  # quota is the admin's, as upstream's edit role

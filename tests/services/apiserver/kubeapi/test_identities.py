@@ -100,6 +100,20 @@ async def test_an_editor_writes_in_a_namespace_as_itself(
     last = await apiserver.events.last(apiserver.store.subject("Pod", "default", "web"))
     assert last is not None and last.actor == "user:bob"
 
+    # status is what the controllers and kubelets report: not an editor's to write
+    status = await kubectl(
+        kube,
+        "patch",
+        "pod",
+        "web",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status":{"phase":"Running"}}',
+        check=False,
+        kubeconfig=bob,
+    )
+    assert 'User "bob" cannot patch resource "pods/status" in API group ""' in status.err, status.err
     refused = await kubectl(kube, "apply", "-f", "-", stdin=CLASS, check=False, kubeconfig=bob)
     assert refused.rc == 1
     assert (
