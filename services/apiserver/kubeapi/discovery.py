@@ -17,9 +17,10 @@ import msgspec
 from draflow.services.apiserver.kubeapi.resources import Resource, groups, resources, verbs
 
 __all__ = [
-    "AGGREGATED",
+    "AGGREGATED_VERSIONS",
     "aggregated",
     "aggregated_json",
+    "aggregated_type",
     "api_group_list",
     "api_resource_list",
     "api_versions",
@@ -28,8 +29,8 @@ __all__ = [
 ]
 
 KUBE_VERSION = (1, 37, 0)
-# the media type of an aggregated discovery answer (and what a client puts in its Accept)
-AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+# the aggregated discovery versions served (the same document, v2beta1 for client-go < 1.30)
+AGGREGATED_VERSIONS = ("v2", "v2beta1")
 
 
 def version_info() -> dict[str, str]:
@@ -125,8 +126,9 @@ def api_resource_list(group: str, version: str) -> dict[str, Any] | None:
     }
 
 
-def wants_aggregated(accept: str) -> bool:
-    """Whether the first acceptable type of ``accept`` is aggregated discovery v2 as JSON (kubectl
+def wants_aggregated(accept: str) -> str | None:
+    """The aggregated discovery version (``v2``, or ``v2beta1`` of client-go before 1.30) the
+    first acceptable type of ``accept`` asks for as JSON, None for the legacy documents (kubectl
     lists the protobuf variants first: those are skipped, the answer is JSON either way)."""
     for part in accept.split(","):
         media, *raw = (p.strip() for p in part.split(";"))
@@ -134,14 +136,19 @@ def wants_aggregated(accept: str) -> bool:
         if media not in ("application/json", "*/*", "application/*"):
             continue
         if "as" not in params:
-            return False  # plain JSON: the legacy documents
-        if (params.get("g"), params.get("v"), params["as"]) == (
-            "apidiscovery.k8s.io",
-            "v2",
-            "APIGroupDiscoveryList",
+            return None  # plain JSON: the legacy documents
+        if (
+            params.get("g") == "apidiscovery.k8s.io"
+            and params.get("v") in AGGREGATED_VERSIONS
+            and params["as"] == "APIGroupDiscoveryList"
         ):
-            return True
-    return False
+            return params["v"]
+    return None
+
+
+def aggregated_type(version: str) -> str:
+    """The Content-Type of an aggregated discovery answer in ``version``."""
+    return f"application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList"
 
 
 def _gvk(group: str, version: str, kind: str) -> dict[str, str]:
@@ -182,7 +189,7 @@ def _aggregated_resource(r: Resource, version: str) -> dict[str, Any]:
     return out
 
 
-def aggregated(core: bool) -> dict[str, Any]:
+def aggregated(core: bool, version: str = "v2") -> dict[str, Any]:
     """The ``APIGroupDiscoveryList`` of ``/api`` (``core``: the legacy group "") or ``/apis``
     (every named group), versions in order of preference."""
     items = []
@@ -208,13 +215,13 @@ def aggregated(core: bool) -> dict[str, Any]:
         )
     return {
         "kind": "APIGroupDiscoveryList",
-        "apiVersion": "apidiscovery.k8s.io/v2",
+        "apiVersion": f"apidiscovery.k8s.io/{version}",
         "metadata": {},
         "items": items,
     }
 
 
-@lru_cache(maxsize=2)
-def aggregated_json(core: bool) -> bytes:
+@lru_cache(maxsize=4)
+def aggregated_json(core: bool, version: str = "v2") -> bytes:
     """``aggregated`` encoded once (the served kinds do not change while the process runs)."""
-    return msgspec.json.encode(aggregated(core))
+    return msgspec.json.encode(aggregated(core, version))

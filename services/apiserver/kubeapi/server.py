@@ -225,9 +225,11 @@ class KubeApi(Writes):
             return web.Response(text="ok")
         if path == "/version":
             return dump(discovery.version_info())
-        if path in ("/api", "/apis") and discovery.wants_aggregated(request.headers.get("Accept", "")):
-            body = discovery.aggregated_json(path == "/api")  # built once
-            return web.Response(body=body, headers={"Content-Type": discovery.AGGREGATED, "Vary": "Accept"})
+        aggregated = discovery.wants_aggregated(request.headers.get("Accept", ""))
+        if path in ("/api", "/apis") and aggregated is not None:
+            body = discovery.aggregated_json(path == "/api", aggregated)  # built once
+            headers = {"Content-Type": discovery.aggregated_type(aggregated), "Vary": "Accept"}
+            return web.Response(body=body, headers=headers)
         if path == "/api":
             return dump(discovery.api_versions(f"{request.host}"))
         if path == "/apis":

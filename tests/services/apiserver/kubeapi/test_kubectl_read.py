@@ -187,3 +187,8 @@ async def test_aggregated_discovery(kube: Kube) -> None:
     assert core["metadata"]["name"] == "" and core["versions"][0]["version"] == "v1"
     code, body = await http(kube, "GET", "/apis")
     assert json.loads(body)["kind"] == "APIGroupList"
+    # client-go before 1.30 (k9s and controllers built with it) asks for v2beta1 first
+    older = aggregated.replace("v=v2;", "v=v2beta1;")
+    code, body = await http(kube, "GET", "/apis", accept=f"{older},application/json")
+    assert code == 200 and json.loads(body)["apiVersion"] == "apidiscovery.k8s.io/v2beta1"
+    assert json.loads(body)["items"] == doc["items"]
