@@ -199,10 +199,10 @@ class WatchCache:
         switch; the others (and backed-up connections) are woken to write themselves."""
         self._flush = None
         self._blocks.clear()
-        for w in self._dirty:
+        dirty, self._dirty = self._dirty, set()
+        for w in dirty:
             if w.sink is None or not w.sink():
                 w.wake.set()
-        self._dirty.clear()
         self.flushed_at = asyncio.get_running_loop().time()  # and again after each woken one writes
 
     def block(self, queue: deque[Entry], version: str, res: Resource, namespace: str | None) -> bytes:
