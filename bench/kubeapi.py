@@ -348,8 +348,8 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
         if watchers:
             per_pod = fleet.cpu_s * 1000 / max(1, results[watchers].get("pods_created", 1))
             print(
-                f"the watchers received {fleet.events} events; their process used "
-                f"{fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
+                f"the watchers received {fleet.events} events until the apiserver stopped; their "
+                f"process used {fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
             )
             results[watchers]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
     base = results[0]["steady_pods_per_s"]
