@@ -43,13 +43,17 @@ class RequestData:
         "class_",
         "class_selectors",
         "constraints",
+        "exceeded",
         "label",
+        "misses",
         "name",
         "num_devices",
+        "reached",
         "request_selectors",
         "selectable",
         "sub",
         "tolerations",
+        "tried",
         "usable",
     )
 
@@ -81,6 +85,13 @@ class RequestData:
         self.selectable: dict[PreparedDevice, bool] = {}
         # Device -> search verdict: 0 unusable, 1 usable, 2 usable if its capacity still fits.
         self.usable: dict[PreparedDevice, int] = {}
+        # What the search learnt, for the diagnosis of a failed Allocate (see diagnosis.py):
+        # whether it looked for devices, the most it held at once, whether the claim's 32-results
+        # limit stopped it, and constraint -> devices that constraint turned away.
+        self.tried = False
+        self.reached = 0
+        self.exceeded = False
+        self.misses: dict[str, set[tuple[str, str, str]]] | None = None
 
 
 class RequestSlot:
