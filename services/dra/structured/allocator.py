@@ -5,9 +5,10 @@
     results = alloc.allocate(node, [claim], timeout=0.5)   # list[AllocationResult] or None
 
 ``allocate`` returns one AllocationResult per claim (same order) or None when the claims do not
-fit on the node; then ``last_diagnosis`` says why, per (sub)request (``diagnosis.py``). It raises ``NodeAllocationError`` when the node has invalid pools and nothing
-else fits (other nodes may work), ``InvalidInputError`` for broken input (abort the pod's
-attempt), and ``AllocationTimeout`` when the time/step budget runs out.
+fit on the node; then ``last_diagnosis`` says why, per (sub)request (``diagnosis.py``). It
+raises ``NodeAllocationError`` when the node has invalid pools and nothing else fits (other
+nodes may work), ``InvalidInputError`` for broken input (abort the pod's attempt), and
+``AllocationTimeout`` when the time/step budget runs out.
 """
 
 from __future__ import annotations

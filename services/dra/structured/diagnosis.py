@@ -24,7 +24,12 @@ from collections.abc import Iterable
 from draflow.events.dra import MAX_NODE_NAMES, MAX_REQUEST_LINES, DeviceElimination, RequestDiagnosis
 from draflow.services.dra.structured.capacity import CapacityLedger
 from draflow.services.dra.structured.counters import CounterLedger
-from draflow.services.dra.structured.model import AllocatedState, AllocationTimeout, Features, InvalidInputError
+from draflow.services.dra.structured.model import (
+    AllocatedState,
+    AllocationTimeout,
+    Features,
+    InvalidInputError,
+)
 from draflow.services.dra.structured.pools import NodePools
 from draflow.services.dra.structured.prepared import PreparedDevice
 from draflow.services.dra.structured.requests import ClaimData, RequestData
@@ -59,8 +64,10 @@ def outcome(
     """The verdict in words, from the counts (shared with the scheduler's device-index lines)."""
     if all_devices and asked == 0:
         if selected == 0:
-            return f"no device of the node matches (class {device_class})" if class_matched else (
-                f"the node has no device of class {device_class}"
+            return (
+                f"no device of the node matches (class {device_class})"
+                if class_matched
+                else (f"the node has no device of class {device_class}")
             )
         return "allocationMode All: no usable device"
     if found >= asked:

@@ -21,7 +21,7 @@ from draflow.services.dra.structured.constraints import Constraint, DistinctAttr
 from draflow.services.dra.structured.model import RESULTS_MAX_SIZE, Features, InvalidInputError
 from draflow.services.dra.structured.prepared import PreparedDevice
 
-__all__ = ["ClaimData", "RequestData", "RequestSlot", "claim_ref", "validate_claims"]
+__all__ = ["ClaimData", "RequestData", "RequestSlot", "check_claims", "claim_ref", "validate_claims"]
 
 
 def claim_ref(claim: ResourceClaim) -> str:
@@ -233,3 +233,12 @@ def validate_claims(
                 rd.constraints = tuple(c for c in cd.constraints if c.covers(rd.base, rd.sub))
         out.append(cd)
     return out
+
+
+def check_claims(
+    claims: list[ResourceClaim], classes: Callable[[str], DeviceClass | None], features: Features
+) -> None:
+    """The checks of ``validate_claims`` that do not depend on a node's devices (feature gates,
+    classes, count modes, the 32-results limit counting All requests as no device, constraints):
+    raises the InvalidInputError every Allocate call would raise for these claims on any node."""
+    validate_claims(claims, classes, features, lambda rd: [])

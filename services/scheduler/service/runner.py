@@ -401,4 +401,5 @@ def diagnosis_event(
         post_filter_message=result.post_filter_message,
         snapshot_seq=position,
         instance=instance,
+        requests=result.requests,
     )

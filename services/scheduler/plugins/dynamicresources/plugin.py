@@ -41,6 +41,7 @@ import msgspec
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import RequestDiagnosis
 from draflow.services.dra.extended.claim import (
     MSG_STALE_CLAIM,
     NodeDecision,
@@ -62,7 +63,9 @@ from draflow.services.dra.structured import (
     InvalidInputError,
     NodeAllocationError,
 )
+from draflow.services.dra.structured.diagnosis import group
 from draflow.services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
+from draflow.services.dra.structured.requests import check_claims
 from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.decisions import ClaimBinding, ExtendedClaim
 from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
@@ -74,6 +77,7 @@ from draflow.services.scheduler.plugins.dynamicresources.precheck import (
     Estimate,
     Slot,
     compile_slots,
+    index_diagnosis,
     precheck,
     selector_errors,
 )
@@ -99,6 +103,7 @@ class DRAState:
     __slots__ = (
         "allocator",
         "claims",
+        "diagnoses",
         "estimates",
         "ext_allocation",
         "ext_nodes",
@@ -106,6 +111,7 @@ class DRAState:
         "extended",
         "fingerprint",
         "indexed",
+        "invalid",
         "node_allocations",
         "selectors",
         "slots",
@@ -126,6 +132,10 @@ class DRAState:
         self.allocator: Allocator | None = None
         self.fingerprint: tuple[bytes, ...] | None = None
         self.node_allocations: dict[str, list[AllocationResult]] = {}
+        # node -> the allocator's per-request diagnosis where it found no fit
+        self.diagnoses: dict[str, list[RequestDiagnosis]] = {}
+        # a claim the allocator refuses on any node (e.g. over 32 devices): Filter's error
+        self.invalid = ""
         # nodes that passed Filter where a selector fails on some device (see ``suspects``)
         self.suspects: list[NodeInfo] = []
         # KEP-5004: the special claim PreFilter found or made (None: no DRA extended resources),
@@ -187,8 +197,9 @@ class DynamicResources:
     weight = 1
 
     def __init__(self) -> None:
-        # (node, claim specs) -> release stamp of the node when the allocator said no.
-        self._negative: dict[tuple[str, tuple[bytes, ...]], tuple[int, int, int]] = {}
+        # (node, claim specs) -> release stamp of the node when the allocator said no, and what it
+        # said (the claims it was about and its diagnosis)
+        self._negative: dict[tuple[str, tuple[bytes, ...]], _Negative] = {}
 
     def events_to_register(self) -> list[EventRegistration]:
         return registrations()
@@ -242,6 +253,11 @@ class DynamicResources:
             if status is not None:
                 return status
         if data.to_allocate:
+            try:
+                check_claims(data.to_allocate, cluster.classes.get, state.config.features)
+            except InvalidInputError as exc:
+                # upstream's allocator raises this on every node its Filter asks about
+                data.invalid = str(exc)
             data.slots = compile_slots(data.to_allocate, cluster.classes)
             if data.slots:
                 data.indexed = indexed_precheck(cluster, data.slots)
@@ -251,6 +267,8 @@ class DynamicResources:
     # -- Filter -------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         data: DRAState = state.data[NAME]
+        if data.invalid:
+            return error(data.invalid, plugin=NAME)
         if data.extended is not None:
             d = decide_node(pod, data.extended, node.allocatable, state.cluster.extended)
             if d.status == "unschedulable":
@@ -287,7 +305,7 @@ class DynamicResources:
         self, state: CycleState, pod: Pod, nodes: list[NodeInfo], rejected: list[tuple[NodeInfo, Status]]
     ) -> list[NodeInfo]:
         data: DRAState = state.data[NAME]
-        if data.indexed is not None and not data.selectors and data.extended is None:
+        if data.indexed is not None and not data.selectors and data.extended is None and not data.invalid:
             return data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
         kept = []
         for node in nodes:
@@ -323,7 +341,9 @@ class DynamicResources:
             fingerprint = (*fingerprint, msgspec.json.encode(claims[-1].spec))
         key = (node.name, fingerprint)
         stamp = cluster.devices.release_stamp(node.name)
-        if self._negative.get(key) == stamp:
+        cached = self._negative.get(key)
+        if cached is not None and cached.stamp == stamp:
+            data.diagnoses[node.name] = cached.lines_for(claims)
             return _CANNOT_ALLOCATE
         allocator = data.allocator
         if allocator is None:
@@ -349,10 +369,35 @@ class DynamicResources:
         if results is None or len(results) != len(claims):
             if len(self._negative) >= _NEGATIVE_CACHE_MAX:
                 self._negative.clear()
-            self._negative[key] = stamp
+            lines = allocator.last_diagnosis
+            data.diagnoses[node.name] = lines
+            self._negative[key] = _Negative(stamp, _refs(claims), lines)
             return _CANNOT_ALLOCATE
         data.node_allocations[node.name] = results
         return None
+
+    def request_diagnosis(
+        self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
+    ) -> tuple[RequestDiagnosis, ...]:
+        """Per request, why the nodes this plugin rejected with "cannot allocate all claims" had
+        no room: the allocator's diagnosis where it ran, the precheck's index counts elsewhere;
+        nodes with the same outcome grouped. Asked once per failed cycle."""
+        data: DRAState | None = state.data.get(NAME)
+        if data is None or not data.to_allocate:
+            return ()
+        cluster = state.cluster
+        lines: list[RequestDiagnosis] = []
+        for node_name, status in statuses.items():
+            if status.plugin != NAME or status.reasons != (CANNOT_ALLOCATE,):
+                continue
+            found = data.diagnoses.get(node_name)
+            if found is not None:
+                lines += found
+                continue
+            node = cluster.nodes.get(node_name)
+            if node is not None and data.slots:
+                lines += index_diagnosis(cluster.devices, node, data.slots)
+        return group(lines)
 
     # -- PostFilter / Score ---------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:
@@ -451,6 +496,32 @@ class DynamicResources:
         if data is None or data.ext_plan is None or data.ext_plan[0] != node_name:
             return None
         return data.ext_plan[1]
+
+
+def _refs(claims: list[ResourceClaim]) -> tuple[str, ...]:
+    return tuple(f"{c.metadata.namespace}/{c.metadata.name}" for c in claims)
+
+
+class _Negative:
+    """A negative-cache entry: the node's release stamp when the allocator said no, and its
+    diagnosis (reused for another pod whose claims have the same specs, named after its claims;
+    the counts are those of the allocator run)."""
+
+    __slots__ = ("lines", "refs", "stamp")
+
+    def __init__(
+        self, stamp: tuple[int, int, int], refs: tuple[str, ...], lines: list[RequestDiagnosis]
+    ) -> None:
+        self.stamp = stamp
+        self.refs = refs
+        self.lines = lines
+
+    def lines_for(self, claims: list[ResourceClaim]) -> list[RequestDiagnosis]:
+        refs = _refs(claims)
+        if refs == self.refs:
+            return self.lines
+        rename = dict(zip(self.refs, refs, strict=False))
+        return [msgspec.structs.replace(x, claim=rename.get(x.claim, x.claim)) for x in self.lines]
 
 
 def _check_classes(claim: ResourceClaim, classes: Mapping[str, object]) -> Status | None:

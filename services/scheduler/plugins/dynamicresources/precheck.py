@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.events.dra import DeviceElimination, RequestDiagnosis
+from draflow.services.dra.structured.diagnosis import ALLOCATED, outcome
 from draflow.services.scheduler.framework.devices import DeviceIndex, Sig
 from draflow.services.scheduler.framework.devorder import SigOrder
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
@@ -30,6 +32,7 @@ __all__ = [
     "compile_indexed",
     "compile_slots",
     "evaluate",
+    "index_diagnosis",
     "precheck",
     "selector_errors",
 ]
@@ -43,7 +46,7 @@ Counts = tuple[int, int, int]
 
 
 class Option:
-    __slots__ = ("admin", "all_mode", "cls", "count", "sig")
+    __slots__ = ("admin", "all_mode", "claim", "cls", "count", "request", "sig")
 
     def __init__(self, sig: Sig, cls: DeviceClass, count: int, all_mode: bool, admin: bool) -> None:
         self.sig = sig
@@ -51,6 +54,9 @@ class Option:
         self.count = count
         self.all_mode = all_mode
         self.admin = admin
+        # who asks, for the diagnosis: "namespace/name" and the (sub)request's name
+        self.claim = ""
+        self.request = ""
 
 
 class Slot:
@@ -86,6 +92,8 @@ def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClas
     """Slots for the precheck; None when some request cannot be prechecked (allocator only)."""
     slots: list[Slot] = []
     for claim in claims:
+        meta = claim.metadata
+        ref = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         for req in claim.spec.devices.requests:
             ex = req.exactly
             if ex is not None:
@@ -94,6 +102,7 @@ def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClas
                 opt = _option(ex.device_class_name, ex.selectors, mode, ex.count, admin, classes)
                 if opt is None:
                     return None
+                opt.claim, opt.request = ref, req.name
                 slots.append(Slot((opt,), False))
                 continue
             options: list[Option] = []
@@ -102,6 +111,7 @@ def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClas
                 opt = _option(sub.device_class_name, sub.selectors, mode, sub.count, False, classes)
                 if opt is None:
                     return None
+                opt.claim, opt.request = ref, f"{req.name}/{sub.name}"
                 options.append(opt)
             if not options:
                 return None
@@ -121,6 +131,66 @@ def precheck(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> Estim
         return (entry.free, len(entry.devices), entry.multi)
 
     return evaluate(slots, counts)
+
+
+def index_diagnosis(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> list[RequestDiagnosis]:
+    """Why the precheck turned ``node`` away, per (sub)request, from the index counts it used:
+    devices of the class, of those the ones the request's selectors accept, how many are
+    allocated, and what was left after the pod's earlier requests took their share (the order
+    ``evaluate`` takes them in). Only asked about rejected nodes, after the cycle failed."""
+    nd = index.node(node.name, node.labels)
+    if nd.error is not None:
+        return []
+    name = node.name
+    needed: dict[Sig, int] = {}
+    out: list[RequestDiagnosis] = []
+    for slot in slots:
+        chosen = False
+        for opt in slot.options:
+            entry = index.entry(nd, name, opt.sig, opt.cls)
+            class_entry = index.entry(nd, name, (opt.sig[0], ()), opt.cls) if opt.sig[1] else entry
+            selected = entry.total
+            allocated = 0 if opt.admin else len(entry.devices) - entry.free
+            usable = selected - allocated
+            if opt.all_mode:
+                asked = selected
+                found = usable if not chosen else 0
+            else:
+                asked = opt.count
+                found = min(asked, max(0, usable - needed.get(opt.sig, 0)))
+            ok = found >= asked and (asked > 0 or not opt.all_mode)
+            if ok and not chosen:
+                chosen = True
+                if not opt.admin and not opt.all_mode:
+                    needed[opt.sig] = needed.get(opt.sig, 0) + asked
+            out.append(
+                RequestDiagnosis(
+                    claim=opt.claim,
+                    request=opt.request,
+                    device_class=opt.sig[0],
+                    asked=asked,
+                    all_devices=opt.all_mode,
+                    admin_access=opt.admin,
+                    class_matched=class_entry.total,
+                    selected=selected,
+                    eliminated=(DeviceElimination(reason=ALLOCATED, devices=allocated),) if allocated else (),
+                    usable=usable,
+                    found=found,
+                    outcome=outcome(
+                        asked,
+                        opt.all_mode,
+                        class_entry.total,
+                        selected,
+                        usable,
+                        found,
+                        device_class=opt.sig[0],
+                    ),
+                    source="device index",
+                    nodes=1,
+                    node_names=(name,),
+                )
+            )
+    return out
 
 
 def selector_errors(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> bool:
