@@ -35,7 +35,7 @@ from draflow.services.dra.structured.prepared import PreparedDevice
 from draflow.services.dra.structured.requests import ClaimData, RequestData
 from draflow.services.dra.structured.selection import selectors_match, taint_blocks
 
-__all__ = ["diagnose", "group", "outcome"]
+__all__ = ["diagnose", "event_message", "explain_lines", "group", "outcome"]
 
 # Elimination reasons, in the order the search checks them (the first one that applies counts).
 CEL_ERROR = "CEL error"
@@ -274,3 +274,35 @@ def group(lines: Iterable[RequestDiagnosis], limit: int = MAX_REQUEST_LINES) -> 
         merged = [x for x in merged if id(x) in keep]
     merged.sort(key=lambda x: (order[(x.claim, x.request)], -x.nodes))
     return tuple(merged)
+
+
+def _counts(r: RequestDiagnosis) -> str:
+    admin = "admin access, " if r.admin_access else ""
+    asked = f"all ({r.asked})" if r.all_devices else str(r.asked)
+    counts = [f"class {r.device_class} matched {r.class_matched}", f"selectors {r.selected}"]
+    if r.eliminated:
+        counts.append("eliminated " + ", ".join(f"{e.reason} {e.devices}" for e in r.eliminated))
+    counts += [f"usable {r.usable}", f"found {r.found}"]
+    return f"{admin}asked {asked}: {'; '.join(counts)}"
+
+
+def _where(r: RequestDiagnosis) -> str:
+    more = r.nodes - len(r.node_names)
+    names = ", ".join(r.node_names) + (f" (+{more} more)" if more > 0 else "")
+    return f"on {r.nodes} node{'s' if r.nodes != 1 else ''} ({names})"
+
+
+def explain_lines(r: RequestDiagnosis) -> list[str]:
+    """The line in words, as ``draflow explain`` prints it: verdict, counts, nodes."""
+    source = f", per the {r.source}" if r.source else ""
+    return [
+        f"claim {r.claim}, request {r.request}: {r.outcome}",
+        f"  {_counts(r)}",
+        f"  {_where(r)}{source}",
+    ]
+
+
+def event_message(r: RequestDiagnosis, about: str) -> str:
+    """One line for a Kubernetes Event; ``about`` names what the Event's object is not
+    (``pod default/p`` on the claim's Event, ``claim default/c`` on the pod's)."""
+    return f"{about}, request {r.request}: {r.outcome} ({_counts(r)}) {_where(r)}"

@@ -238,6 +238,7 @@ def test_constraint_failure_is_cached_per_node_until_room_comes_back() -> None:
     stamp = entry.stamp
     assert stamp == core.cluster.devices.release_stamp("n1")
     # the second pod's diagnosis came from the cached verdict, named after its own claim
+    assert isinstance(result, Unschedulable)
     assert [x.claim for x in result.requests] == ["default/q-gpu"]
     core.observe(make_claim("z", allocation=make_allocation("dev-0", node="n1", pool="n1")))
     core.observe_deleted("ResourceClaim", "default", "z")  # a release on n1

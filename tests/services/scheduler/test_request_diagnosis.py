@@ -3,10 +3,12 @@ why, next to kube-scheduler's unchanged message; and allocator errors reported a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
-from draflow.events.api.resource_v1 import DeviceConstraint
-from draflow.services.scheduler.framework import SchedulingError, Unschedulable
+from draflow.events.api.resource_v1 import DeviceConstraint, DeviceRequest
+from draflow.services.scheduler.framework import Scheduler, SchedulingError, Unschedulable
 from draflow.services.scheduler.service.runner import diagnosis_event
 from tests.builders import (
     exact,
@@ -27,7 +29,9 @@ pytestmark = pytest.mark.kep4381
 NO_MATCH = 'device.attributes["gpu.example.com"].index == 99'
 
 
-def _unschedulable(core, *requests, constraints=()):  # type: ignore[no-untyped-def]
+def _unschedulable(
+    core: Scheduler, *requests: DeviceRequest, constraints: Sequence[DeviceConstraint] = ()
+) -> Unschedulable:
     pod = make_pod("p", template_claims={"gpu": "gpu-template"}, statuses={"gpu": "p-gpu"})
     core.observe(make_claim("p-gpu", *requests, owner=pod, constraints=constraints))
     result = core.schedule(pod)

@@ -61,7 +61,10 @@ def test_taints_eliminate() -> None:
     devices = [make_device(f"dev-{i}") for i in range(3)]
     tainted = make_device("dev-3")
     tainted = tainted.__class__(
-        **{**{f: getattr(tainted, f) for f in tainted.__struct_fields__}, "taints": (DeviceTaint(key="broken", effect="NoSchedule"),)}
+        **{
+            **{f: getattr(tainted, f) for f in tainted.__struct_fields__},
+            "taints": (DeviceTaint(key="broken", effect="NoSchedule"),),
+        }
     )
     (line,) = _fail([exact(count=4)], [make_slice("node-1", [*devices, tainted])])
     assert _reasons(line) == {"taints": 1}
@@ -101,7 +104,9 @@ def test_a_fit_leaves_no_diagnosis() -> None:
 
 def test_claim_limit_is_an_error_not_a_diagnosis() -> None:
     alloc = Allocator([make_slice("node-1", 8)], CLASSES)
-    with pytest.raises(InvalidInputError, match="number of requested devices 40 exceeds the claim limit of 32"):
+    with pytest.raises(
+        InvalidInputError, match="number of requested devices 40 exceeds the claim limit of 32"
+    ):
         alloc.allocate(NODE, [make_claim("c", exact(count=40))])
 
 
