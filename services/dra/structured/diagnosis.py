@@ -17,6 +17,7 @@ about hundreds of nodes; the event keeps a handful of lines).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 from collections.abc import Iterable
@@ -35,7 +36,7 @@ from draflow.services.dra.structured.prepared import PreparedDevice
 from draflow.services.dra.structured.requests import ClaimData, RequestData
 from draflow.services.dra.structured.selection import selectors_match, taint_blocks
 
-__all__ = ["diagnose", "event_message", "explain_lines", "group", "outcome"]
+__all__ = ["diagnose", "event_message", "explain_lines", "group", "natural", "outcome"]
 
 # Elimination reasons, in the order the search checks them (the first one that applies counts).
 CEL_ERROR = "CEL error"
@@ -226,7 +227,9 @@ def diagnose(
 _DIGITS = re.compile(r"(\d+)")
 
 
-def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
+@functools.lru_cache(maxsize=8192)
+def natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key: node-2 before node-10 (memoised: the same node names come back every attempt)."""
     return tuple((1, int(p)) if p.isdigit() else (0, p) for p in _DIGITS.split(name))
 
 
@@ -264,7 +267,7 @@ def group(lines: Iterable[RequestDiagnosis], limit: int = MAX_REQUEST_LINES) -> 
             **{
                 **{f: getattr(first, f) for f in first.__struct_fields__},
                 "nodes": count,
-                "node_names": tuple(heapq.nsmallest(MAX_NODE_NAMES, names, key=_natural)),
+                "node_names": tuple(heapq.nsmallest(MAX_NODE_NAMES, names, key=natural)),
             }
         )
         for first, names, count in groups.values()

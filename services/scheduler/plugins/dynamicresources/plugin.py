@@ -63,7 +63,6 @@ from draflow.services.dra.structured import (
     InvalidInputError,
     NodeAllocationError,
 )
-from draflow.services.dra.structured.diagnosis import group
 from draflow.services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
 from draflow.services.dra.structured.requests import check_claims
 from draflow.services.scheduler.framework.cluster import ClusterState
@@ -71,13 +70,13 @@ from draflow.services.scheduler.framework.decisions import ClaimBinding, Extende
 from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from draflow.services.scheduler.plugins.dynamicresources.diagnosis import Negative, explain_nodes, refs
 from draflow.services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
 from draflow.services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
 from draflow.services.scheduler.plugins.dynamicresources.precheck import (
     Estimate,
     Slot,
     compile_slots,
-    index_diagnosis,
     precheck,
     selector_errors,
 )
@@ -134,8 +133,9 @@ class DRAState:
         self.node_allocations: dict[str, list[AllocationResult]] = {}
         # node -> the allocator's per-request diagnosis where it found no fit
         self.diagnoses: dict[str, list[RequestDiagnosis]] = {}
-        # a claim the allocator refuses on any node (e.g. over 32 devices): Filter's error
-        self.invalid = ""
+        # why the allocator would refuse the claims on any node (e.g. over 32 devices): Filter's
+        # error; None until a node is turned away by the precheck (only then is it looked for)
+        self.invalid: str | None = None
         # nodes that passed Filter where a selector fails on some device (see ``suspects``)
         self.suspects: list[NodeInfo] = []
         # KEP-5004: the special claim PreFilter found or made (None: no DRA extended resources),
@@ -199,7 +199,7 @@ class DynamicResources:
     def __init__(self) -> None:
         # (node, claim specs) -> release stamp of the node when the allocator said no, and what it
         # said (the claims it was about and its diagnosis)
-        self._negative: dict[tuple[str, tuple[bytes, ...]], _Negative] = {}
+        self._negative: dict[tuple[str, tuple[bytes, ...]], Negative] = {}
 
     def events_to_register(self) -> list[EventRegistration]:
         return registrations()
@@ -253,11 +253,6 @@ class DynamicResources:
             if status is not None:
                 return status
         if data.to_allocate:
-            try:
-                check_claims(data.to_allocate, cluster.classes.get, state.config.features)
-            except InvalidInputError as exc:
-                # upstream's allocator raises this on every node its Filter asks about
-                data.invalid = str(exc)
             data.slots = compile_slots(data.to_allocate, cluster.classes)
             if data.slots:
                 data.indexed = indexed_precheck(cluster, data.slots)
@@ -267,8 +262,6 @@ class DynamicResources:
     # -- Filter -------------------------------------------------------------------------------
     def filter(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
         data: DRAState = state.data[NAME]
-        if data.invalid:
-            return error(data.invalid, plugin=NAME)
         if data.extended is not None:
             d = decide_node(pod, data.extended, node.allocatable, state.cluster.extended)
             if d.status == "unschedulable":
@@ -292,7 +285,7 @@ class DynamicResources:
             else:
                 estimate = precheck(state.cluster.devices, node, data.slots)
             if estimate is None:
-                return _CANNOT_ALLOCATE
+                return _no_fit(state, data)
             data.estimates[node.name] = estimate
             devices = state.cluster.devices
             if devices.any_errors and selector_errors(devices, node, data.slots):
@@ -305,8 +298,14 @@ class DynamicResources:
         self, state: CycleState, pod: Pod, nodes: list[NodeInfo], rejected: list[tuple[NodeInfo, Status]]
     ) -> list[NodeInfo]:
         data: DRAState = state.data[NAME]
-        if data.indexed is not None and not data.selectors and data.extended is None and not data.invalid:
-            return data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
+        if data.indexed is not None and not data.selectors and data.extended is None:
+            before = len(rejected)
+            kept = data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
+            if len(rejected) > before:
+                refused = _no_fit(state, data)
+                if refused is not _CANNOT_ALLOCATE:
+                    rejected[before:] = [(node, refused) for node, _ in rejected[before:]]
+            return kept
         kept = []
         for node in nodes:
             status = self.filter(state, pod, node)
@@ -371,7 +370,7 @@ class DynamicResources:
                 self._negative.clear()
             lines = allocator.last_diagnosis
             data.diagnoses[node.name] = lines
-            self._negative[key] = _Negative(stamp, _refs(claims), lines)
+            self._negative[key] = Negative(stamp, refs(claims), lines)
             return _CANNOT_ALLOCATE
         data.node_allocations[node.name] = results
         return None
@@ -380,24 +379,12 @@ class DynamicResources:
         self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
     ) -> tuple[RequestDiagnosis, ...]:
         """Per request, why the nodes this plugin rejected with "cannot allocate all claims" had
-        no room: the allocator's diagnosis where it ran, the precheck's index counts elsewhere;
-        nodes with the same outcome grouped. Asked once per failed cycle."""
+        no room (``diagnosis.py``). Asked once per failed cycle."""
         data: DRAState | None = state.data.get(NAME)
         if data is None or not data.to_allocate:
             return ()
-        cluster = state.cluster
-        lines: list[RequestDiagnosis] = []
-        for node_name, status in statuses.items():
-            if status.plugin != NAME or status.reasons != (CANNOT_ALLOCATE,):
-                continue
-            found = data.diagnoses.get(node_name)
-            if found is not None:
-                lines += found
-                continue
-            node = cluster.nodes.get(node_name)
-            if node is not None and data.slots:
-                lines += index_diagnosis(cluster.devices, node, data.slots)
-        return group(lines)
+        rejected = [n for n, st in statuses.items() if st.plugin == NAME and st.reasons == (CANNOT_ALLOCATE,)]
+        return explain_nodes(state.cluster, rejected, data.diagnoses, data.slots)
 
     # -- PostFilter / Score ---------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:
@@ -498,30 +485,20 @@ class DynamicResources:
         return data.ext_plan[1]
 
 
-def _refs(claims: list[ResourceClaim]) -> tuple[str, ...]:
-    return tuple(f"{c.metadata.namespace}/{c.metadata.name}" for c in claims)
-
-
-class _Negative:
-    """A negative-cache entry: the node's release stamp when the allocator said no, and its
-    diagnosis (reused for another pod whose claims have the same specs, named after its claims;
-    the counts are those of the allocator run)."""
-
-    __slots__ = ("lines", "refs", "stamp")
-
-    def __init__(
-        self, stamp: tuple[int, int, int], refs: tuple[str, ...], lines: list[RequestDiagnosis]
-    ) -> None:
-        self.stamp = stamp
-        self.refs = refs
-        self.lines = lines
-
-    def lines_for(self, claims: list[ResourceClaim]) -> list[RequestDiagnosis]:
-        refs = _refs(claims)
-        if refs == self.refs:
-            return self.lines
-        rename = dict(zip(self.refs, refs, strict=False))
-        return [msgspec.structs.replace(x, claim=rename.get(x.claim, x.claim)) for x in self.lines]
+def _no_fit(state: CycleState, data: DRAState) -> Status:
+    """The precheck turned a node away: "cannot allocate all claims", unless the allocator would
+    refuse these claims on any node (the checks that need no node: over 32 devices, disabled
+    features...). Upstream's allocator raises that on every node its Filter asks about, an error
+    that aborts the attempt; the precheck must not turn it into "no fit". Looked for once per
+    cycle, and only here: on a node that passes the precheck the allocator raises it itself."""
+    if data.invalid is None:
+        try:
+            check_claims(data.to_allocate, state.cluster.classes.get, state.config.features)
+        except InvalidInputError as exc:
+            data.invalid = str(exc)
+        else:
+            data.invalid = ""
+    return error(data.invalid, plugin=NAME) if data.invalid else _CANNOT_ALLOCATE
 
 
 def _check_classes(claim: ResourceClaim, classes: Mapping[str, object]) -> Status | None:

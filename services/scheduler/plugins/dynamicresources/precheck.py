@@ -14,11 +14,12 @@ matching devices stay free after the pod takes its share (the bin-packing criter
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
-from draflow.events.dra import DeviceElimination, RequestDiagnosis
-from draflow.services.dra.structured.diagnosis import ALLOCATED, outcome
+from draflow.events.dra import MAX_NODE_NAMES, DeviceElimination, RequestDiagnosis
+from draflow.services.dra.structured.diagnosis import ALLOCATED, natural, outcome
 from draflow.services.scheduler.framework.devices import DeviceIndex, Sig
 from draflow.services.scheduler.framework.devorder import SigOrder
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
@@ -133,63 +134,73 @@ def precheck(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> Estim
     return evaluate(slots, counts)
 
 
-def index_diagnosis(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> list[RequestDiagnosis]:
-    """Why the precheck turned ``node`` away, per (sub)request, from the index counts it used:
+def index_diagnosis(
+    index: DeviceIndex, nodes: Iterable[NodeInfo], slots: Sequence[Slot]
+) -> list[RequestDiagnosis]:
+    """Why the precheck turned ``nodes`` away, per (sub)request, from the index counts it used:
     devices of the class, of those the ones the request's selectors accept, how many are
     allocated, and what was left after the pod's earlier requests took their share (the order
-    ``evaluate`` takes them in). Only asked about rejected nodes, after the cycle failed."""
-    nd = index.node(node.name, node.labels)
-    if nd.error is not None:
-        return []
-    name = node.name
-    needed: dict[Sig, int] = {}
-    out: list[RequestDiagnosis] = []
-    for slot in slots:
-        chosen = False
-        for opt in slot.options:
-            entry = index.entry(nd, name, opt.sig, opt.cls)
-            class_entry = index.entry(nd, name, (opt.sig[0], ()), opt.cls) if opt.sig[1] else entry
-            selected = entry.total
-            allocated = 0 if opt.admin else len(entry.devices) - entry.free
-            usable = selected - allocated
-            if opt.all_mode:
-                asked = selected
-                found = usable if not chosen else 0
-            else:
-                asked = opt.count
-                found = min(asked, max(0, usable - needed.get(opt.sig, 0)))
-            ok = found >= asked and (asked > 0 or not opt.all_mode)
-            if ok and not chosen:
-                chosen = True
-                if not opt.admin and not opt.all_mode:
-                    needed[opt.sig] = needed.get(opt.sig, 0) + asked
-            out.append(
-                RequestDiagnosis(
-                    claim=opt.claim,
-                    request=opt.request,
-                    device_class=opt.sig[0],
-                    asked=asked,
-                    all_devices=opt.all_mode,
-                    admin_access=opt.admin,
-                    class_matched=class_entry.total,
-                    selected=selected,
-                    eliminated=(DeviceElimination(reason=ALLOCATED, devices=allocated),) if allocated else (),
-                    usable=usable,
-                    found=found,
-                    outcome=outcome(
-                        asked,
-                        opt.all_mode,
-                        class_entry.total,
-                        selected,
-                        usable,
-                        found,
-                        device_class=opt.sig[0],
-                    ),
-                    source="device index",
-                    nodes=1,
-                    node_names=(name,),
+    ``evaluate`` takes them in). Nodes with the same counts make one line (grouped here, before
+    any line is built: hundreds of nodes cost a few dict entries each). Only asked about
+    rejected nodes, after the cycle failed."""
+    groups: dict[tuple[int, int, int, int, int, int, int], list[str]] = {}
+    for node in nodes:
+        nd = index.node(node.name, node.labels)
+        if nd.error is not None:
+            continue
+        name = node.name
+        needed: dict[Sig, int] = {}
+        for si, slot in enumerate(slots):
+            chosen = False
+            for oi, opt in enumerate(slot.options):
+                entry = index.entry(nd, name, opt.sig, opt.cls)
+                class_total = (
+                    index.entry(nd, name, (opt.sig[0], ()), opt.cls).total if opt.sig[1] else entry.total
                 )
+                selected = entry.total
+                allocated = 0 if opt.admin else len(entry.devices) - entry.free
+                usable = selected - allocated
+                if opt.all_mode:
+                    asked = selected
+                    found = usable if not chosen else 0
+                else:
+                    asked = opt.count
+                    found = min(asked, max(0, usable - needed.get(opt.sig, 0)))
+                if found >= asked and (asked > 0 or not opt.all_mode) and not chosen:
+                    chosen = True
+                    if not opt.admin and not opt.all_mode:
+                        needed[opt.sig] = needed.get(opt.sig, 0) + asked
+                key = (si, oi, class_total, selected, allocated, found, asked)
+                names = groups.get(key)
+                if names is None:
+                    groups[key] = [name]
+                else:
+                    names.append(name)
+    out: list[RequestDiagnosis] = []
+    for (si, oi, class_total, selected, allocated, found, asked), names in groups.items():
+        opt = slots[si].options[oi]
+        usable = selected - allocated
+        out.append(
+            RequestDiagnosis(
+                claim=opt.claim,
+                request=opt.request,
+                device_class=opt.sig[0],
+                asked=asked,
+                all_devices=opt.all_mode,
+                admin_access=opt.admin,
+                class_matched=class_total,
+                selected=selected,
+                eliminated=(DeviceElimination(reason=ALLOCATED, devices=allocated),) if allocated else (),
+                usable=usable,
+                found=found,
+                outcome=outcome(
+                    asked, opt.all_mode, class_total, selected, usable, found, device_class=opt.sig[0]
+                ),
+                source="device index",
+                nodes=len(names),
+                node_names=tuple(heapq.nsmallest(MAX_NODE_NAMES, names, key=natural)),
             )
+        )
     return out
 
 
