@@ -9,6 +9,8 @@ import pytest
 
 from draflow.events.api.resource_v1 import DeviceConstraint, DeviceRequest
 from draflow.services.scheduler.framework import Scheduler, SchedulingError, Unschedulable
+from draflow.services.scheduler.plugins.dynamicresources.indexed import indexed_precheck
+from draflow.services.scheduler.plugins.dynamicresources.precheck import compile_slots, index_diagnosis
 from draflow.services.scheduler.service.runner import diagnosis_event
 from tests.builders import (
     exact,
@@ -116,3 +118,21 @@ def test_the_claim_limit_error_waits_for_a_node_passing_the_other_filters() -> N
     result = core.schedule(pod)
     assert isinstance(result, Unschedulable)
     assert result.message == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+def test_index_lines_from_the_best_fit_lists_equal_the_entries() -> None:
+    """The fast path (the precheck's per-node lists) and the general one give the same lines."""
+    core = gpu_cluster(3, 4)
+    first = make_pod("a", template_claims={"gpu": "gpu-template"}, statuses={"gpu": "a-gpu"})
+    core.observe(make_claim("a-gpu", exact(count=3), owner=first))
+    assert not isinstance(core.schedule(first), Unschedulable)
+    cluster = core.cluster
+    slots = compile_slots([make_claim("c", exact(count=5))], cluster.classes)
+    assert slots is not None
+    indexed = indexed_precheck(cluster, slots)
+    assert indexed is not None
+    nodes = cluster.node_list()
+    fast = index_diagnosis(cluster.devices, nodes, slots, indexed.orders)
+    slow = index_diagnosis(cluster.devices, nodes, slots)
+    assert sorted(fast, key=repr) == sorted(slow, key=repr)
+    assert sorted((x.usable, x.nodes) for x in fast) == [(1, 1), (4, 2)]

@@ -8,7 +8,7 @@ allocator's lines with its verdict, so a cached "no" still says why.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -16,6 +16,8 @@ from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.dra import RequestDiagnosis
 from draflow.services.dra.structured.diagnosis import group
 from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.devices import Sig
+from draflow.services.scheduler.framework.devorder import SigOrder
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.plugins.dynamicresources.precheck import Slot, index_diagnosis
 
@@ -27,6 +29,7 @@ def explain_nodes(
     rejected: Sequence[str],
     diagnoses: dict[str, list[RequestDiagnosis]],
     slots: list[Slot] | None,
+    orders: Mapping[Sig, SigOrder] | None = None,
 ) -> tuple[RequestDiagnosis, ...]:
     """The grouped lines for the ``rejected`` nodes: the allocator's where it ran, the index
     counts elsewhere."""
@@ -41,7 +44,7 @@ def explain_nodes(
         if node is not None:
             by_index.append(node)
     if by_index and slots:
-        lines += index_diagnosis(cluster.devices, by_index, slots)
+        lines += index_diagnosis(cluster.devices, by_index, slots, orders)
     return group(lines)
 
 

@@ -384,7 +384,8 @@ class DynamicResources:
         if data is None or not data.to_allocate:
             return ()
         rejected = [n for n, st in statuses.items() if st.plugin == NAME and st.reasons == (CANNOT_ALLOCATE,)]
-        return explain_nodes(state.cluster, rejected, data.diagnoses, data.slots)
+        orders = data.indexed.orders if data.indexed is not None else None
+        return explain_nodes(state.cluster, rejected, data.diagnoses, data.slots, orders)
 
     # -- PostFilter / Score ---------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:

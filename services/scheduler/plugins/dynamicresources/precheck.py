@@ -135,7 +135,10 @@ def precheck(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> Estim
 
 
 def index_diagnosis(
-    index: DeviceIndex, nodes: Iterable[NodeInfo], slots: Sequence[Slot]
+    index: DeviceIndex,
+    nodes: Iterable[NodeInfo],
+    slots: Sequence[Slot],
+    orders: Mapping[Sig, SigOrder] | None = None,
 ) -> list[RequestDiagnosis]:
     """Why the precheck turned ``nodes`` away, per (sub)request, from the index counts it used:
     devices of the class, of those the ones the request's selectors accept, how many are
@@ -143,39 +146,64 @@ def index_diagnosis(
     ``evaluate`` takes them in). Nodes with the same counts make one line (grouped here, before
     any line is built: hundreds of nodes cost a few dict entries each). Only asked about
     rejected nodes, after the cycle failed."""
+    # (slot, option, the option, its class-only signature or None when it has no selectors of its own)
+    plan = [
+        (si, oi, opt, (opt.sig[0], ()) if opt.sig[1] else None)
+        for si, slot in enumerate(slots)
+        for oi, opt in enumerate(slot.options)
+    ]
+    # only a signature several requests ask for needs the running "taken by earlier requests" count
+    sigs = [opt.sig for _, _, opt, _ in plan]
+    shared = {sig for sig in sigs if sigs.count(sig) > 1}
+    entry_of = index.entry
     groups: dict[tuple[int, int, int, int, int, int, int], list[str]] = {}
-    for node in nodes:
-        nd = index.node(node.name, node.labels)
-        if nd.error is not None:
-            continue
-        name = node.name
-        needed: dict[Sig, int] = {}
-        for si, slot in enumerate(slots):
-            chosen = False
-            for oi, opt in enumerate(slot.options):
-                entry = index.entry(nd, name, opt.sig, opt.cls)
-                class_total = (
-                    index.entry(nd, name, (opt.sig[0], ()), opt.cls).total if opt.sig[1] else entry.total
-                )
-                selected = entry.total
-                allocated = 0 if opt.admin else len(entry.devices) - entry.free
+    if orders is not None and not shared and all(c is None and not o.all_mode for _, _, o, c in plan):
+        # the best-fit indexes' per-node lists (the precheck's own counts): list lookups per node
+        for si, oi, opt, _ in plan:
+            order = orders[opt.sig]
+            frees, totals, asked = order.free, order.total, opt.count
+            for node in nodes:
+                position = node.index
+                selected = totals[position]
+                allocated = 0 if opt.admin else selected - frees[position]
                 usable = selected - allocated
-                if opt.all_mode:
-                    asked = selected
-                    found = usable if not chosen else 0
-                else:
-                    asked = opt.count
-                    found = min(asked, max(0, usable - needed.get(opt.sig, 0)))
-                if found >= asked and (asked > 0 or not opt.all_mode) and not chosen:
-                    chosen = True
-                    if not opt.admin and not opt.all_mode:
-                        needed[opt.sig] = needed.get(opt.sig, 0) + asked
-                key = (si, oi, class_total, selected, allocated, found, asked)
+                key = (si, oi, selected, selected, allocated, asked if usable > asked else usable, asked)
                 names = groups.get(key)
                 if names is None:
-                    groups[key] = [name]
+                    groups[key] = [node.name]
                 else:
-                    names.append(name)
+                    names.append(node.name)
+        nodes = ()
+    for node in nodes:
+        name = node.name
+        nd = index.node(name, node.labels)
+        if nd.error is not None:
+            continue
+        needed: dict[Sig, int] = {}
+        chosen_slot = -1
+        for si, oi, opt, class_sig in plan:
+            entry = entry_of(nd, name, opt.sig, opt.cls)
+            selected = entry.total
+            class_total = entry_of(nd, name, class_sig, opt.cls).total if class_sig is not None else selected
+            allocated = 0 if opt.admin else len(entry.devices) - entry.free
+            usable = selected - allocated
+            if opt.all_mode:
+                asked = selected
+                found = usable if chosen_slot != si else 0
+            else:
+                asked = opt.count
+                found = usable - needed.get(opt.sig, 0) if shared else usable
+                found = asked if found > asked else max(found, 0)
+            if chosen_slot != si and found >= asked and (asked > 0 or not opt.all_mode):
+                chosen_slot = si
+                if shared and opt.sig in shared and not opt.admin and not opt.all_mode:
+                    needed[opt.sig] = needed.get(opt.sig, 0) + asked
+            key = (si, oi, class_total, selected, allocated, found, asked)
+            names = groups.get(key)
+            if names is None:
+                groups[key] = [name]
+            else:
+                names.append(name)
     out: list[RequestDiagnosis] = []
     for (si, oi, class_total, selected, allocated, found, asked), names in groups.items():
         opt = slots[si].options[oi]
