@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 from msgspec.structs import replace
 
 from draflow.events.api import core_v1 as c1
+from draflow.events.api.apiextensions_v1 import CustomObject
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.registry import resource_types
 from draflow.events.envelope import Envelope, Event
@@ -46,6 +47,11 @@ from draflow.events.objects import (
     EVENT_KIND,
     FINALIZERS_CHANGED,
     STATUS_UPDATED,
+    CustomObjectApplied,
+    CustomObjectDeleted,
+    CustomObjectDeletionRequested,
+    CustomObjectFinalizersChanged,
+    CustomObjectStatusUpdated,
     KubeEvent,
     KubeEventDeleted,
     KubeEventRecorded,
@@ -172,7 +178,22 @@ def _owner_references_removed(state: Any, ev: OwnerReferencesRemoved) -> Any:
     return replace(state, metadata=replace(meta, owner_references=kept))
 
 
+def _custom_status_updated(state: CustomObject | None, ev: CustomObjectStatusUpdated) -> CustomObject | None:
+    """A custom object keeps its status in ``content`` (no Struct of its own)."""
+    if state is None:
+        return None
+    content = {k: v for k, v in state.content.items() if k != "status"}
+    if ev.status is not None:
+        content["status"] = ev.status
+    return replace(state, content=content)
+
+
 _OBJECT_EVENTS: dict[type[Event], Reducer] = {
+    CustomObjectApplied: _applied,
+    CustomObjectStatusUpdated: _custom_status_updated,
+    CustomObjectFinalizersChanged: _finalizers_changed,
+    CustomObjectDeletionRequested: _deletion_requested,
+    CustomObjectDeleted: _deleted,
     KubeEventRecorded: _event_recorded,
     KubeEventDeleted: _event_deleted,
     OwnerReferencesRemoved: _owner_references_removed,

@@ -24,6 +24,7 @@ from draflow.events.subjects import parse_subject
 from draflow.infra import tracing
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
 from draflow.projections.objects import Change, ObjectIndex
+from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.runtime.tail import Tail
 
@@ -103,7 +104,7 @@ class ApiStore:
             kind, ns, name = parse_subject(rec.subject, self.root)
         except ValueError:
             return  # not an object subject
-        if kind not in self._kinds:
+        if kind not in self._kinds and not is_custom_kind(kind):
             return  # sagas and other aggregates share the stream; only objects are served
         namespace = ns or ""
         try:
@@ -143,6 +144,8 @@ class ApiStore:
         return () if same else (created,)
 
     def _notify(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if kind == CRD_KIND:  # its kind is served (or not) before anyone hears of the change
+            on_crd_change(change)
         for listener in self._listeners:
             listener(kind, namespace, name, change)
 
