@@ -325,6 +325,28 @@ class ObjectIndex:
     def apply_envelope(self, kind: str, namespace: str, name: str, env: Envelope[Event]) -> Change | None:
         return self.apply(kind, namespace, name, env.type, env.data, env.seq)
 
+    def image(self) -> tuple[dict[str, dict[Key, ApiStruct]], dict[tuple[str, str, str], int]]:
+        """A consistent copy of the state (the objects are immutable, so shallow copies do): what
+        a snapshot encodes while this index goes on folding."""
+        return {kind: dict(objs) for kind, objs in self._objects.items()}, dict(self._versions)
+
+    @classmethod
+    def from_image(
+        cls, objects: dict[str, dict[Key, ApiStruct]], versions: dict[tuple[str, str, str], int]
+    ) -> ObjectIndex:
+        """The index a snapshot's image describes (the inverse of :meth:`image`)."""
+        index = cls()
+        index._objects = {kind: dict(objs) for kind, objs in objects.items()}
+        index._versions = dict(versions)
+        for kind, objs in index._objects.items():
+            if kind != EVENT_KIND:
+                index._ns_counts.update(ns for ns, _ in objs if ns)
+        return index
+
+    def adopt(self, other: ObjectIndex) -> None:
+        """Take ``other``'s state in place (holders of this index see it: a snapshot loaded at start)."""
+        self._objects, self._versions, self._ns_counts = other._objects, other._versions, other._ns_counts
+
     def touch(self, kind: str, namespace: str, name: str, seq: int) -> Change | None:
         """An event this process cannot decode moved the subject: keep the version in step."""
         return self.apply(kind, namespace, name, "", None, seq)
