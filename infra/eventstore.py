@@ -63,7 +63,8 @@ from draflow.infra.publisher import (
 )
 from draflow.infra.reader import RawRecord, StreamReader, StreamStatus
 from draflow.infra.retry import transient_retry
-from draflow.infra.streams import dlq_stream_config, event_stream_config
+from draflow.infra.snapshots import SnapshotStore
+from draflow.infra.streams import dlq_stream_config, event_stream_config, snapshot_stream_config
 
 __all__ = [
     "ERR_WRONG_LAST_SEQUENCE",
@@ -147,6 +148,7 @@ class EventStore:
         self._inbox = RawInbox(nc)
         self._pub = Publisher(nc, self._inbox)
         self._reader = StreamReader(nc, self._inbox, self.stream)
+        self.snapshots = SnapshotStore(nc, settings, actor, self._inbox)
         # the identity (creation time) of the stream this process follows, learnt at start
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
@@ -257,7 +259,12 @@ class EventStore:
         """Create the event and dead-letter streams, or update them to the current config; a role
         that may not manage them waits until they exist (the admin creates them at start), at
         most ``wait_s`` (None: for ever)."""
-        for config in (event_stream_config(self.settings), dlq_stream_config(self.settings)):
+        configs = (
+            event_stream_config(self.settings),
+            dlq_stream_config(self.settings),
+            snapshot_stream_config(self.settings),
+        )
+        for config in configs:
             if not self.manages_streams:
                 await self._wait_for_stream(str(config.name), wait_s)
                 continue
@@ -300,6 +307,7 @@ class EventStore:
         causation_id: str | None = None,
         wait_s: float = 5.0,
         actor: str | None = None,
+        links: Sequence[str] = (),
     ) -> tuple[int, ...]:
         """Append ``events`` to ``subject`` atomically; returns their stream sequences.
 
@@ -308,6 +316,7 @@ class EventStore:
         append a no-op (events get ``msg_id`` or ``msg_id#i``). ``cause``: the event that led to this
         append (sets causation and correlation). ``actor``: whose decision it is when not this
         process's (the apiserver appending a kubelet's facts once NodeRestriction admitted them).
+        ``links``: traceparents of spans in other traces the append span links to.
         """
         evs: Sequence[Event] = (events,) if isinstance(events, Event) else events
         if not evs:
@@ -320,7 +329,7 @@ class EventStore:
         corr = correlation_id if correlation_id is not None else (cause.correlation_id if cause else "")
         caus = causation_id if causation_id is not None else (cause.id if cause else "")
         attrs = _span_attributes(subject, base, evs) if tracing.enabled() else {}
-        with tracing.producer_span(f"append {_kind_of(subject)}", attrs) as traceparent:
+        with tracing.producer_span(f"append {_kind_of(subject)}", attrs, links) as traceparent:
             msgs = self._build(subject, evs, base, expected_last_seq, corr, caus, traceparent, actor)
             try:
                 return await self._publish(subject, msgs, expected_last_seq, wait_s)

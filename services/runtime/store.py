@@ -14,15 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 
+from draflow.events.api.codec import object_meta
 from draflow.events.api.registry import resource_types
 from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Event
 from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
+from draflow.infra import tracing
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
+from draflow.infra.snapshots import SnapshotPolicy, Snapshotter, load_snapshot
 from draflow.projections.objects import Change, ObjectIndex
+from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, encode_index, schema
+from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.runtime.tail import Tail
 
@@ -32,10 +38,15 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[str, str, str, Change], None]  # (kind, namespace, name, change)
 PositionListener = Callable[[int], None]  # (the new position)
+LINKED_KINDS = frozenset({"Pod"})  # writes from another trace link to the trace of the creation
 
 
 class ApiStore:
-    def __init__(self, events: EventStore) -> None:
+    def __init__(
+        self, events: EventStore, *, snapshot_writer: bool = False, policy: SnapshotPolicy | None = None
+    ) -> None:
+        """``snapshot_writer``: this process writes the object fold's snapshots (the apiserver and
+        the claim controller do); every store starts from the newest one it finds."""
         self.events = events
         self.root = events.root
         self.index = ObjectIndex()
@@ -46,6 +57,48 @@ class ApiStore:
         self._position_listeners: list[PositionListener] = []
         self._tail = Tail(events, f"{self.root}.ev.>", 1)
         self._task: asyncio.Task[None] | None = None
+        # (kind, namespace, name) -> the traceparent of the object's creation (LINKED_KINDS only)
+        self._creation_traces: dict[tuple[str, str, str], str] = {}
+        self.policy = policy or SnapshotPolicy.from_env()
+        self.snapshot_position = 0  # the position of the snapshot this store started from (0: none)
+        self.snapshotter = Snapshotter(
+            events.snapshots,
+            OBJECTS,
+            schema(),
+            lambda: events.identity,
+            self._capture,
+            lambda: self.position,
+            self.policy if snapshot_writer else SnapshotPolicy(every_events=0, every_s=0),
+        )
+
+    def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
+        objects, versions = self.index.image()
+        if any(objs and is_custom_kind(kind) for kind, objs in objects.items()):
+            return None  # custom objects are not in the snapshot format: no snapshot
+        return self.position, lambda: encode_index(objects, versions)
+
+    async def restore(self, last_seq: int) -> bool:
+        """Start from the newest valid snapshot of the object fold: the index it holds, its
+        position, and every object told to the listeners as ADDED (what they would have seen
+        folding the log). False when there is none to use."""
+        if self.position or not self.policy.load:
+            return False
+        loaded = await load_snapshot(self.events.snapshots, OBJECTS, schema(), self.events.identity, last_seq)
+        if loaded is None:
+            return False
+        try:
+            index = await asyncio.to_thread(decode_index, loaded.body)
+        except SnapshotDecodeError as exc:
+            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
+            return False
+        self.index.adopt(index)
+        self.position = self.snapshot_position = self.snapshotter.saved_at = loaded.header.position
+        for kind in index.kinds():
+            for obj in index.items(kind):
+                meta = object_meta(obj)
+                ns, name = meta.namespace or "", meta.name
+                self._notify(kind, ns, name, Change("ADDED", obj, index.version(kind, ns, name)))
+        return True
 
     def listen(self, listener: Listener) -> None:
         """Call ``listener`` for every change, from the log or from this process's appends."""
@@ -58,12 +111,23 @@ class ApiStore:
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Fold the log (from where this store is), then keep following it in the background."""
-        self._tail = Tail(self.events, f"{self.root}.ev.>", self.position + 1)
+        started = time.monotonic()
         target = await self.events.stream_last_seq()
+        restored = await self.restore(target)
+        self._tail = Tail(self.events, f"{self.root}.ev.>", self.position + 1)
         self._task = asyncio.create_task(self._follow(), name="apiserver-follow")
         await self.wait_position(target, timeout_s)
+        log.info(
+            "%s: caught up with the log at %d in %.3fs (%s)",
+            self.events.actor,
+            self.position,
+            time.monotonic() - started,
+            f"from the snapshot at {self.snapshot_position}" if restored else "folded from the start",
+        )
+        self.snapshotter.start()
 
     async def stop(self) -> None:
+        await self.snapshotter.stop()
         await self._tail.stop()
         task, self._task = self._task, None
         if task is not None:
@@ -99,7 +163,7 @@ class ApiStore:
             kind, ns, name = parse_subject(rec.subject, self.root)
         except ValueError:
             return  # not an object subject
-        if kind not in self._kinds:
+        if kind not in self._kinds and not is_custom_kind(kind):
             return  # sagas and other aggregates share the stream; only objects are served
         namespace = ns or ""
         try:
@@ -111,10 +175,36 @@ class ApiStore:
             change = self.index.touch(kind, namespace, name, rec.seq)
         else:
             change = self.index.apply_envelope(kind, namespace, name, env)
+            self._remember_trace(kind, namespace, name, env.traceparent)
         if change is not None:
             self._notify(kind, namespace, name, change)
 
+    def _remember_trace(self, kind: str, namespace: str, name: str, traceparent: str) -> None:
+        """The traceparent of a pod's first traced event (its creation): later writes by another
+        trace (a re-apply, a delete) link to it, so a trace viewer leads from one to the other."""
+        if kind not in LINKED_KINDS:
+            return
+        key = (kind, namespace, name)
+        if self.index.get(kind, namespace, name) is None:
+            self._creation_traces.pop(key, None)
+        elif traceparent:
+            self._creation_traces.setdefault(key, traceparent)
+
+    def creation_trace(self, kind: str, namespace: str, name: str) -> str:
+        """The traceparent the object's creation carried ("" when unknown or untraced)."""
+        return self._creation_traces.get((kind, namespace, name), "")
+
+    def _links(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        created = self.creation_trace(kind, namespace, name)
+        if not created or not tracing.enabled():
+            return ()
+        current = tracing.current_traceparent()
+        same = current and current.split("-")[1:2] == created.split("-")[1:2]
+        return () if same else (created,)
+
     def _notify(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if kind == CRD_KIND:  # its kind is served (or not) before anyone hears of the change
+            on_crd_change(change)
         for listener in self._listeners:
             listener(kind, namespace, name, change)
 
@@ -176,6 +266,7 @@ class ApiStore:
             msg_id=msg_id,
             correlation_id=correlation_id,
             actor=actor,
+            links=self._links(kind, namespace, name) if actor is None else (),
         )
         if unchecked:
             await self.wait_position(seqs[-1])

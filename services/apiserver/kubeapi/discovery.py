@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from draflow.events.api.registry import generation
 from draflow.services.apiserver.kubeapi.resources import Resource, groups, resources, verbs
 
 __all__ = [
@@ -221,7 +222,11 @@ def aggregated(core: bool, version: str = "v2") -> dict[str, Any]:
     }
 
 
-@lru_cache(maxsize=4)
 def aggregated_json(core: bool, version: str = "v2") -> bytes:
-    """``aggregated`` encoded once (the served kinds do not change while the process runs)."""
+    """``aggregated`` encoded once per set of served resources (CRDs change it)."""
+    return _aggregated_json(generation(), core, version)
+
+
+@lru_cache(maxsize=8)
+def _aggregated_json(gen: int, core: bool, version: str) -> bytes:
     return msgspec.json.encode(aggregated(core, version))
