@@ -56,6 +56,8 @@ DELETE_ALL_NS = Attributes("deletecollection", "", "pods", True)
         (BOB, Attributes("update", "coordination.k8s.io", "leases", True, "kube-node-lease", "n"), False),
         (BOB, LIST_PODS, True),
         (BOB, CREATE_CLASS, False),  # cluster-scoped: the admin's
+        (BOB, Attributes("create", "apiextensions.k8s.io", "customresourcedefinitions", False), False),
+        (BOB, Attributes("create", "gpu.example.com", "claimparameters", True, "team"), True),
         (BOB, PATCH_QUOTA, False),  # quota is the admin's, as upstream's edit role
         (BOB, DELETE_ALL_NS, False),  # every namespace at once is not "a namespace"
         (NOBODY, LIST_PODS, False),  # authenticated alone: discovery only
