@@ -38,14 +38,13 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from draflow.events.node import PodContainerStatusesReported
-from draflow.services.dra.kubeletplugin import DRAPlugin
 from draflow.services.kubelet import devices as device_plugin
 from draflow.services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
 from draflow.services.kubelet.backoff import DEFAULT_BASE_S, DEFAULT_MAX_S, PrepareBackoff
@@ -99,7 +98,7 @@ class KubeletService:
         rt: Runtime,
         node_name: str,
         state_dir: Path,
-        plugins: Mapping[str, DRAPlugin],
+        plugins: Mapping[str, Any],
         *,
         node_labels: Mapping[str, str] | None = None,
         retry_base_s: float = DEFAULT_BASE_S,
@@ -117,7 +116,9 @@ class KubeletService:
             rt.kinds = KINDS | {"ClassicResourceClaim", "Node"}
         self.node_name = node_name
         self.state_dir = state_dir
-        self.plugins = dict(plugins)
+        # driver -> its plugin: a live registry of registered plugins (draflow.services.kubelet.plugins)
+        # in the kubelet process, or plugin objects handed in by tests
+        self.plugins = plugins
         self.node_labels = dict(node_labels or {})
         self.capacity = dict(capacity) if capacity else None  # None: the default capacity
         self.retry_base_s = retry_base_s
@@ -222,7 +223,7 @@ class KubeletService:
         if classic is not None:
             outcome = classic.prepare(self.rt, pod)
         else:
-            outcome = prepare_pod(self.manager, pod, decision.claims, self.plugins)
+            outcome = await prepare_pod(self.manager, pod, decision.claims, self.plugins)
         self._checkpoint()
         if not outcome.ok:
             await self._retry_later(pod, f"Failed to prepare dynamic resources: {'; '.join(outcome.errors)}")
@@ -289,7 +290,7 @@ class KubeletService:
         if self.classic is not None and self.classic.holds(uid) and not await self._release_classic(pod):
             return
         names = [n for cns, n in self.manager.claims_of_pod(uid) if cns == ns]
-        outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+        outcome = await unprepare_pod(self.manager, uid, ns, names, self.plugins)
         if self.devices is not None:
             self.devices.release(uid)
         self._checkpoint()
@@ -334,7 +335,7 @@ class KubeletService:
             for ns, name in self.manager.claims_of_pod(uid):
                 by_ns.setdefault(ns, []).append(name)
             for ns, names in by_ns.items():
-                outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+                outcome = await unprepare_pod(self.manager, uid, ns, names, self.plugins)
                 if not outcome.ok:
                     log.warning("%s: unprepare for vanished pod %s: %s", self.node_name, uid, outcome.errors)
             self._checkpoint()
