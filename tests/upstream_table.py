@@ -96,7 +96,6 @@ UPSTREAM: tuple[tuple[str, str], ...] = (
 
 # Why a scenario has no test yet (what draflow lacks or does differently).
 NOT_COVERED: dict[tuple[str, str], str] = {
-    ("kubelet", "registers plugin"): "node plugins run inside the kubelet (no registration socket to test)",
     ("kubelet", "must map configs and devices to the right containers"): (
         "no containers to exec `env` in; the CDI ids per container are unit-tested "
         "(tests/controllers/test_kubelet_dra.py)"
@@ -108,11 +107,11 @@ NOT_COVERED: dict[tuple[str, str], str] = {
         "not checked field by field"
     ),
     ("kubelet", "supports init containers with external claims"): "not tested yet (template claims are)",
-    ("kubelet", "runs pod after driver starts"): "drivers are started with the system; not tested",
-    ("kubelet", "rolling update"): "node plugins run inside the kubelet: no driver rollout",
-    ("kubelet", "failed update"): "node plugins run inside the kubelet: no driver rollout",
+    ("kubelet", "failed update"): (
+        "not tested yet: a new plugin instance that fails to start beside the old one (the rolling update is)"
+    ),
     ("kubelet", "sequential update with pods replacing each other"): (
-        "node plugins run inside the kubelet: no driver rollout"
+        "not tested yet: the plugin replaced while a Deployment's pods replace each other"
     ),
     ("control plane / kubelet on single node", "supports claim and class parameters"): (
         "no containers to exec `env` in; opaque config reaches the driver "
@@ -167,9 +166,6 @@ NOT_COVERED: dict[tuple[str, str], str] = {
     ("control plane", "must apply per-node permission checks"): (
         "NodeRestriction refuses other nodes' slices with Kubernetes' wording "
         "(tests/security/test_noderestriction.py), not the example driver's policy messages"
-    ),
-    ("with multiple drivers (drapbv1beta1, drapbv1, both)", "work"): (
-        "one structured driver in the e2e system; no gRPC API versions"
     ),
 }
 

@@ -137,10 +137,12 @@ async def delete_namespace(probe: Runtime, ns: str) -> None:
     )
 
 
+@pytest.mark.upstream_e2e("must retry NodePrepareResources")
 async def test_prepare_failing_on_demand_keeps_the_pod_pending_until_cleared(
     system: Settings, probe: Runtime
 ) -> None:
-    """The plugin fails NodePrepareResources for the pod's claim (its admin endpoint): the pod stays
+    """Upstream: ``It("must retry NodePrepareResources")``, across the gRPC boundary. The plugin
+    fails NodePrepareResources for the pod's claim (its admin endpoint): the pod stays
     Pending with FailedPrepareDynamicResources Warnings while the kubelet keeps asking; once the
     failure is cleared it runs."""
     plugin = start_plugin(system)
@@ -195,10 +197,11 @@ async def test_a_plugin_killed_mid_prepare_is_retried_and_the_pod_starts_once(
                 p.terminate()
 
 
+@pytest.mark.upstream_e2e("rolling update")
 async def test_rolling_update_keeps_pods_running_and_new_pods_go_to_the_new_plugin(
     system: Settings, probe: Runtime
 ) -> None:
-    """Upstream's kubelet plugin rolling update: instance "b" registers beside "a" and takes the
+    """Upstream: ``It("rolling update")`` of a kubelet plugin: instance "b" registers beside "a" and takes the
     new calls; "a" leaves; the pod "a" prepared keeps running and is unprepared by "b"."""
     old = start_plugin(system, "--instance", "a")
     new: Proc | None = None
@@ -222,8 +225,10 @@ async def test_rolling_update_keeps_pods_running_and_new_pods_go_to_the_new_plug
                 p.terminate()
 
 
+@pytest.mark.upstream_e2e("work", context="with multiple drivers (drapbv1beta1, drapbv1, both)")
 async def test_two_drivers_on_one_node_one_v1_one_v1beta1(system: Settings, probe: Runtime) -> None:
-    """gpu.example.com serves v1, the simulated gpu.nvidia.com only v1beta1 on the same node; a pod
+    """Upstream: ``It("work")`` with multiple drivers of different API versions: gpu.example.com
+    serves v1, the simulated gpu.nvidia.com only v1beta1 on the same node; a pod
     with a claim of each runs, both prepared through their own plugin in their own version."""
     gpu = start_plugin(system)
     nvidia = Proc(
@@ -283,3 +288,21 @@ async def test_two_drivers_on_one_node_one_v1_one_v1beta1(system: Settings, prob
         for p in (nvidia, gpu):
             if p.proc.poll() is None:
                 p.terminate()
+
+
+@pytest.mark.upstream_e2e("runs pod after driver starts")
+async def test_runs_pod_after_driver_starts(system: Settings, probe: Runtime) -> None:
+    """Upstream: ``It("runs pod after driver starts")`` — the pod is bound while no plugin of its
+    driver is registered on the node: it waits (Pending, the kubelet says why) and runs once the
+    plugin process starts and registers."""
+    await gpu_pod(probe, "late-driver", "pod")
+    await wait_for(lambda: len(warnings(probe, "late-driver", "pod")) >= 1 or [], 30, "warned")
+    (message, *_) = warnings(probe, "late-driver", "pod")
+    assert "gpu.example.com" in message and "not registered" in message, message
+    assert phase(probe, "late-driver", "pod") == "Pending"
+    plugin = start_plugin(system)
+    try:
+        await running(probe, "late-driver", "pod")
+        await delete_namespace(probe, "late-driver")
+    finally:
+        plugin.terminate()

@@ -83,7 +83,10 @@ async def node(tmp_path: Path) -> AsyncIterator[Node]:
         await instance.client.close()
 
 
+@pytest.mark.upstream_e2e("registers plugin")
 async def test_a_plugin_registers_serves_v1_and_deregisters(node: Node) -> None:
+    """Upstream: ``It("registers plugin")`` — the kubelet finds the registration socket, accepts
+    the plugin (NotifyRegistrationStatus reaches it), calls it, and lets it go with its socket."""
     plugin = node.plugin()
     await plugin.start()
     try:
