@@ -100,16 +100,12 @@ NOT_COVERED: dict[tuple[str, str], str] = {
         "no containers to exec `env` in; the CDI ids per container are unit-tested "
         "(tests/controllers/test_kubelet_dra.py)"
     ),
-    ("kubelet", "blocks new pod after force-delete"): "not tested yet",
     ("kubelet", "DaemonSet with admin access"): "no DaemonSet kind",
     ("kubelet", "must manage ResourceSlices"): (
         "the example driver's slices are owned by their Node (tests/controllers/test_workloads_shell.py), "
         "not checked field by field"
     ),
     ("kubelet", "supports init containers with external claims"): "not tested yet (template claims are)",
-    ("kubelet", "failed update"): (
-        "not tested yet: a new plugin instance that fails to start beside the old one (the rolling update is)"
-    ),
     ("kubelet", "sequential update with pods replacing each other"): (
         "not tested yet: the plugin replaced while a Deployment's pods replace each other"
     ),

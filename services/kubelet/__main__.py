@@ -220,6 +220,7 @@ def main_for(
         await rt.start()
         heartbeat: asyncio.Task[None] | None = None
         watching: asyncio.Task[None] | None = None
+        releasing: asyncio.Task[None] | None = None
         server: PodResourcesServer | None = None
         registry = PluginRegistry()
         watcher = RegistrationWatcher(
@@ -237,6 +238,10 @@ def main_for(
             # what the log no longer has is unprepared before anything else (after a restart, and
             # after a stream reset, when the log folded is the new one): no stale CDI specs
             await kubelet.release_vanished()
+            # what a plugin could not release yet (it is still starting, or restarting: it
+            # registers in its own time) is tried again until the sync passes take over
+            syncing = asyncio.Event()
+            releasing = asyncio.create_task(kubelet.release_vanished(until=syncing))
             # PodResources answers from the checkpointed state at once, before any new event
             socket = options.socket or default_socket_path(ctx.settings.data_dir, node)
             server = PodResourcesServer(
@@ -249,13 +254,15 @@ def main_for(
             await server.start()
             print(f"kubelet {node}: pod-resources API on {server.address}", flush=True)
             await rt.wait_for_apiserver()
+            syncing.set()
+            await releasing
             await kubelet.register()
             # the node lease: its own task, renewed every lease_duration_s / 4 until we stop
             heartbeat = asyncio.create_task(NodeHeartbeat(rt, node, lease_duration_s).run(ctx.stop))
             print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
         finally:
-            for task in (heartbeat, watching):
+            for task in (heartbeat, watching, releasing):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

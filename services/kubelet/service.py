@@ -33,6 +33,7 @@ the claims of pods that vanished meanwhile are unprepared. A corrupt checkpoint 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -133,10 +134,29 @@ class KubeletService:
         # its cached answers; changes of pods it learns from the cache)
         self.on_state_change: Callable[[], None] | None = None
 
-    async def register(self) -> None:
+    async def register(self, *, retry_s: float = 0.5, attempts: int = 40) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
         Node keeps its spec (taints, cordon: not the kubelet's to undo, as upstream); a Node that
-        was not Ready (its kubelet was gone) gets a ``NodeReady`` Event."""
+        was not Ready (its kubelet was gone) gets a ``NodeReady`` Event.
+
+        The Node must then be in the log the kubelet follows: an apiserver that has not noticed a
+        stream reset yet answers an unchanged apply from its old state and appends nothing. Then
+        the kubelet registers again (``attempts`` times, ``retry_s`` apart) until the apiserver of
+        the new log has it."""
+        for _ in range(attempts):
+            await self._register_once()
+            if self.rt.get("Node", "", self.node_name) is not None:
+                return
+            log.warning(
+                "%s: the apiserver accepted the Node but the log does not have it (an apiserver still "
+                "on a reset stream?); registering again",
+                self.node_name,
+            )
+            await asyncio.sleep(retry_s)
+            await self.rt.wait_for_apiserver()
+        raise RuntimeError(f"cannot register Node {self.node_name}: it never reached the log")
+
+    async def _register_once(self) -> None:
         node = node_object(self.node_name, datetime.now(UTC), labels=self.node_labels, capacity=self.capacity)
         existing = self.rt.get("Node", "", self.node_name)
         if existing is not None:
@@ -316,9 +336,18 @@ class KubeletService:
         meta = pod.metadata
         await self.rt.delete("Pod", meta.namespace, meta.name, uid=meta.uid, grace_period_seconds=0)
 
-    async def release_vanished(self) -> None:
-        """Unprepare the claims of every pod the checkpoint holds that the log no longer has."""
-        await self._unprepare_vanished(self.rt.items("Pod"))
+    async def release_vanished(self, *, until: asyncio.Event | None = None, retry_s: float = 0.5) -> None:
+        """Unprepare the claims of every pod the checkpoint holds that the log no longer has.
+
+        With ``until``: keep trying (every ``retry_s``) while some are left and ``until`` is not set
+        — at start the drivers' plugins register in their own time (or restart themselves), and
+        the sync passes, which retry this too, only begin once the apiserver answers."""
+        while True:
+            await self._unprepare_vanished(self.rt.items("Pod"))
+            if until is None or until.is_set() or not vanished_pods(self.manager, self.rt.items("Pod")):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until.wait(), retry_s)
 
     async def _unprepare_vanished(self, pods: list[Pod]) -> None:
         """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""

@@ -306,3 +306,87 @@ async def test_runs_pod_after_driver_starts(system: Settings, probe: Runtime) ->
         await delete_namespace(probe, "late-driver")
     finally:
         plugin.terminate()
+
+
+@pytest.mark.upstream_e2e("failed update")
+async def test_failed_update_leaves_the_old_instance_serving(system: Settings, probe: Runtime) -> None:
+    """Upstream: ``It("failed update")`` — a new instance registers beside the old one and is torn
+    down again; the kubelet goes back to the old instance and new pods run."""
+    old = start_plugin(system, "--instance", "old")
+    try:
+        new = start_plugin(system, "--instance", "new")
+        await asyncio.sleep(0.5)  # registered (the watcher looks every 0.2 s)
+        new.kill()
+        path = sockets.registration_socket(
+            sockets.registry_dir(system.data_dir, NODE), "gpu.example.com", "new"
+        )
+        path.unlink()  # what is left of a dead pod's socket goes with its pod
+        await gpu_pod(probe, "failed-update", "pod")
+        await running(probe, "failed-update", "pod")
+        assert await prepare_calls(system, "old") >= 1
+        await delete_namespace(probe, "failed-update")
+    finally:
+        old.terminate()
+
+
+def external_claim_and_pod(ns: str) -> list[dict[str, Any]]:
+    claim = yaml.safe_load(gpu_template_yaml("external", ns))
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": claim["metadata"],
+        "spec": claim["spec"]["spec"],
+    }
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "pod", "namespace": ns},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "ctr", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "external"}],
+        },
+    }
+    return [claim, pod]
+
+
+@pytest.mark.upstream_e2e("blocks new pod after force-delete")
+async def test_blocks_new_pod_after_force_delete(system: Settings, probe: Runtime) -> None:
+    """Upstream: ``It("blocks new pod after force-delete")`` — the plugin fails
+    NodeUnprepareResources, the pod and its claim are force-deleted and created again under the same
+    names: the new pod is not started (``old ResourceClaim with same name ... still exists``) until
+    the old claim is unprepared; then only the new claim is prepared on the node."""
+    ns = "force-delete"
+    plugin = start_plugin(system)
+    try:
+        await probe.api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}])
+        for result in await probe.api.apply(external_claim_and_pod(ns)):
+            assert result.error is None, result.error
+        await running(probe, ns, "pod")
+        old = probe.get("ResourceClaim", ns, "external")
+        await admin(system, "set", unprepare_claims=["external"])
+        await probe.delete("Pod", ns, "pod", grace_period_seconds=0)
+        await probe.api.delete([("ResourceClaim", ns, "external")])
+        await wait_for(lambda: probe.get("ResourceClaim", ns, "external") is None, 60, "old claim gone")
+        cdi = system.data_dir / "cdi" / NODE
+        assert (cdi / f"k8s.gpu.example.com-gpu_{old.metadata.uid}.json").exists()  # still prepared
+
+        for result in await probe.api.apply(external_claim_and_pod(ns)):
+            assert result.error is None, result.error
+        blocked = (
+            f"old ResourceClaim with same name external and different UID {old.metadata.uid} still exists"
+        )
+        await wait_for(lambda: any(blocked in m for m in warnings(probe, ns, "pod")) or [], 60, "blocked")
+        assert phase(probe, ns, "pod") == "Pending"
+
+        await admin(system, "clear")
+        await running(probe, ns, "pod")
+        new = probe.get("ResourceClaim", ns, "external")
+        prepared = sorted(
+            p.name for p in cdi.glob("k8s.gpu.example.com-gpu_*.json") if "common" not in p.name
+        )
+        assert prepared == [f"k8s.gpu.example.com-gpu_{new.metadata.uid}.json"]
+        await delete_namespace(probe, ns)
+    finally:
+        plugin.terminate()

@@ -47,6 +47,8 @@ class PluginClient:
             response = await self._stub.NodePrepareResources(request, timeout=self.timeout_s)
         except aio.AioRpcError as exc:
             raise PluginError(self._describe(exc)) from None
+        except aio.UsageError as exc:  # the channel was closed: the plugin deregistered meanwhile
+            raise PluginError(f"DRA driver {self.driver}: {exc}") from None
         return wire.prepare_results(response)
 
     async def node_unprepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, str | None]:
@@ -55,6 +57,8 @@ class PluginClient:
             response = await self._stub.NodeUnprepareResources(request, timeout=self.timeout_s)
         except aio.AioRpcError as exc:
             raise PluginError(self._describe(exc)) from None
+        except aio.UsageError as exc:  # the channel was closed: the plugin deregistered meanwhile
+            raise PluginError(f"DRA driver {self.driver}: {exc}") from None
         return wire.unprepare_results(response)
 
     def _describe(self, exc: aio.AioRpcError) -> str:

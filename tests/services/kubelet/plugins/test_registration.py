@@ -26,6 +26,7 @@ from draflow.services.runtime.kubeletapi import sockets
 from draflow.services.runtime.kubeletapi.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow.services.runtime.kubeletapi.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from tests.builders import make_allocation, make_claim
+from tests.helpers import assert_eventually
 
 pytestmark = pytest.mark.kep4381
 
@@ -294,17 +295,21 @@ async def test_a_socket_that_does_not_answer_is_retried_with_backoff(node: Node)
     sock.bind(address.removeprefix("unix:"))  # a socket file nobody accepts on
     sock.close()
     sockets.link(path, address)
-    node.watcher.retry_s = 60.0
+    node.watcher.retry_s = 0.5
     await node.watcher.scan()
     assert node.registry.instances() == []
     await node.watcher.scan()  # within the backoff: not dialled again
     assert node.watcher._seen[path].failures == 1
     sockets.release(path)
     plugin = node.plugin()
-    await plugin.start()  # the plugin's own socket at the same path: a new registration at once
-    try:
+    await plugin.start()  # the plugin's own socket at the same path (after the backoff at the latest)
+
+    async def registered() -> bool:
         await node.watcher.scan()
-        assert DRIVER in node.registry
+        return DRIVER in node.registry
+
+    try:
+        await assert_eventually(registered, timeout_s=5)
     finally:
         await plugin.stop()
 
@@ -324,3 +329,17 @@ async def test_a_deep_data_dir_gets_linked_short_sockets(tmp_path: Path) -> None
         for instance in n.registry.instances():
             await instance.client.close()
     assert not plugin.endpoint.is_symlink() and not plugin.registration_path.is_symlink()
+
+
+async def test_a_call_on_a_deregistered_instance_is_a_plugin_error(node: Node) -> None:
+    """A call that races a deregistration (its channel closed under it) fails like any lost call."""
+    plugin = node.plugin()
+    await plugin.start()
+    try:
+        await node.watcher.scan()
+        client = node.registry[DRIVER]
+        await client.close()
+        with pytest.raises(PluginError, match=r"DRA driver gpu\.example\.com: .*[Cc]hannel"):
+            await client.node_unprepare_resources([node.add_claim("a", "gpu-0")])
+    finally:
+        await plugin.stop()
