@@ -75,6 +75,7 @@ PURE = (
     "draflow.services.kubelet.containers",
     "draflow.services.kubelet.classic_admission",
     "draflow.services.quota_reconciler.reconcile",
+    "draflow.services.scheduler.autoscaler",
     "draflow.services.scheduler.framework",
     "draflow.services.scheduler.plugins",
     "draflow.services.scheduler.plugins.classic.plugin",

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.dra import MAX_NODE_NAMES
@@ -49,7 +50,7 @@ from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.framework.profile import Profile
 from draflow.services.scheduler.framework.status import Code, Status
 
-__all__ = ["schedule_one", "start_index"]
+__all__ = ["HostChoice", "check_node", "schedule_one", "select_host", "start_index"]
 
 
 def start_index(pod: Pod, num_nodes: int) -> int:
@@ -59,16 +60,45 @@ def start_index(pod: Pod, num_nodes: int) -> int:
     return zlib.crc32(who.encode()) % num_nodes if num_nodes else 0
 
 
+@dataclass(frozen=True, slots=True)
+class HostChoice:
+    """Where the filters and scores put the pod, before Reserve: the cycle state (what Filter
+    computed for the chosen node), the node, and how many nodes were evaluated / feasible."""
+
+    state: CycleState
+    node_name: str
+    evaluated: int
+    feasible: int
+
+
 def schedule_one(
     pod: Pod, cluster: ClusterState, profile: Profile, config: SchedulerConfig
 ) -> ScheduleResult:
     """Run one cycle for ``pod``; on Reserved the decision is already in the assume cache."""
+    choice = select_host(pod, cluster, profile, config)
+    if not isinstance(choice, HostChoice):
+        return choice
+    return _reserve(
+        choice.state, profile, pod, PodRef.of(pod), choice.node_name, choice.evaluated, choice.feasible
+    )
+
+
+def select_host(
+    pod: Pod,
+    cluster: ClusterState,
+    profile: Profile,
+    config: SchedulerConfig,
+    state: CycleState | None = None,
+) -> HostChoice | Unschedulable | SchedulingError:
+    """PreFilter, Filter, (PostFilter), Score: the node the cycle picks, without Reserve.
+    ``state``: a prepared cycle state (``draflow simulate`` hands one carrying its snapshot)."""
     ref = PodRef.of(pod)
     nodes = cluster.node_list()
     num_nodes = len(nodes)
     if num_nodes == 0:
         return SchedulingError(ref, NO_NODES_MESSAGE)
-    state = CycleState(pod, cluster, config)
+    if state is None:
+        state = CycleState(pod, cluster, config)
     diagnosis = Diagnosis()
 
     for plugin in profile.pre_filter:
@@ -105,7 +135,7 @@ def schedule_one(
                 failed = _check_suspects(deferred, state, pod, {found.name})
                 if failed is not None:
                     return failed
-                return _reserve(state, profile, pod, ref, found.name, walked, 1)
+                return HostChoice(state, found.name, walked, 1)
             # Nothing fits best-first: the walk below diagnoses every node.
 
     # Nothing to score: the first feasible node in walk order wins any sample, so look at growing
@@ -152,7 +182,27 @@ def schedule_one(
             return failed
     if chosen is None:
         return _unschedulable(state, profile, diagnosis, num_nodes)
-    return _reserve(state, profile, pod, ref, chosen.name, pos, feasible)
+    return HostChoice(state, chosen.name, pos, feasible)
+
+
+def check_node(pod: Pod, state: CycleState, profile: Profile, node: NodeInfo) -> Status | None:
+    """PreFilter, then every Filter (cheap and deferred) on one node: None when the pod fits
+    there, else the first rejection or error (Cluster Autoscaler's predicate check of a pod
+    against one, possibly fictional, node)."""
+    for plugin in profile.pre_filter:
+        status = plugin.pre_filter(state, pod)
+        if status is None:
+            continue
+        if status.code == Code.SKIP:
+            state.skip_filter.add(plugin.name)
+            continue
+        return status.with_plugin(plugin.name)
+    filters = [p for p in profile.filter if p.name not in state.skip_filter]
+    status = _run_filters(filters, state, pod, node)
+    if status is not None:
+        return status
+    deferred = [p for p in profile.deferred if p.name not in state.skip_filter and p.wants_deferred(state)]
+    return _run_deferred(deferred, state, pod, node)
 
 
 def _filter_error(pod: Pod, status: Status) -> SchedulingError:

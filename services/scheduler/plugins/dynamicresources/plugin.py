@@ -18,6 +18,8 @@ Extension points (upstream ``pkg/scheduler/framework/plugins/dynamicresources``)
 * Score — see ``score.py`` (prioritized list, then bin-packing).
 * Reserve — the allocations computed for the chosen node go into the assume cache.
 * PreBind — what the saga writes per claim (``ClaimBinding``).
+* StartSimulation / SimulateBindPod / SimulateEvictPod — KEP-4381's ``ClusterAutoScalerPlugin``
+  for ``draflow simulate`` (``simulation.py``).
 
 Extended resources backed by DRA (KEP-5004, ``draflow.services.dra.extended``): PreFilter finds
 the pod's special claim from an earlier cycle or starts an in-memory one when some requested
@@ -68,6 +70,7 @@ from draflow.services.scheduler.framework.decisions import ClaimBinding, Extende
 from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from draflow.services.scheduler.plugins.dynamicresources import simulation
 from draflow.services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
 from draflow.services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
 from draflow.services.scheduler.plugins.dynamicresources.precheck import (
@@ -354,6 +357,16 @@ class DynamicResources:
         data.node_allocations[node.name] = results
         return None
 
+    # -- ClusterAutoScalerPlugin (KEP-4381; see simulation.py) ------------------------------------
+    def start_simulation(self, state: CycleState) -> Status | None:
+        return simulation.start(state, NAME)
+
+    def simulate_bind_pod(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return simulation.simulate_bind(self, state, pod, node)
+
+    def simulate_evict_pod(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return simulation.simulate_evict(state, pod)
+
     # -- PostFilter / Score ---------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:
         data: DRAState | None = state.data.get(NAME)
@@ -415,15 +428,20 @@ class DynamicResources:
         pairs = list(zip(data.to_allocate, results[:n], strict=True))
         ext = data.ext_nodes.get(node_name)
         if ext is not None and ext.claim is not None:
-            cluster = state.cluster
-            claim = persisted_claim(ext.claim, _Taken(cluster, pod.metadata.namespace))
-            meta = msgspec.structs.replace(claim.metadata, uid=_claim_uid(pod, claim.metadata.name))
-            claim = msgspec.structs.replace(claim, metadata=meta)
+            claim = self.simulated_special_claim(state, pod, ext.claim)
             data.ext_plan = (node_name, ExtendedClaim(claim=claim, mappings=ext.mappings))
             data.ext_allocation = results[n]
             pairs.append((claim, results[n]))
         state.cluster.assume_allocations(pod, node_name, pairs)
         return None
+
+    def simulated_special_claim(
+        self, state: CycleState, pod: Pod, node_claim: ResourceClaim
+    ) -> ResourceClaim:
+        """KEP-5004: the special claim as PreBind creates it (generated name, deterministic uid)."""
+        claim = persisted_claim(node_claim, _Taken(state.cluster, pod.metadata.namespace))
+        meta = msgspec.structs.replace(claim.metadata, uid=_claim_uid(pod, claim.metadata.name))
+        return msgspec.structs.replace(claim, metadata=meta)
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         """Nothing beyond the framework's ``ClusterState.forget`` (pending allocations go there)."""

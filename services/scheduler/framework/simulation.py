@@ -1,0 +1,222 @@
+"""Cluster Autoscaler's view of the scheduler (KEP-4381, "Simulation with CA").
+
+An autoscaler asks "would these pending pods fit if these nodes existed, and can that node go?"
+without writing anything. It runs the scheduler's own PreFilter and Filter plugins against a
+snapshot of the cluster and, instead of Reserve and Bind, tells the plugins that keep state of
+their own (DRA: which devices claims hold) what it decided, through the KEP's
+``ClusterAutoScalerPlugin`` interface:
+
+* ``start_simulation(state)``: the plugin snapshots what it needs into ``state``, the
+  simulation's cycle state; its presence tells the other extension points they run simulated;
+* PreFilter / Filter: unchanged plugin code, deciding against that snapshot;
+* ``simulate_bind_pod(state, pod, node)``: the pod goes to ``node``: claims get allocated in the
+  snapshot when first used (a shared claim once), the pod is added to their ``reservedFor``;
+* ``simulate_evict_pod(state, pod, node_name)``: the pod leaves its node: it is dropped from its
+  claims' ``reservedFor``, claims nobody else uses are deallocated.
+
+:class:`Simulation` is the autoscaler's side (upstream's ClusterSnapshot plus the calls above):
+it owns a :class:`ClusterState` built for it alone, places and removes pods and nodes in it, and
+can return to a checkpoint. Pure: nothing is appended or published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import msgspec
+
+from draflow.events.api.core_v1 import Node, Pod, PodSpec
+from draflow.events.api.meta import ObjectMeta
+from draflow.events.api.resource_v1 import ResourceClaim, ResourceSlice
+from draflow.services.scheduler.framework.assume import ClaimKey
+from draflow.services.scheduler.framework.cluster import ClusterState
+from draflow.services.scheduler.framework.config import SchedulerConfig
+from draflow.services.scheduler.framework.cycle import HostChoice, check_node, select_host
+from draflow.services.scheduler.framework.decisions import SchedulingError, Unschedulable
+from draflow.services.scheduler.framework.interface import CycleState
+from draflow.services.scheduler.framework.nodeinfo import NodeInfo
+from draflow.services.scheduler.framework.profile import Profile
+from draflow.services.scheduler.framework.status import Status
+
+__all__ = [
+    "SIMULATION",
+    "Checkpoint",
+    "ClusterAutoScalerPlugin",
+    "Simulation",
+    "SimulationError",
+    "bound",
+    "unbound",
+]
+
+# Key in CycleState.data, present while plugins run inside a simulation (upstream: the DRA
+# plugin finds its snapshot in the cycle state and knows it serves the autoscaler).
+SIMULATION = "ClusterAutoscaler"
+
+_NO_POD = Pod(metadata=ObjectMeta(name="", namespace=""), spec=PodSpec(containers=()))
+
+
+@runtime_checkable
+class ClusterAutoScalerPlugin(Protocol):
+    """KEP-4381's ``ClusterAutoScalerPlugin``. Implemented by ``DynamicResources`` (structured
+    parameters and extended resources backed by DRA); a numeric-parameters model implements the
+    same three methods over its own capacity objects. Return None for success."""
+
+    name: str
+
+    def start_simulation(self, state: CycleState) -> Status | None: ...
+
+    def simulate_bind_pod(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None: ...
+
+    def simulate_evict_pod(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+class SimulationError(Exception):
+    """A plugin refused to start a simulation (its snapshot cannot be taken)."""
+
+
+def bound(pod: Pod, node_name: str) -> Pod:
+    return msgspec.structs.replace(pod, spec=msgspec.structs.replace(pod.spec, node_name=node_name))
+
+
+def unbound(pod: Pod) -> Pod:
+    """The pod as a pending one (an evicted pod looks for a new node)."""
+    return bound(pod, "") if pod.spec.node_name else pod
+
+
+def _copy(value: Any) -> Any:
+    copy = getattr(value, "copy", None)
+    return copy() if copy is not None else value
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The snapshot's objects and the plugins' simulation data at one moment (for ``revert``)."""
+
+    nodes: dict[str, Node]
+    pods: dict[str, Pod]
+    claims: dict[ClaimKey, ResourceClaim]
+    slices: dict[str, ResourceSlice]
+    data: dict[str, Any]
+
+
+class Simulation:
+    """One simulation over ``cluster``: a ClusterState built for it alone (never a live
+    scheduler's; the pods and claims it holds change as the simulation binds and evicts)."""
+
+    def __init__(self, cluster: ClusterState, profile: Profile, config: SchedulerConfig) -> None:
+        self.cluster = cluster
+        self.profile = profile
+        self.config = config
+        self.state = CycleState(_NO_POD, cluster, config)
+        self.state.data[SIMULATION] = True
+        self.plugins = [p for p in profile.plugins if isinstance(p, ClusterAutoScalerPlugin)]
+        for plugin in self.plugins:
+            status = plugin.start_simulation(self.state)
+            if status is not None:
+                raise SimulationError(f"{plugin.name}: {status.message}")
+
+    # -- deciding ---------------------------------------------------------------------------------
+    def cycle_state(self, pod: Pod) -> CycleState:
+        """A cycle state for one pod carrying the simulation's snapshot (upstream: a clone of the
+        state handed to StartSimulation)."""
+        state = CycleState(pod, self.cluster, self.config)
+        state.data.update(self.state.data)
+        return state
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        """Why the scheduler would not even try the pod (gates, missing claims), or None."""
+        for plugin in self.profile.pre_enqueue:
+            status = plugin.pre_enqueue(pod, self.cluster)
+            if status is not None:
+                return status if status.plugin else status.with_plugin(plugin.name)
+        return None
+
+    def schedule(self, pod: Pod) -> HostChoice | Unschedulable | SchedulingError:
+        """The node the scheduler would pick among the snapshot's nodes (its filters and scores)."""
+        return select_host(pod, self.cluster, self.profile, self.config, self.cycle_state(pod))
+
+    def fits(self, pod: Pod, node_name: str) -> Status | None:
+        """Whether the pod passes PreFilter and every Filter on this one node (None: it fits)."""
+        return check_node(pod, self.cycle_state(pod), self.profile, self.cluster.nodes[node_name])
+
+    # -- changing the snapshot --------------------------------------------------------------------
+    def bind(self, pod: Pod, node_name: str) -> Status | None:
+        """SimulateBindPod on every plugin, then the pod counts on the node."""
+        node = self.cluster.nodes[node_name]
+        for plugin in self.plugins:
+            status = plugin.simulate_bind_pod(self.state, pod, node)
+            if status is not None:
+                return status if status.plugin else status.with_plugin(plugin.name)
+        self.cluster.upsert_pod(bound(pod, node_name))
+        return None
+
+    def evict(self, pod: Pod) -> Status | None:
+        """SimulateEvictPod on every plugin, then the pod no longer counts on its node."""
+        node_name = pod.spec.node_name
+        for plugin in self.plugins:
+            status = plugin.simulate_evict_pod(self.state, pod, node_name)
+            if status is not None:
+                return status if status.plugin else status.with_plugin(plugin.name)
+        self.cluster.delete_pod(pod.metadata.namespace, pod.metadata.name)
+        return None
+
+    def add_node(self, node: Node, slices: Iterable[ResourceSlice]) -> None:
+        self.cluster.upsert_node(node)
+        for slc in slices:
+            self.cluster.upsert_slice(slc)
+
+    def remove_node(self, name: str, slices: Iterable[str] = ()) -> None:
+        """The node leaves (its pods must have been evicted); ``slices``: names to drop with it
+        (a fictional node's; a real node's slices stay, as they would until its driver goes)."""
+        self.cluster.delete_node(name)
+        for slc in slices:
+            self.cluster.delete_slice(slc)
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        """The pods counting on a node, by namespace/name."""
+        return [
+            self.cluster.pods[key]
+            for key in sorted(self.cluster.pods)
+            if self.cluster.pods[key].spec.node_name == node_name
+        ]
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def checkpoint(self) -> Checkpoint:
+        cluster = self.cluster
+        return Checkpoint(
+            nodes={name: info.node for name, info in cluster.nodes.items()},
+            pods=dict(cluster.pods),
+            claims=dict(cluster.claims),
+            slices=dict(cluster.slices),
+            data={k: _copy(v) for k, v in self.state.data.items()},
+        )
+
+    def revert(self, cp: Checkpoint) -> None:
+        """Back to ``cp``: what changed since is undone object by object (upstream's Revert)."""
+        cluster = self.cluster
+        for name, node in cp.nodes.items():
+            info = cluster.nodes.get(name)
+            if info is None or info.node is not node:
+                cluster.upsert_node(node)
+        for name in [n for n in cluster.nodes if n not in cp.nodes]:
+            cluster.delete_node(name)
+        for name in [n for n in cluster.slices if n not in cp.slices]:
+            cluster.delete_slice(name)
+        for name, slc in cp.slices.items():
+            if cluster.slices.get(name) is not slc:
+                cluster.upsert_slice(slc)
+        for key in [k for k in cluster.pods if k not in cp.pods]:
+            ns, _, name = key.partition("/")
+            cluster.delete_pod(ns, name)
+        for pod in cp.pods.values():
+            if cluster.pods.get(f"{pod.metadata.namespace}/{pod.metadata.name}") is not pod:
+                cluster.upsert_pod(pod)
+        for ckey in [k for k in cluster.claims if k not in cp.claims]:
+            cluster.delete_claim(*ckey)
+        for claim in cp.claims.values():
+            if cluster.claims.get((claim.metadata.namespace, claim.metadata.name)) is not claim:
+                cluster.upsert_claim(claim)
+        self.state.data.clear()
+        self.state.data.update({k: _copy(v) for k, v in cp.data.items()})
