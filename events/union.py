@@ -36,6 +36,7 @@ from draflow.events.node import (
     PodDisruptionTargeted,
 )
 from draflow.events.objects import (
+    CUSTOM_EVENT_TYPES,
     KubeEventDeleted,
     KubeEventRecorded,
     OwnerReferencesRemoved,
@@ -91,6 +92,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     KubeEventDeleted,
     OwnerReferencesRemoved,
     *object_event_types(),
+    # custom objects (kinds served by CustomResourceDefinitions), any kind
+    *CUSTOM_EVENT_TYPES,
 )
 
 AnyEvent = Union[EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007  (msgspec's tagged union)

@@ -17,18 +17,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
 from draflow.events.codec import DecodeError, decode
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
+from draflow.infra.snapshots import SnapshotPolicy, load_snapshot
 from draflow.projections.objects import ObjectIndex, fold
+from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, schema
 from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 
 __all__ = ["KINDS", "Snapshot"]
+
+# what the core learns first when it starts from a snapshot: the devices, then what uses them
+_RESTORE_ORDER = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod")
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,8 @@ class Snapshot:
         # (namespace, name) -> the traceparent of the pod's first event (its apply): the pod's
         # PodScheduling saga continues that trace, so one pod flow is one trace
         self._traceparents: dict[tuple[str, str], str] = {}
+        self.snapshot_position = 0  # the position of the snapshot this view started from (0: none)
+        self.policy = SnapshotPolicy.from_env()  # its `load`: whether a start looks for a snapshot
 
     def traceparent(self, namespace: str, name: str) -> str:
         return self._traceparents.get((namespace, name), "")
@@ -73,10 +82,46 @@ class Snapshot:
     # -- following the log ---------------------------------------------------------------------------
     async def start(self, timeout_s: float = 300.0) -> None:
         """Fold the log up to its current end, then keep following it in the background."""
+        started = time.monotonic()
         target = await self.store.stream_last_seq()
+        restored = await self.restore(target)
         self._tail = Tail(self.store, f"{self.store.root}.ev.>", self.position + 1, idle_poll_s=0.5)
         self._task = asyncio.create_task(self._follow(), name="scheduler-snapshot")
         await self.wait_position(target, timeout_s)
+        log.info(
+            "%s: caught up with the log at %d in %.3fs (%s)",
+            self.store.actor,
+            self.position,
+            time.monotonic() - started,
+            f"from the snapshot at {self.snapshot_position}" if restored else "folded from the start",
+        )
+
+    async def restore(self, last_seq: int) -> bool:
+        """Start from the newest valid snapshot of the object fold (the apiserver and the claim
+        controller write them): its objects of the scheduler's kinds, handed to the core as if
+        the log had just created them (devices first, pods last). False when there is none.
+        Pods restored this way start a new trace (a snapshot keeps objects, not envelopes)."""
+        if self.position or not self.policy.load:
+            return False
+        loaded = await load_snapshot(self.store.snapshots, OBJECTS, schema(), self.store.identity, last_seq)
+        if loaded is None:
+            return False
+        try:
+            index = await asyncio.to_thread(decode_index, loaded.body, KINDS)
+        except SnapshotDecodeError as exc:
+            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
+            return False
+        self.index.adopt(index)
+        self.position = self.snapshot_position = loaded.header.position
+        order = {k: i for i, k in enumerate(_RESTORE_ORDER)}
+        for kind in sorted(index.kinds(), key=lambda k: order.get(k, len(order))):
+            for obj in index.items(kind):
+                meta = object_meta(obj)
+                if kind in CLASSIC_KINDS:
+                    self.classic.apply(kind, meta.namespace or "", meta.name, obj)
+                else:
+                    self.core.observe(obj)
+        return True
 
     async def stop(self) -> None:
         if self._tail is not None:
