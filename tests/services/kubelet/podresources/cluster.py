@@ -92,11 +92,14 @@ async def cluster(settings: Settings, *kubelet_args: str) -> AsyncIterator[tuple
             yield probe, procs
         finally:
             await probe.stop()
-            with contextlib.suppress(Exception):  # the shared test server keeps no stream of ours
+            # every process stops before its stream goes (one that sees its stream deleted stops
+            # with exit 3 instead of 0); then the shared test server keeps no stream of ours
+            await stop_cleanly([p for p in procs if p.proc.poll() is None])
+            with contextlib.suppress(Exception):
                 await events.js.delete_stream(settings.stream)
             await events.close()
     finally:
-        await stop_cleanly(procs)
+        await stop_cleanly([p for p in procs if p.proc.poll() is None])
         shutil.rmtree(settings.data_dir, ignore_errors=True)
 
 
