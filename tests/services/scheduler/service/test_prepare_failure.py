@@ -17,8 +17,8 @@ from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
-from draflow.services.drivers.gpu_example.plugin import FailureSwitches
 from draflow.services.drivers.gpu_example.publisher import SlicePublisher
+from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
 from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.client import ApiClient
 from draflow.services.scheduler.service import SchedulerService
