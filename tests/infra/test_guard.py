@@ -63,6 +63,15 @@ async def test_jetstream_checks_each_subjects_expected_sequence_in_one_atomic_ba
     # code): the store allows one guard per subject per append
     second = await _raw_batch(store, [(a, {expect: "3"}), (a, {expect: "6"})])
     assert _err(second) not in (0, ERR_WRONG_LAST_SEQUENCE)
+    # the stream-level Nats-Expected-Last-Sequence: on the first message it is the stream's last
+    # sequence before the batch; on a later one it counts the batch's own earlier messages
+    stream = "Nats-Expected-Last-Sequence"
+    last = await store.stream_last_seq()
+    wrong = await _raw_batch(store, [(a, {}), (b, {stream: str(last)})])
+    assert _err(wrong) == ERR_WRONG_LAST_SEQUENCE
+    right = await _raw_batch(store, [(a, {stream: str(last)}), (b, {})])
+    assert right["seq"] == last + 2
+    before = await store.stream_last_seq()
     # Nats-Expected-Last-Msg-Id is not supported in atomic batches at all
     assert _err(await _raw_batch(store, [(a, {"Nats-Expected-Last-Msg-Id": "x"}), (b, {})])) == (
         ERR_BATCH_UNSUPPORTED_HEADER
