@@ -35,6 +35,12 @@ from draflow.events.node import (
     PodContainerStatusesReported,
     PodDisruptionTargeted,
 )
+from draflow.events.numeric import (
+    NumericClaimAllocated,
+    NumericClaimConditionRecorded,
+    NumericClaimDeallocated,
+    NumericClaimReserved,
+)
 from draflow.events.objects import (
     KubeEventDeleted,
     KubeEventRecorded,
@@ -68,6 +74,11 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PodStarted,
     PodFailed,
     PodSucceeded,
+    # KEP-4381 numeric claims (draflow.events.numeric)
+    NumericClaimAllocated,
+    NumericClaimReserved,
+    NumericClaimDeallocated,
+    NumericClaimConditionRecorded,
     # node and pod facts of the node plane (draflow.events.node)
     PodContainerStatusesReported,
     LeaseRenewed,

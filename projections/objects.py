@@ -54,6 +54,7 @@ from draflow.events.objects import (
 )
 from draflow.projections.dra import REDUCERS as DRA_REDUCERS
 from draflow.projections.node import REDUCERS as NODE_REDUCERS
+from draflow.projections.numeric import REDUCERS as NUMERIC_REDUCERS
 
 __all__ = [
     "Change",
@@ -188,7 +189,7 @@ def _assemble() -> None:
             except KeyError:  # e.g. no StatusUpdated for a kind without status
                 continue
             reducer(cls)(fn)
-    for table in (_OBJECT_EVENTS, DRA_REDUCERS, NODE_REDUCERS):
+    for table in (_OBJECT_EVENTS, DRA_REDUCERS, NODE_REDUCERS, NUMERIC_REDUCERS):
         for event_type, fn in table.items():
             reducer(event_type)(fn)
 

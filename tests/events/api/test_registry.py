@@ -39,4 +39,5 @@ def test_served_versions() -> None:
         "ResourceClass",
         "ClassicResourceClaim",
         "NodeGpuCapacity",
+        "NodeResourceCapacity",
     }
