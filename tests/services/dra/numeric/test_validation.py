@@ -57,7 +57,11 @@ def capacity(**fields: Any) -> nv.NodeResourceCapacity:
 
 
 def test_class_with_numeric_parameters_is_admitted() -> None:
-    nt = {"apiVersion": "frobnicator.example.com/v1alpha1", "kind": "ClaimParameters", "celTemplate": TEMPLATE}
+    nt = {
+        "apiVersion": "frobnicator.example.com/v1alpha1",
+        "kind": "ClaimParameters",
+        "celTemplate": TEMPLATE,
+    }
     stored = admit_classic(klass(nt))
     assert stored.numeric_parameters[0].cel_template == TEMPLATE
     assert stored.numeric_parameters[0].shareable is False
@@ -76,7 +80,10 @@ def test_class_with_numeric_parameters_is_admitted() -> None:
         ),
         (
             [{"kind": "ClaimParameters", "celTemplate": "Required: {{object.spec.n"}],
-            ["ResourceClass frob: numericParameters[0].celTemplate: Invalid value: unbalanced {{ }} placeholder"],
+            [
+                "ResourceClass frob: numericParameters[0].celTemplate: "
+                "Invalid value: unbalanced {{ }} placeholder"
+            ],
         ),
         (
             [{"kind": "C", "celTemplate": TEMPLATE}, {"kind": "C", "celTemplate": TEMPLATE}],
@@ -135,7 +142,12 @@ def test_template_claim_accepts_parameters_ref() -> None:
 
 
 def test_capacity_is_admitted_cluster_scoped() -> None:
-    inst = {"id": "frob-0", "apiVersion": "counter.dra.config.k8s.io/v1alpha1", "kind": "Capacity", "data": {"count": 8}}
+    inst = {
+        "id": "frob-0",
+        "apiVersion": "counter.dra.config.k8s.io/v1alpha1",
+        "kind": "Capacity",
+        "data": {"count": 8},
+    }
     stored = admit_classic(
         capacity(nodeName="node-1", driverName="frobnicator.example.com", instances=[inst]), None, "ns"
     )
@@ -144,7 +156,12 @@ def test_capacity_is_admitted_cluster_scoped() -> None:
 
 
 def test_capacity_rules() -> None:
-    ok = {"id": "a", "apiVersion": "counter.dra.config.k8s.io/v1alpha1", "kind": "Capacity", "data": {"count": 1}}
+    ok = {
+        "id": "a",
+        "apiVersion": "counter.dra.config.k8s.io/v1alpha1",
+        "kind": "Capacity",
+        "data": {"count": 1},
+    }
     bad = capacity(
         driverName="-frob",
         instances=[ok, ok, {"id": "", "apiVersion": "v1", "kind": "", "data": [1]}],
