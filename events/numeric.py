@@ -8,6 +8,11 @@
 * :class:`NumericClaimReserved`: another pod uses the allocated claim (``reservedFor``).
 * :class:`NumericClaimDeallocated`: the allocation was cleared directly and that finalizer
   removed (the claim controller on an unused claim, the scheduler on Unreserve or Reallocate).
+* :class:`NumericClaimReservationsReleased`: pods left ``reservedFor`` (a saga's compensation).
+* :class:`NumericCapacityCommitted`: on ``<root>.ev.NumericLedger._.<node>.<driver>``, the
+  scheduler committed capacity of that node and driver to a claim. It is the serialization point
+  between scheduler instances (appended at the ledger version the decision saw); the claim
+  status stays the source of truth for what is allocated.
 * :class:`NumericClaimConditionRecorded`: a condition on the claim (the scheduler saying why
   the class's template cannot map the claim's parameters).
 
@@ -22,9 +27,11 @@ from draflow.events.envelope import Event
 
 __all__ = [
     "NUMERIC_FINALIZER",
+    "NumericCapacityCommitted",
     "NumericClaimAllocated",
     "NumericClaimConditionRecorded",
     "NumericClaimDeallocated",
+    "NumericClaimReservationsReleased",
     "NumericClaimReserved",
 ]
 
@@ -38,6 +45,15 @@ class NumericClaimAllocated(Event, frozen=True, kw_only=True):
 
 class NumericClaimReserved(Event, frozen=True, kw_only=True):
     consumer: OwnerReference
+
+
+class NumericClaimReservationsReleased(Event, frozen=True, kw_only=True):
+    uids: tuple[str, ...] = ()
+
+
+class NumericCapacityCommitted(Event, frozen=True, kw_only=True):
+    claim_uid: str
+    claim: str = ""  # namespace/name, for people reading the log
 
 
 class NumericClaimDeallocated(Event, frozen=True, kw_only=True):

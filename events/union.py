@@ -36,9 +36,11 @@ from draflow.events.node import (
     PodDisruptionTargeted,
 )
 from draflow.events.numeric import (
+    NumericCapacityCommitted,
     NumericClaimAllocated,
     NumericClaimConditionRecorded,
     NumericClaimDeallocated,
+    NumericClaimReservationsReleased,
     NumericClaimReserved,
 )
 from draflow.events.objects import (
@@ -79,6 +81,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     NumericClaimReserved,
     NumericClaimDeallocated,
     NumericClaimConditionRecorded,
+    NumericClaimReservationsReleased,
+    NumericCapacityCommitted,
     # node and pod facts of the node plane (draflow.events.node)
     PodContainerStatusesReported,
     LeaseRenewed,

@@ -15,6 +15,7 @@ from draflow.events.numeric import (
     NumericClaimAllocated,
     NumericClaimConditionRecorded,
     NumericClaimDeallocated,
+    NumericClaimReservationsReleased,
     NumericClaimReserved,
 )
 
@@ -67,6 +68,15 @@ def _reserved(claim: cv.ResourceClaim | None, ev: NumericClaimReserved) -> cv.Re
     )
 
 
+def _released(
+    claim: cv.ResourceClaim | None, ev: NumericClaimReservationsReleased
+) -> cv.ResourceClaim | None:
+    if claim is None:
+        return None
+    users = tuple(u for u in claim.status.reserved_for if u.uid not in ev.uids)
+    return replace(claim, status=replace(claim.status, reserved_for=users))
+
+
 def _deallocated(claim: cv.ResourceClaim | None, ev: NumericClaimDeallocated) -> cv.ResourceClaim | None:
     if claim is None:
         return None
@@ -96,6 +106,7 @@ def _condition(claim: cv.ResourceClaim | None, ev: NumericClaimConditionRecorded
 REDUCERS: dict[type[Event], Callable[[Any, Any], Any]] = {
     NumericClaimAllocated: _allocated,
     NumericClaimReserved: _reserved,
+    NumericClaimReservationsReleased: _released,
     NumericClaimDeallocated: _deallocated,
     NumericClaimConditionRecorded: _condition,
 }

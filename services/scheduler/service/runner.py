@@ -56,6 +56,11 @@ from draflow.services.scheduler.sagas.extended_claim import (
     EXTENDED_CLAIM_CLEANUP_SAGA,
     ExtendedClaimCleanupInput,
 )
+from draflow.services.scheduler.sagas.numeric_reallocation import (
+    NUMERIC_REALLOCATION,
+    NUMERIC_REALLOCATION_SAGA,
+    NumericReallocationInput,
+)
 from draflow.services.scheduler.sagas.pod_scheduling import (
     POD_SCHEDULING,
     POD_SCHEDULING_SAGA,
@@ -104,7 +109,9 @@ class SchedulerService:
         self.core = Scheduler(config, plugins=default_plugins(), clock=clock)
         self.snapshot = Snapshot(store, self.core)
         self.engine = SagaEngine(
-            store, [POD_SCHEDULING_SAGA, REALLOCATION_SAGA, EXTENDED_CLAIM_CLEANUP_SAGA], deps=self
+            store,
+            [POD_SCHEDULING_SAGA, REALLOCATION_SAGA, EXTENDED_CLAIM_CLEANUP_SAGA, NUMERIC_REALLOCATION_SAGA],
+            deps=self,
         )
         self._wake = asyncio.Event()
         self._sagas: set[asyncio.Task[Any]] = set()
@@ -260,9 +267,7 @@ class SchedulerService:
         if isinstance(result, Reserved):
             plan = PodSchedulingInput.of(result)
             saga_id = self._saga_id("ps", plan.uid or plan.name)
-            self._spawn(
-                self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True
-            )
+            self._spawn(self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True)
             return
         self.outcomes["unschedulable"] += 1
         self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance)))
@@ -292,9 +297,20 @@ class SchedulerService:
                 pod_uid=pod.metadata.uid,
             )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
-            self._spawn(
-                self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True
+            self._spawn(self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True)
+
+        if isinstance(result, Unschedulable) and result.deallocate_numeric is not None:
+            ref = result.deallocate_numeric
+            ninp = NumericReallocationInput(
+                claim_namespace=ref.namespace,
+                claim_name=ref.name,
+                claim_uid=ref.uid,
+                pod_namespace=pod.metadata.namespace,
+                pod_name=pod.metadata.name,
+                pod_uid=pod.metadata.uid,
             )
+            saga_id = self._saga_id("nrealloc", ref.uid or ref.name)
+            self._spawn(self._saga(NUMERIC_REALLOCATION, saga_id, ninp, position, traceparent), saga=True)
 
     async def _saga(
         self, saga_type: str, saga_id: str, inp: msgspec.Struct, position: int = 0, traceparent: str = ""

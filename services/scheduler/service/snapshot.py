@@ -7,9 +7,11 @@ taint rules) are folded with the shared object fold (:mod:`draflow.projections.o
 :mod:`draflow.projections.dra`) into an :class:`ObjectIndex`; each resulting change goes to the core
 (``observe`` / ``observe_deleted``), which updates the cluster snapshot and hands the queue its
 requeue hints. Classic claims (KEP-3063) go to the classic plugin's feed instead
-(:mod:`draflow.services.scheduler.plugins.classic.feed`). Other subjects (sagas, Kubernetes Events) are
-skipped before decoding. ``position`` is the last stream sequence applied: the snapshot a
-decision was made on.
+(:mod:`draflow.services.scheduler.plugins.classic.feed`); classes, node capacity, classic claims,
+capacity ledgers and vendor parameter objects of any other kind also to the numeric plugin's feed
+(KEP-4381, :mod:`draflow.services.scheduler.plugins.numeric.feed`). Other subjects (sagas,
+Kubernetes Events) are skipped before decoding. ``position`` is the last stream sequence applied:
+the snapshot a decision was made on.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from draflow.events.codec import DecodeError, decode
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
 from draflow.projections.objects import ObjectIndex, fold
+from draflow.services.dra.numeric.plans import LEDGER_KIND
 from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
+from draflow.services.scheduler.plugins.numeric.feed import NumericFeed
 
 __all__ = ["KINDS", "Snapshot"]
 
@@ -52,6 +56,8 @@ class Snapshot:
         self._advanced = asyncio.Event()
         self.on_batch: Callable[[], None] | None = None  # the service's wake-up for its loop
         self.classic = ClassicFeed(store, core, self.wake)  # classic claims: the KEP-3063 plugin
+        # KEP-4381: classes, node capacity, numeric claims, ledgers and vendor parameter objects
+        self.numeric = NumericFeed(store, core, self.wake)
         # (namespace, name) -> the traceparent of the pod's first event (its apply): the pod's
         # PodScheduling saga continues that trace, so one pod flow is one trace
         self._traceparents: dict[tuple[str, str], str] = {}
@@ -82,6 +88,7 @@ class Snapshot:
         if self._tail is not None:
             await self._tail.stop()
         await self.classic.stop()
+        await self.numeric.stop()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -118,9 +125,12 @@ class Snapshot:
             if not subject.startswith(prefix):
                 continue
             parts = subject[plen:].split(".")
-            if len(parts) != 3 or parts[0] not in KINDS:
+            if len(parts) != 3:
                 continue
             kind = parts[0]
+            numeric = self.numeric.wants(kind)
+            if kind not in KINDS and not numeric:
+                continue
             namespace = "" if parts[1] == "_" else decode_token(parts[1])
             name = decode_token(parts[2])
             try:
@@ -131,6 +141,10 @@ class Snapshot:
                 continue
             try:
                 change = self.index.apply_envelope(kind, namespace, name, env)
+                if numeric:
+                    obj = None if change is None or change.type == "DELETED" else change.object
+                    if change is not None or kind == LEDGER_KIND:
+                        self.numeric.apply(kind, namespace, name, obj, rec.seq)
                 if change is None:
                     continue
                 if kind in CLASSIC_KINDS:
