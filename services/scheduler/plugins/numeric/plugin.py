@@ -206,7 +206,7 @@ class NumericResources:
     def post_filter(self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]) -> PostFilterOutcome:
         data: NumericState | None = state.data.get(NAME)
         if data is None or not data.unavailable:
-            return PostFilterOutcome(unschedulable("no numeric claim to deallocate", plugin=NAME))
+            return PostFilterOutcome(unschedulable(plugin=NAME))
         uid = pod.metadata.uid
         seen: set[str] = set()
         for claim in data.unavailable:
