@@ -1,0 +1,207 @@
+"""Numeric claims (KEP-4381) through the real apiserver, scheduler instances and claim controller
+on a real JetStream: allocation without a driver controller, two schedulers racing for one node's
+capacity, deallocation, immediate claims, capacity shrink and template errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.core_v1 import Pod
+from draflow.events.numeric import NUMERIC_FINALIZER
+from draflow.infra.config import Settings
+from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.scheduler.framework.config import SchedulerConfig
+from tests.builders import make_node
+from tests.builders.numeric import frob_parameters, kep_pod, node_capacity, numeric_claim, numeric_class
+from tests.helpers import assert_eventually
+from tests.services.scheduler.service.conftest import Cluster
+from tests.shells import run
+
+pytestmark = pytest.mark.kep4381
+
+
+async def apply(cluster: Cluster, *manifests: dict[str, Any]) -> None:
+    results = await cluster.api.apply(list(manifests))
+    errors = [r.error for r in results if r.error is not None]
+    assert not errors, errors
+
+
+async def setup(cluster: Cluster, nodes: int, count: int, template: str | None = None) -> None:
+    cls = numeric_class() if template is None else numeric_class(template=template)
+    objs: list[dict[str, Any]] = [cls]
+    for i in range(nodes):
+        from draflow.events.api.codec import encode_object
+
+        objs += [encode_object(make_node(f"node-{i}")), node_capacity(f"node-{i}", count)]
+    await apply(cluster, *objs)
+
+
+async def parameters(cluster: Cluster, name: str, count: int) -> None:
+    subject = cluster.store.subject("ClaimParameters", "default", name)
+    await cluster.store.append(subject, frob_parameters(name, count), expected_last_seq=None)
+
+
+async def claim(cluster: Cluster, name: str) -> cv.ResourceClaim:
+    obj = await cluster.api.get_object(cv.CLAIM_KIND, name, namespace="default")
+    assert isinstance(obj, cv.ResourceClaim)
+    return obj
+
+
+async def pod(cluster: Cluster, name: str) -> Pod:
+    obj = await cluster.api.get_object("Pod", name, namespace="default")
+    assert isinstance(obj, Pod)
+    return obj
+
+
+async def test_the_keps_example_pod_gets_three_frobnicators(cluster: Cluster) -> None:
+    await setup(cluster, nodes=1, count=8)
+    await parameters(cluster, "three", 3)
+    await apply(cluster, numeric_claim("frob-3", "three"), kep_pod("p", "frob-3"))
+    await cluster.start()
+
+    async def bound() -> bool:
+        return bool((await pod(cluster, "p")).spec.node_name)
+
+    await assert_eventually(bound, timeout_s=15)
+    c = await claim(cluster, "frob-3")
+    alloc = c.status.numeric_allocation
+    assert alloc is not None and c.status.phase == cv.ALLOCATED
+    assert alloc.data == {"instance": "frob-0", "count": 3}
+    assert (alloc.node_name, alloc.driver_name) == ("node-0", "frobnicator.example.com")
+    assert alloc.parameters["spec"]["numberOfFrobnicators"] == 3  # the parameter object, embedded
+    assert alloc.resource_class["metadata"]["name"] == "frob"  # and the class
+    assert NUMERIC_FINALIZER in c.metadata.finalizers
+    p = await pod(cluster, "p")
+    assert [u.uid for u in c.status.reserved_for] == [p.metadata.uid]
+
+
+async def test_two_schedulers_racing_never_over_commit(cluster: Cluster) -> None:
+    """One node with 4 frobnicators; each of two scheduler instances has its own pods (by
+    ``schedulerName``) wanting 3 each, so both decide for the same node from the same snapshot at
+    once: only one of those decisions may land, whichever instance wins."""
+    await setup(cluster, nodes=1, count=4)
+    await parameters(cluster, "three", 3)
+    names = [f"{s}{i}" for s in "ab" for i in range(3)]
+    for n in names:
+        await apply(
+            cluster, numeric_claim(f"{n}-frob", "three"), kep_pod(n, f"{n}-frob", scheduler=f"sched-{n[0]}")
+        )
+    a = await cluster.make("sched-a", config=SchedulerConfig(scheduler_name="sched-a"))
+    b = await cluster.make("sched-b", config=SchedulerConfig(scheduler_name="sched-b"))
+    await a.start()
+    await b.start()
+    cluster.run(a)
+    cluster.run(b)
+
+    async def settled() -> bool:
+        decided = sum(s.outcomes["completed"] + s.outcomes["compensated"] for s in (a, b))
+        return decided >= 2 and a.outcomes["unschedulable"] > 0 and b.outcomes["unschedulable"] > 0
+
+    await assert_eventually(settled, timeout_s=30)
+    bound = [p for p in [await pod(cluster, n) for n in names] if p.spec.node_name]
+    used = 0
+    for n in names:
+        alloc = (await claim(cluster, f"{n}-frob")).status.numeric_allocation
+        if alloc is not None:
+            used += alloc.data["count"]
+    assert len(bound) == 1 and used == 3, (len(bound), used)
+
+
+async def test_deallocation_frees_capacity_and_immediate_claims_stay(
+    cluster: Cluster, settings: Settings
+) -> None:
+    await setup(cluster, nodes=1, count=4)
+    await parameters(cluster, "three", 3)
+    await apply(
+        cluster,
+        numeric_claim("delayed", "three"),
+        numeric_claim("immediate", "three", mode="Immediate"),
+        kep_pod("first", "delayed"),
+    )
+    ctl, _ = await run(settings, "claim-controller", ClaimControllerService)
+    try:
+        await cluster.start()
+
+        async def bound(name: str) -> bool:
+            return bool((await pod(cluster, name)).spec.node_name)
+
+        await assert_eventually(lambda: bound("first"), timeout_s=15)
+        # the node is full: the immediate claim's pod waits
+        await apply(cluster, kep_pod("second", "immediate"))
+        await cluster.api.delete([("Pod", "default", "first")], grace_period_seconds=0)
+
+        async def delayed_freed() -> bool:
+            c = await claim(cluster, "delayed")
+            return c.status.numeric_allocation is None and NUMERIC_FINALIZER not in c.metadata.finalizers
+
+        await assert_eventually(delayed_freed, timeout_s=20)
+        await assert_eventually(lambda: bound("second"), timeout_s=20)
+        await cluster.api.delete([("Pod", "default", "second")], grace_period_seconds=0)
+
+        async def released() -> bool:
+            return not (await claim(cluster, "immediate")).status.reserved_for
+
+        await assert_eventually(released, timeout_s=20)
+        kept = await claim(cluster, "immediate")
+        assert kept.status.numeric_allocation is not None  # immediate: stays allocated
+    finally:
+        await ctl.stop()
+
+
+async def test_a_broken_template_is_reported_on_claim_and_pod(cluster: Cluster) -> None:
+    broken = (
+        "kind: Parameters\napiVersion: counter.dra.config.k8s.io/v1alpha1\nRequired: {{object.spec.count}}\n"
+    )
+    await setup(cluster, nodes=1, count=4, template=broken)
+    await parameters(cluster, "three", 3)
+    await apply(cluster, numeric_claim("c", "three"), kep_pod("p", "c"))
+    await cluster.start()
+    expected = (
+        "class frob, template for frobnicator.example.com/v1alpha1/ClaimParameters: "
+        "{{object.spec.count}}: no such key: count"
+    )
+
+    async def condition() -> str:
+        conds = (await claim(cluster, "c")).status.conditions
+        assert conds, "no condition yet"
+        return conds[0].message
+
+    assert (await assert_eventually(condition, timeout_s=15)).startswith(expected)
+
+    async def pod_condition() -> str:
+        conds = [c for c in (await pod(cluster, "p")).status.conditions if c.type == "PodScheduled"]
+        assert conds, "not tried yet"
+        return conds[0].message
+
+    message = await assert_eventually(pod_condition, timeout_s=15)
+    assert f"resourceclaim c: {expected}" in message
+    events, _ = await cluster.api.list("Event", namespace="default")
+    assert any(e["reason"] == "FailedScheduling" and expected in e["message"] for e in events)
+
+
+async def test_capacity_shrink_keeps_allocations_and_blocks_new_ones(cluster: Cluster) -> None:
+    await setup(cluster, nodes=1, count=4)
+    await parameters(cluster, "three", 3)
+    await parameters(cluster, "one", 1)
+    await apply(cluster, numeric_claim("big", "three"), kep_pod("big", "big"))
+    await cluster.start()
+
+    async def bound(name: str) -> bool:
+        return bool((await pod(cluster, name)).spec.node_name)
+
+    await assert_eventually(lambda: bound("big"), timeout_s=15)
+    await apply(cluster, node_capacity("node-0", 2))  # the driver lost frobnicators
+    await apply(cluster, numeric_claim("small", "one"), kep_pod("small", "small"))
+
+    async def unschedulable() -> str:
+        conds = [c for c in (await pod(cluster, "small")).status.conditions if c.type == "PodScheduled"]
+        assert conds, "not tried yet"
+        return conds[0].message
+
+    assert "insufficient counter capacity: 1 required" in await assert_eventually(unschedulable, timeout_s=15)
+    assert (await claim(cluster, "big")).status.numeric_allocation is not None
+    await apply(cluster, node_capacity("node-0", 8))  # back: the waiting pod fits again
+    await assert_eventually(lambda: bound("small"), timeout_s=15)
