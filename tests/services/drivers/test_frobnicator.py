@@ -9,10 +9,10 @@ import pytest
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.meta import ObjectMeta
 from draflow.projections.numeric import node_selector_for
+from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers.cdi import read_spec
 from draflow.services.drivers.frobnicator import DRIVER_NAME
 from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
-from draflow.services.dra.resourceclaim import ClaimRef
 
 pytestmark = pytest.mark.kep4381
 
