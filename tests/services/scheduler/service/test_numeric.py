@@ -13,6 +13,7 @@ from draflow.events.api.core_v1 import Pod
 from draflow.events.numeric import NUMERIC_FINALIZER
 from draflow.infra.config import Settings
 from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.cli.explain import collect, render
 from draflow.services.scheduler.framework.config import SchedulerConfig
 from tests.builders import make_node
 from tests.builders.numeric import frob_parameters, kep_pod, node_capacity, numeric_claim, numeric_class
@@ -76,6 +77,13 @@ async def test_the_keps_example_pod_gets_three_frobnicators(cluster: Cluster) ->
     assert NUMERIC_FINALIZER in c.metadata.finalizers
     p = await pod(cluster, "p")
     assert [u.uid for u in c.status.reserved_for] == [p.metadata.uid]
+    # draflow explain tells the numeric claim's story from the log
+    text = render(await collect(cluster.store, "default", "p", None))
+    assert (
+        "allocated (numeric, class frob) counter.dra.config.k8s.io Allocation "
+        "{instance: frob-0, count: 3} on node-0, reserved for pods/p"
+    ) in text
+    assert "numeric claims: frob-3 counter.dra.config.k8s.io Allocation {instance: frob-0, count: 3}" in text
 
 
 async def test_two_schedulers_racing_never_over_commit(cluster: Cluster) -> None:
