@@ -11,7 +11,7 @@ built, only the pure deciders run), and no spans are emitted.
 Decisions checked:
 
 * **scheduler + structured allocator** — every ``PodScheduling`` saga start (the node and every
-  claim's allocation, re-decided with ``Scheduler.schedule`` on the snapshot at the saga's
+  claim's allocation, numeric claims' too (KEP-4381: model allocation and capacity ledger stamp), re-decided with ``Scheduler.schedule`` on the snapshot at the saga's
   ``decided_at_seq``, with the decisions still in flight at that point in the assume cache, as
   the live scheduler had them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
   at its ``snapshot_seq``). Logs written before those fields existed fall back to the position in
@@ -146,6 +146,10 @@ def _schedule_view(inp: dict[str, Any]) -> dict[str, Any]:
         {
             "node": inp.get("node_name", ""),
             "claims": {c.get("name", ""): c.get("allocation") for c in inp.get("claims", [])},
+            # KEP-4381 numeric claims: their allocation and the ledger stamp the decision saw
+            "numeric": {
+                n.get("name", ""): [n.get("allocation"), n.get("ledger")] for n in inp.get("numeric", [])
+            },
         }
     )
 

@@ -14,6 +14,7 @@ from draflow.events.numeric import NUMERIC_FINALIZER
 from draflow.infra.config import Settings
 from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.cli.explain import collect, render
+from draflow.services.cli.verify import verify_records
 from draflow.services.scheduler.framework.config import SchedulerConfig
 from tests.builders import make_node
 from tests.builders.numeric import frob_parameters, kep_pod, node_capacity, numeric_claim, numeric_class
@@ -116,6 +117,12 @@ async def test_two_schedulers_racing_never_over_commit(cluster: Cluster) -> None
         if alloc is not None:
             used += alloc.data["count"]
     assert len(bound) == 1 and used == 3, (len(bound), used)
+    await cluster.stop_all()
+    # verify-replay re-decides every decision of both instances, numeric plans included
+    records = [r async for batch in cluster.store.read_raw() for r in batch]
+    verifier, divergence = verify_records(records, cluster.store.root)
+    assert divergence is None, divergence
+    assert verifier.checked["schedule"] >= 2 and verifier.checked["unschedulable"] >= 2
 
 
 async def test_deallocation_frees_capacity_and_immediate_claims_stay(
