@@ -11,9 +11,10 @@ built, only the pure deciders run), and no spans are emitted.
 Decisions checked:
 
 * **scheduler + structured allocator** — every ``PodScheduling`` saga start (the node and every
-  claim's allocation, numeric claims' too (KEP-4381: model allocation and capacity ledger stamp), re-decided with ``Scheduler.schedule`` on the snapshot at the saga's
-  ``decided_at_seq``, with the decisions still in flight at that point in the assume cache, as
-  the live scheduler had them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
+  claim's allocation, numeric claims' too (KEP-4381: model allocation and capacity ledger
+  stamp), re-decided with ``Scheduler.schedule`` on the snapshot at the saga's ``decided_at_seq``,
+  with the decisions still in flight at that point in the assume cache, as the live scheduler had
+  them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
   at its ``snapshot_seq``). Logs written before those fields existed fall back to the position in
   the saga id and to the sequence right before the event.
 * **claim controller** — every ResourceClaim generated from a template (name and spec, from the
