@@ -292,6 +292,7 @@ class EventStore:
         causation_id: str | None = None,
         wait_s: float = 5.0,
         actor: str | None = None,
+        links: Sequence[str] = (),
     ) -> tuple[int, ...]:
         """Append ``events`` to ``subject`` atomically; returns their stream sequences.
 
@@ -300,6 +301,7 @@ class EventStore:
         append a no-op (events get ``msg_id`` or ``msg_id#i``). ``cause``: the event that led to this
         append (sets causation and correlation). ``actor``: whose decision it is when not this
         process's (the apiserver appending a kubelet's facts once NodeRestriction admitted them).
+        ``links``: traceparents of spans in other traces the append span links to.
         """
         evs: Sequence[Event] = (events,) if isinstance(events, Event) else events
         if not evs:
@@ -312,7 +314,7 @@ class EventStore:
         corr = correlation_id if correlation_id is not None else (cause.correlation_id if cause else "")
         caus = causation_id if causation_id is not None else (cause.id if cause else "")
         attrs = _span_attributes(subject, base, evs) if tracing.enabled() else {}
-        with tracing.producer_span(f"append {_kind_of(subject)}", attrs) as traceparent:
+        with tracing.producer_span(f"append {_kind_of(subject)}", attrs, links) as traceparent:
             msgs = self._build(subject, evs, base, expected_last_seq, corr, caus, traceparent, actor)
             try:
                 return await self._publish(subject, msgs, expected_last_seq, wait_s)

@@ -44,6 +44,7 @@ __all__ = [
     "export_target",
     "extract",
     "inject_headers",
+    "links_to",
     "producer_span",
     "server_span",
     "setup_tracing",
@@ -270,13 +271,27 @@ def extract(headers: Mapping[str, str] | None, traceparent: str = "") -> otel_co
     return _propagator.extract(carrier, getter=_getter)  # type: ignore[arg-type]
 
 
+def links_to(traceparents: Sequence[str]) -> list[trace.Link]:
+    """OTel links to the spans ``traceparents`` name (a re-apply or delete of a pod linking to the
+    trace of its creation); unparsable ones are skipped."""
+    out: list[trace.Link] = []
+    for tp in traceparents:
+        ctx = trace.get_current_span(extract(None, tp)).get_span_context()
+        if ctx.is_valid:
+            out.append(trace.Link(ctx))
+    return out
+
+
 @contextmanager
-def producer_span(name: str, attributes: dict[str, Any]) -> Iterator[str]:
-    """A PRODUCER span around an append; yields the traceparent to inject (empty when off)."""
+def producer_span(name: str, attributes: dict[str, Any], links: Sequence[str] = ()) -> Iterator[str]:
+    """A PRODUCER span around an append; yields the traceparent to inject (empty when off).
+    ``links``: traceparents of spans in other traces this append follows from."""
     if not enabled():
         yield ""
         return
-    with _tracer.start_as_current_span(name, kind=SpanKind.PRODUCER, attributes=attributes):
+    with _tracer.start_as_current_span(
+        name, kind=SpanKind.PRODUCER, attributes=attributes, links=links_to(links) if links else None
+    ):
         yield current_traceparent()
 
 

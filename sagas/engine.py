@@ -26,6 +26,7 @@ import datetime
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, Generic, TypeVar, cast
 
 import msgspec
@@ -65,6 +66,11 @@ log = logging.getLogger(__name__)
 _SAGA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 SAGA_KIND = "Saga"
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+# (saga id, traceparent of the span that covers its run in this process): the steps' parent. Set
+# by ``start`` (the saga's own span) or by ``run`` resuming a saga another process started (a
+# "resumed" span: the process that started it was stopped before its saga span could end).
+_covering: ContextVar[tuple[str, str]] = ContextVar("draflow_saga_covering", default=("", ""))
 
 
 def pod_attributes(inp: dict[str, Any]) -> dict[str, str]:
@@ -240,7 +246,12 @@ class SagaEngine:
                         seq=seq,
                     ),
                 )
-        return await self.run(saga_id, started, inp if started is not None else None)
+            # inside the saga's span: a parent covers its children (the steps and compensations)
+            token = _covering.set((saga_id, tracing.current_traceparent()))
+            try:
+                return await self.run(saga_id, started, inp if started is not None else None)
+            finally:
+                _covering.reset(token)
 
     async def run(
         self, saga_id: str, state: SagaState | None = None, inp: msgspec.Struct | None = None
@@ -255,6 +266,24 @@ class SagaEngine:
         definition = self.definitions[state.saga_type]
         if inp is None:
             inp = definition.decode_input(state.input)
+        if _covering.get()[0] == saga_id or state.status.terminal or not tracing.enabled():
+            return await self._drive(definition, saga_id, state, inp)
+        attrs = {
+            "draflow.saga.id": saga_id,
+            "draflow.saga.type": state.saga_type,
+            **pod_attributes(state.input),
+        }
+        name = f"saga {state.saga_type} (resumed)"
+        with tracing.span(name, traceparent=state.traceparent, attributes=attrs):
+            token = _covering.set((saga_id, tracing.current_traceparent()))
+            try:
+                return await self._drive(definition, saga_id, state, inp)
+            finally:
+                _covering.reset(token)
+
+    async def _drive(
+        self, definition: SagaDefinition, saga_id: str, state: SagaState, inp: msgspec.Struct
+    ) -> SagaState:
         while True:
             action = decide(state)
             if action.kind == "none":
@@ -355,7 +384,9 @@ class SagaEngine:
             "draflow.saga.step": name,
             **pod_attributes(state.input),
         }
-        with tracing.span(span_name, traceparent=state.traceparent, attributes=attrs) as span:
+        covering_id, covering = _covering.get()
+        parent = covering if covering_id == state.saga_id and covering else state.traceparent
+        with tracing.span(span_name, traceparent=parent, attributes=attrs) as span:
             try:
                 async for attempt in transient_retry(
                     attempts=self.retry_attempts,

@@ -1,10 +1,14 @@
 """``draflow export`` / ``draflow import``: the event log as a portable JSON Lines file.
 
 A user attaches the file to a bug report; a developer imports it into an empty system and replays
-it (``draflow log``, projections, sagas) exactly as it happened. The first line is a header
+it (``draflow log``, projections, sagas) exactly as it happened, and follows its traces
+(``draflow trace``): the export carries every trace its events name (``--without-traces`` leaves
+them out; ``draflow.services.cli.export_traces``), the import sends them to the receiving
+system's trace receiver. The first line is a header
 (``{"draflow_export": 1, "stream", "root", "from_seq", "to_seq", ...}``), then one line per stored
 message: its original stream ``seq``, ``subject``, server ``time``, its NATS ``headers`` (without
-the ones the server adds on read) and the stored ``envelope`` byte for byte.
+the ones the server adds on read) and the stored ``envelope`` byte for byte; with spans (format 2,
+``traces`` in the header), one ``{"trace": ...}`` line per trace follows, in Jaeger's JSON shape.
 
 Import re-appends in order, one message at a time, with the original ``Nats-Msg-Id`` and
 ``Nats-Expected-Last-Subject-Sequence`` (the subject's last sequence *in the target*), so nothing
@@ -21,6 +25,7 @@ import argparse
 import asyncio
 import base64
 import itertools
+import json
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,15 +48,38 @@ from draflow.infra.eventstore import (
 )
 from draflow.infra.reader import RawRecord
 from draflow.services.cli.connection import add_nats_url_arg, settings_for
+from draflow.services.cli.export_traces import fetch_traces, send_traces, trace_ids
 from draflow.services.cli.main import UserError
+from draflow.services.cli.trace import batch_delay_s
+from draflow.services.cli.trace_store import QUERY_URL_VAR, TraceStore
 
-__all__ = ["ExportHeader", "ExportedMessage", "connect_store", "parse_headers", "read_export", "register"]
+__all__ = [
+    "ExportHeader",
+    "ExportedMessage",
+    "connect_store",
+    "parse_headers",
+    "read_export",
+    "read_export_traces",
+    "register",
+]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # events only
+TRACES_FORMAT_VERSION = 2  # events, then one ``{"trace": <Jaeger JSON trace>}`` line per trace
+READABLE = (FORMAT_VERSION, TRACES_FORMAT_VERSION)
 
 # headers the server adds to a stored message when it is read back (or that only steer a publish)
-_SERVER_HEADERS = ("Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Stream", "Nats-Last-Sequence",
-                   "Nats-Num-Pending", "Nats-Expected-", "Nats-Batch-", "Nats-TTL", "Nats-Marker-Reason")
+_SERVER_HEADERS = (
+    "Nats-Subject",
+    "Nats-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Stream",
+    "Nats-Last-Sequence",
+    "Nats-Num-Pending",
+    "Nats-Expected-",
+    "Nats-Batch-",
+    "Nats-TTL",
+    "Nats-Marker-Reason",
+)
 
 
 class ExportHeader(msgspec.Struct, kw_only=True):
@@ -61,6 +89,7 @@ class ExportHeader(msgspec.Struct, kw_only=True):
     from_seq: int
     to_seq: int
     count: int = 0
+    traces: int = 0  # trace lines after the messages (format 2)
 
 
 class ExportedMessage(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -139,7 +168,16 @@ def export_line(rec: RawRecord) -> bytes:
     return _enc.encode(msg)
 
 
-async def export_log(settings: Settings, out: TextIO, from_seq: int, to_seq: int | None) -> int:
+async def export_log(
+    settings: Settings,
+    out: TextIO,
+    from_seq: int,
+    to_seq: int | None,
+    traces_from: TraceStore | None = None,
+    notes: TextIO | None = None,
+) -> int:
+    """Write the export; with ``traces_from``, also every trace the exported events name (what the
+    store has of them; ``notes`` hears what was missing or unreachable)."""
     store = await connect_store(settings)
     try:
         info = await require_stream(store, settings.stream)
@@ -147,22 +185,58 @@ async def export_log(settings: Settings, out: TextIO, from_seq: int, to_seq: int
         end = min(to_seq, last) if to_seq is not None else last
         header = ExportHeader(stream=settings.stream, root=settings.root, from_seq=from_seq, to_seq=end)
         lines: list[bytes] = []
+        payloads: list[bytes] = []
         if end >= from_seq:
             async for records in store.read_raw(store.all_events, from_seq, end):
                 lines.extend(export_line(r) for r in records)
-        header.count = len(lines)
-        out.write(_enc.encode(header).decode() + "\n")
-        for line in lines:
-            out.write(line.decode() + "\n")
-        out.flush()
-        return len(lines)
+                payloads.extend(r.data for r in records)
     except StoreUnavailable as exc:
         raise UserError(f"reading the log failed: {exc}") from None
     finally:
         await store.close()
+    traces = _traces_of(traces_from, payloads, notes) if traces_from is not None else []
+    header.count = len(lines)
+    header.traces = len(traces)
+    if traces:
+        header.draflow_export = TRACES_FORMAT_VERSION
+    head = msgspec.to_builtins(header)
+    if not header.traces:  # format 1 stays exactly as it was
+        del head["traces"]
+    out.write(_enc.encode(head).decode() + "\n")
+    for line in lines:
+        out.write(line.decode() + "\n")
+    for t in traces:
+        out.write(json.dumps({"trace": t}, separators=(",", ":")) + "\n")
+    out.flush()
+    return len(lines)
+
+
+def _traces_of(store: TraceStore, payloads: list[bytes], notes: TextIO | None) -> list[dict[str, Any]]:
+    ids = trace_ids(payloads)
+    if not ids:
+        return []
+    try:
+        traces, missing = fetch_traces(store, ids, wait_s=batch_delay_s() + 2.0)
+    except UserError as exc:
+        if notes is not None:
+            print(f"note: the export has no spans: {exc}", file=notes)
+        return []
+    if missing and notes is not None:
+        print(
+            f"note: {missing} of the {len(ids)} traces the events name are not in {store.where} "
+            "(pruned, never exported, or still being exported)",
+            file=notes,
+        )
+    return traces
 
 
 def read_export(path: Path) -> tuple[ExportHeader, list[ExportedMessage]]:
+    """Parse an export file's header and messages (see ``read_export_traces`` for its spans)."""
+    header, msgs, _ = read_export_traces(path)
+    return header, msgs
+
+
+def read_export_traces(path: Path) -> tuple[ExportHeader, list[ExportedMessage], list[dict[str, Any]]]:
     """Parse an export file; a bad line is a clear error naming the file and line."""
     try:
         lines = path.read_bytes().splitlines()
@@ -174,12 +248,23 @@ def read_export(path: Path) -> tuple[ExportHeader, list[ExportedMessage]]:
         header = _header_dec.decode(lines[0])
     except msgspec.DecodeError as exc:
         raise UserError(f"{path}:1: not a draflow export header: {exc}") from None
-    if header.draflow_export != FORMAT_VERSION:
+    if header.draflow_export not in READABLE:
         fmt = header.draflow_export
-        raise UserError(f"{path}:1: export format {fmt} (this draflow reads {FORMAT_VERSION})")
+        readable = " and ".join(str(v) for v in READABLE)
+        raise UserError(f"{path}:1: export format {fmt} (this draflow reads {readable})")
     msgs: list[ExportedMessage] = []
+    traces: list[dict[str, Any]] = []
     for i, line in enumerate(lines[1:], start=2):
         if not line.strip():
+            continue
+        if line.startswith(b'{"trace":'):
+            try:
+                trace = json.loads(line)["trace"]
+            except (ValueError, KeyError) as exc:
+                raise UserError(f"{path}:{i}: not an exported trace: {exc}") from None
+            if not isinstance(trace, dict) or not isinstance(trace.get("spans"), list):
+                raise UserError(f"{path}:{i}: not an exported trace: expected a Jaeger JSON trace object")
+            traces.append(trace)
             continue
         try:
             msgs.append(_msg_dec.decode(line))
@@ -189,7 +274,7 @@ def read_export(path: Path) -> tuple[ExportHeader, list[ExportedMessage]]:
             raise UserError(f"{path}:{i}: subject {msgs[-1].subject!r} is not an event subject (<root>.ev.>)")
     if any(b.seq <= a.seq for a, b in itertools.pairwise(msgs)):
         raise UserError(f"{path}: messages are not in stream order")
-    return header, msgs
+    return header, msgs, traces
 
 
 def rerooted(msg: ExportedMessage, old_root: str, new_root: str) -> tuple[str, bytes]:
@@ -197,12 +282,12 @@ def rerooted(msg: ExportedMessage, old_root: str, new_root: str) -> tuple[str, b
     payload = msg.payload()
     if old_root == new_root:
         return msg.subject, payload
-    subject = new_root + msg.subject[len(old_root):]
+    subject = new_root + msg.subject[len(old_root) :]
     try:
         env = decode_raw(payload)
     except DecodeError:
         return subject, payload  # not an envelope: nothing inside to re-root
-    return subject, encode(msgspec.structs.replace(env, subject=new_root + env.subject[len(old_root):]))
+    return subject, encode(msgspec.structs.replace(env, subject=new_root + env.subject[len(old_root) :]))
 
 
 async def _existing_ids(store: EventStore) -> list[tuple[int, str, str]]:
@@ -231,7 +316,7 @@ async def import_log(settings: Settings, path: Path, out: TextIO) -> tuple[int, 
         if existing:
             print(f"resuming: the first {len(existing)} events of {path} are already imported", file=out)
         appended = 0
-        for msg in msgs[len(existing):]:
+        for msg in msgs[len(existing) :]:
             subject, payload = rerooted(msg, header.root, settings.root)
             headers = dict(msg.headers)
             headers[HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(last_on.get(subject, 0))
@@ -256,10 +341,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-seq", type=int, default=1, metavar="N", help="first stream sequence")
     p.add_argument("--to-seq", type=int, default=None, metavar="N", help="last stream sequence")
     p.add_argument("-o", "--output", default="-", metavar="FILE", help="file to write (default: stdout)")
+    p.add_argument(
+        "--without-traces",
+        action="store_true",
+        help="leave out the spans (by default every trace an exported event names is read from the trace "
+        "store and written after the events)",
+    )
+    p.add_argument(
+        "--query-url",
+        default=None,
+        help=f"trace store query API (default: ${QUERY_URL_VAR}, else derived from the OTLP endpoint)",
+    )
     add_nats_url_arg(p)
     p.set_defaults(func=run_export)
     q = sub.add_parser("import", help="append an exported log to an empty system (resumable)")
     q.add_argument("file", type=Path, help="a file written by draflow export")
+    q.add_argument(
+        "--without-traces",
+        action="store_true",
+        help="do not send the file's spans to this system's trace receiver (OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
     add_nats_url_arg(q)
     q.set_defaults(func=run_import)
 
@@ -270,19 +371,30 @@ def run_export(args: argparse.Namespace) -> int:
     if args.to_seq is not None and args.to_seq < args.from_seq:
         raise UserError(f"--to-seq: must be >= --from-seq ({args.from_seq}), got {args.to_seq}")
     settings = settings_with_url(args.nats_url)
+    spans = None if args.without_traces else TraceStore.from_args(args.query_url)
     if args.output == "-":
-        n = asyncio.run(export_log(settings, sys.stdout, args.from_seq, args.to_seq))
+        n = asyncio.run(export_log(settings, sys.stdout, args.from_seq, args.to_seq, spans, sys.stderr))
+        traces = None
     else:
         with open(args.output, "w", encoding="utf-8") as f:
-            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq))
-    print(f"exported {n} events", file=sys.stderr)
+            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq, spans, sys.stderr))
+        traces = read_export_traces(Path(args.output))[2]
+    what = f"exported {n} events"
+    if traces:
+        what += f" and {len(traces)} traces ({sum(len(t['spans']) for t in traces)} spans)"
+    print(what, file=sys.stderr)
     return 0
 
 
 def run_import(args: argparse.Namespace) -> int:
+    _, _, traces = read_export_traces(args.file)
     with tracing.suppressed():  # an imported run is history: no live-looking spans
         skipped, appended = asyncio.run(
             import_log(settings_with_url(args.nats_url, ADMIN), args.file, sys.stderr)
         )
     print(f"imported {appended} events" + (f" ({skipped} were already there)" if skipped else ""))
+    if traces and not args.without_traces:
+        sys.stdout.flush()
+        count, url = send_traces(traces)
+        print(f"imported {count} spans of {len(traces)} traces into the trace receiver at {url}")
     return 0

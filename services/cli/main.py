@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "draflow.services.cli.explain": ("explain",),
     "draflow.services.cli.simulate": ("simulate",),
     "draflow.services.cli.verify": ("verify-replay",),
+    "draflow.services.cli.check": ("check",),
     "draflow.services.cli.replay": ("replay", "rebuild"),
     "draflow.services.cli.podresources": ("podresources",),
     "draflow.services.cli.up": ("up", "examples"),

@@ -9,11 +9,13 @@ by default, or a real Jaeger). A pod's traces are found two ways and merged:
   pod's subject and of every saga the pod's events are correlated with.
 
 Services export spans in batches (every 5 s by default), so right after an apply the store may not
-have them yet: while the log names traces the store lacks, or a span's parent is not there yet, the
-command waits for them (``--wait``, by default a batch interval and a margin). What it prints then
-may still be missing the newest spans, and it says so on stderr. When nothing is found, the error
-says why: nothing in the log about that pod, events without trace context (the services were not
-tracing), or spans that never reached the store being read (they export somewhere else).
+have them yet: every event in the log names the span that appended it (its ``traceparent``), so
+while the log names traces or spans the store lacks, or a span's parent is not there yet, the
+command waits for them (``--wait``, by default a batch interval and a margin). When they still have
+not come it prints what it has, headed ``INCOMPLETE``, and says on stderr how many are missing.
+When nothing is found, the error says why: nothing in the log about that pod, events without trace
+context (the services were not tracing), or spans that never reached the store being read (they
+export somewhere else).
 
 ``-o jaeger`` prints ``{"data": [{"traceID", "spans", "processes"}]}``, which Jaeger's UI opens
 ("Upload JSON").
@@ -70,7 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--query-url",
             default=None,
             help=f"trace store query API: the otlp service or a Jaeger query service (default: "
-            f"${QUERY_URL_VAR}, else http://127.0.0.1:4318 plus $DRAFLOW_PORT_OFFSET)",
+            f"${QUERY_URL_VAR}, else derived from $OTEL_EXPORTER_OTLP_ENDPOINT, else "
+            "http://127.0.0.1:4318 plus $DRAFLOW_PORT_OFFSET)",
         )
         q.add_argument(
             "--wait",
@@ -92,6 +95,15 @@ class LogTraces:
 
     events: int = 0  # the object's own events
     ids: set[str] = field(default_factory=set)  # trace ids of its events and of its sagas' events
+    # trace id -> the span ids those events name (the spans that appended them): all must be in
+    # the store before the trace is complete
+    spans: dict[str, set[str]] = field(default_factory=dict)
+
+    def add(self, traceparent: str) -> None:
+        parts = traceparent.split("-")
+        if len(parts) == 4:
+            self.ids.add(parts[1])
+            self.spans.setdefault(parts[1], set()).add(parts[2])
 
 
 def log_traces(settings: Settings, namespace: str, name: str, kind: str = "Pod") -> LogTraces | None:
@@ -123,8 +135,7 @@ def log_traces(settings: Settings, namespace: str, name: str, kind: str = "Pod")
                         env = decode_raw(rec.data, rec.seq)
                     except DecodeError:
                         continue
-                    if env.traceparent.count("-") == 3:
-                        found.ids.add(env.traceparent.split("-")[1])
+                    found.add(env.traceparent)
                     if env.correlation_id:
                         sagas.add(env.correlation_id)
             for saga in sorted(sagas):
@@ -134,9 +145,7 @@ def log_traces(settings: Settings, namespace: str, name: str, kind: str = "Pod")
                     continue
                 async for records in store.read_raw(subject):
                     for rec in records:
-                        tp = decode_raw(rec.data, rec.seq).traceparent
-                        if tp.count("-") == 3:
-                            found.ids.add(tp.split("-")[1])
+                        found.add(decode_raw(rec.data, rec.seq).traceparent)
         except (StoreUnavailable, DecodeError, nats.errors.Error):
             return None if not found.events else found
         finally:
@@ -185,6 +194,15 @@ def orphans(traces: list[dict[str, Any]]) -> int:
     return count
 
 
+def unexported(traces: list[dict[str, Any]], logged: LogTraces | None) -> int:
+    """Spans the log's events name (each event carries the span that appended it) that the store
+    does not have yet: the services that recorded them have not exported them (yet)."""
+    if logged is None:
+        return 0
+    have = {(t["traceID"], s["spanID"]) for t in traces for s in t["spans"]}
+    return sum(1 for tid, ids in logged.spans.items() for sid in ids if (tid, sid) not in have)
+
+
 def _newest_end_us(traces: list[dict[str, Any]]) -> int:
     return max((s["startTime"] + s["duration"] for t in traces for s in t["spans"]), default=0)
 
@@ -230,6 +248,12 @@ def waterfall(trace: dict[str, Any]) -> list[str]:
         )
         if _tag(s, "error") is True:
             line += f"  ERROR: {_tag(s, 'otel.status_description') or 'failed'}"
+        refs = s.get("references") or []
+        follows = sorted({r["traceID"] for r in refs if r.get("refType") == "FOLLOWS_FROM"})
+        if follows:
+            line += f"  (follows trace {', '.join(follows)})"
+        if result := _tag(s, "draflow.scheduling.result"):
+            line += f"  {result}: {_tag(s, 'draflow.scheduling.message') or ''}".rstrip()
         lines.append(line)
         for c in children.get(s["spanID"], []):
             walk(c, depth + 1)
@@ -243,8 +267,16 @@ def _wait_s(args: argparse.Namespace) -> float:
     return batch_delay_s() + 2.0 if args.wait is None else max(0.0, args.wait)
 
 
-def _notes(traces: list[dict[str, Any]]) -> None:
+def _notes(traces: list[dict[str, Any]], missing: int = 0) -> None:
     """On stderr: what the printed traces may still lack (spans not exported yet)."""
+    if missing:
+        print(
+            f"note: incomplete: {missing} span(s) named by the pod's events in the log are not in the trace "
+            f"store yet; services export spans every {batch_delay_s():g}s (OTEL_BSP_SCHEDULE_DELAY), so "
+            "they are still being exported (or their service stopped before it could): run again for "
+            "the rest",
+            file=sys.stderr,
+        )
     if n := orphans(traces):
         print(
             f"note: {n} span(s) have a parent that is not in the store: a service has not exported it (yet), "
@@ -270,13 +302,14 @@ def run(args: argparse.Namespace) -> int:
     while True:
         traces = pod_traces(store, settings, args.namespace, args.name, log_ids)
         missing = log_ids - {t["traceID"] for t in traces}
-        if (not missing and not orphans(traces)) or time.monotonic() >= deadline:
+        pending = unexported(traces, logged)
+        if (not missing and not pending and not orphans(traces)) or time.monotonic() >= deadline:
             break
         time.sleep(POLL_S)  # the services export in batches: poll the store until they did
     if not traces:
         raise UserError(_nothing_found(args, store, settings, logged, log_ids))
-    _notes(traces)
-    return _print(traces, args.output)
+    _notes(traces, pending)
+    return _print(traces, args.output, pending)
 
 
 def _nothing_found(
@@ -333,12 +366,14 @@ def run_id(args: argparse.Namespace) -> int:
     return _print(traces, args.output)
 
 
-def _print(traces: list[dict[str, Any]], output: str) -> int:
+def _print(traces: list[dict[str, Any]], output: str, pending: int = 0) -> int:
     if output == "jaeger":
         json.dump({"data": traces}, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     out: list[str] = []
+    if pending:
+        out.append(f"INCOMPLETE: {pending} span(s) the log names are still being exported (see the note)")
     for t in traces:
         out += [*waterfall(t), ""]
     print("\n".join(out).rstrip())

@@ -1,10 +1,12 @@
 """The trace store ``draflow trace`` reads: the ``otlp`` service or a real Jaeger query service.
 
 Both answer Jaeger's query API (``GET /api/traces``, ``/api/traces/{id}``, ``/api/services``). The
-URL comes from ``--query-url``, else ``$DRAFLOW_TRACE_QUERY_URL``, else the Procfile's ``otlp``
-service (``http://127.0.0.1:4318`` plus ``DRAFLOW_PORT_OFFSET``), and every error says which of
-them it was and what to set: an unreachable store, a URL that is not a query API at all (Jaeger's
-OTLP port instead of its query port, say), a store that answers with something else than JSON.
+URL comes from ``--query-url``, else ``$DRAFLOW_TRACE_QUERY_URL``, else the OTLP/HTTP endpoint the
+services export to (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``..._TRACES_ENDPOINT``: the ``otlp`` service
+answers queries on the same port, so one setting serves both), else the Procfile's ``otlp`` service
+(``http://127.0.0.1:4318`` plus ``DRAFLOW_PORT_OFFSET``), and every error says which of them it was
+and what to set: an unreachable store, a URL that is not a query API at all (Jaeger's OTLP port
+instead of its query port, say), a store that answers with something else than JSON.
 Jaeger only searches within one service (``service`` is required there); when a search without
 one is refused, it is repeated for each service the store knows.
 """
@@ -16,8 +18,10 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from typing import Any
 
+from draflow.infra import tracing
 from draflow.infra.ports import Ports
 from draflow.services.cli.main import UserError
 
@@ -36,6 +40,18 @@ def _strip_api(url: str) -> str:
     return url
 
 
+def _from_otlp_endpoint(env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The query URL the services' own OTLP/HTTP endpoint implies: the ``otlp`` service answers
+    both on one port, so what the services export to is what ``trace`` reads, with one setting.
+    None when no endpoint is set or it is OTLP/gRPC (whose port serves no query API)."""
+    target = tracing.export_target(env)
+    if target is None or target.protocol == "grpc" or not target.source.startswith("OTEL_"):
+        return None
+    url = target.url.rstrip("/")
+    base = url[: -len("/v1/traces")] if url.endswith("/v1/traces") else url
+    return base, f"derived from {target.source} ({target.url}; set {QUERY_URL_VAR} for a Jaeger's query port)"
+
+
 class TraceStore:
     def __init__(self, url: str, source: str) -> None:
         self.url = _strip_api(url)
@@ -47,6 +63,9 @@ class TraceStore:
             return cls(query_url, "--query-url")
         if env := os.environ.get(QUERY_URL_VAR):
             return cls(env, QUERY_URL_VAR)
+        derived = _from_otlp_endpoint(os.environ)
+        if derived is not None:
+            return cls(*derived)
         ports = Ports.from_env()
         how = f"DRAFLOW_PORT_OFFSET={ports.offset}" if ports.offset else "DRAFLOW_PORT_OFFSET unset"
         return cls(ports.otlp_http_url, f"the otlp service's default address ({how}; set {QUERY_URL_VAR} for "

@@ -25,6 +25,9 @@ Decisions checked:
   bound pod (a pod is bound once: nothing changes its ``spec.nodeName``) and every released
   reservation (a running pod keeps its claims), checked on the state the event was appended to.
   A violation is reported like a difference: the rule, what it requires and what was recorded.
+* **the DRA invariants** — ``draflow check``'s rules (``draflow.services.dra.invariants``) held
+  against the state after every event; a violation is reported as ``draflow check`` reports it
+  (after the decisions, which all matched) and the exit code is 1.
 * **node lifecycle controller** — every ``NodeHeartbeatLost`` and every eviction
   (``PodDisruptionTargeted``), re-decided at the recorded position and time
   (``draflow.services.cli.verify_nodes``).
@@ -60,6 +63,9 @@ from draflow.infra.eventstore import RawRecord
 from draflow.projections.objects import ObjectIndex
 from draflow.services.claim_controller import CreateClaim, sync_pod_from
 from draflow.services.cli.asof import open_log
+from draflow.services.cli.check import render
+from draflow.services.cli.check import report as check_report
+from draflow.services.cli.checker import check_records
 from draflow.services.cli.common import add_connection_args, eprint
 from draflow.services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from draflow.services.cli.main import UserError
@@ -549,6 +555,10 @@ def run(args: argparse.Namespace) -> int:
 
     records, root, to_seq = asyncio.run(read())
     verifier, divergence = verify_records(records, root, args.from_seq)
+    with tracing.suppressed():
+        checker = check_records(records, root)
+    violated = checker.first_violations()
+    first = records[0].seq if records else 0
     checked = verifier.checked
     total = sum(checked.values())
     node_part = f", {checked['node']} node lifecycle" if checked["node"] else ""
@@ -563,12 +573,22 @@ def run(args: argparse.Namespace) -> int:
             "invariants_checked": verifier.invariants,
             "to_seq": to_seq,
             "divergence": divergence.as_dict() if divergence else None,
+            "check": check_report(checker, first, to_seq),
         }
         print(json.dumps(out, indent=2, sort_keys=True, default=str))
-        return 1 if divergence else 0
+        return 1 if divergence or violated else 0
     if divergence is None:
         print(f"verified {summary}: every decision matches the log")
-        return 0
+        if not violated:
+            print(
+                f"checked {len(checker.rules())} invariants after each of {checker.events} events: "
+                "every invariant holds"
+            )
+            return 0
+        print("\n".join(render(checker, first, to_seq)[1:]))
+        eprint(f"verify-replay: the log breaks {len(violated)} invariant(s) (draflow check)")
+        sys.stdout.flush()
+        return 1
     print(f"DIVERGED at seq {divergence.seq}: {divergence.event}")
     print(f"  subject:   {divergence.subject}")
     print(f"  decided on the log up to seq {divergence.decided_at}")

@@ -15,7 +15,9 @@ What a pass does (every pod, after every change of a Pod / ResourceClaim, and on
   prepared. On a ``--device-plugin`` node the plugin's devices are assigned first
   (``draflow.services.kubelet.devices``); too few is a kubelet admission failure, which does fail the pod
   (``UnexpectedAdmissionError``), as upstream.
-* **RUN** (Running here): the simulated container runtime (``draflow.services.kubelet.containers``,
+* **RUN** (Running here): a claim of the pod that is no longer allocated or reserved for it is a
+  broken invariant (``draflow.services.dra.invariants``): an ``InvariantBroken`` Warning Event,
+  once per claim and cause. Then the simulated container runtime (``draflow.services.kubelet.containers``,
   shell ``draflow.services.kubelet.running``): containers exit after their program's run time, restart
   by ``restartPolicy`` with the crash-loop back-off, and the pod ends Succeeded or Failed as the
   kubelet's ``getPhase`` says; a timer wakes the pass when the next exit or restart is due.
@@ -45,6 +47,7 @@ import msgspec
 from draflow.events.api.core_v1 import Pod
 from draflow.events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from draflow.events.node import PodContainerStatusesReported
+from draflow.services.dra.invariants import pod_claim_findings
 from draflow.services.dra.kubeletplugin import DRAPlugin
 from draflow.services.kubelet import devices as device_plugin
 from draflow.services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
@@ -67,6 +70,7 @@ __all__ = ["KubeletService"]
 log = logging.getLogger(__name__)
 
 KINDS = frozenset({"Pod", "ResourceClaim"})
+INVARIANT_BROKEN = "InvariantBroken"  # the Warning a service records when it notices a broken DRA invariant
 COMPONENT = "kubelet"  # the source of the kubelet's Events (upstream: component kubelet, host the node)
 
 
@@ -131,6 +135,8 @@ class KubeletService:
         # told after every checkpoint, i.e. every change of local state (the PodResources API drops
         # its cached answers; changes of pods it learns from the cache)
         self.on_state_change: Callable[[], None] | None = None
+        # (pod uid, claim, message) already reported by _notice_lost_claims
+        self._warned: set[tuple[str, ...]] = set()
 
     async def register(self) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
@@ -186,6 +192,7 @@ class KubeletService:
             if step is Step.NOTHING or (step is Step.START and not self._due(current.metadata.uid)):
                 continue
             if step is Step.RUN:  # its own span, and only when something happened
+                await self._notice_lost_claims(current)
                 await self.runner.run(current)
                 continue
             meta = current.metadata
@@ -196,6 +203,31 @@ class KubeletService:
                     await self._release(current)
                 else:
                     await self._finish_deletion(current)
+
+    async def _notice_lost_claims(self, pod: Pod) -> None:
+        """A Running pod here whose claim is no longer allocated or reserved for it (the devices it
+        uses may be handed to another pod): say so, once per claim and cause, as a Warning Event
+        (``draflow check`` finds the event that did it in the log)."""
+        if self.classic is not None and self.classic.handles(pod):
+            return
+        ns = pod.metadata.namespace
+        claims = {(ns, c.metadata.name): c for c in self.rt.items("ResourceClaim", ns)}
+        for finding in pod_claim_findings(pod, claims):
+            key = (*finding.key, finding.message)
+            if key in self._warned:
+                continue
+            self._warned.add(key)
+            log.warning("%s: %s", self.node_name, finding.message)
+            await self.rt.record_event(
+                "Pod",
+                ns,
+                pod.metadata.name,
+                "Warning",
+                INVARIANT_BROKEN,
+                f"{finding.rule.text}: {finding.message}",
+                host=self.node_name,
+                component=COMPONENT,
+            )
 
     def _due(self, pod_uid: str) -> bool:
         """False while a failed prepare waits for its next attempt."""

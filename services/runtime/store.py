@@ -21,6 +21,7 @@ from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Event
 from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
+from draflow.infra import tracing
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
 from draflow.projections.objects import Change, ObjectIndex
 from draflow.services.runtime.protocol import StatusError
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 Listener = Callable[[str, str, str, Change], None]  # (kind, namespace, name, change)
 PositionListener = Callable[[int], None]  # (the new position)
+LINKED_KINDS = frozenset({"Pod"})  # writes from another trace link to the trace of the creation
 
 
 class ApiStore:
@@ -46,6 +48,8 @@ class ApiStore:
         self._position_listeners: list[PositionListener] = []
         self._tail = Tail(events, f"{self.root}.ev.>", 1)
         self._task: asyncio.Task[None] | None = None
+        # (kind, namespace, name) -> the traceparent of the object's creation (LINKED_KINDS only)
+        self._creation_traces: dict[tuple[str, str, str], str] = {}
 
     def listen(self, listener: Listener) -> None:
         """Call ``listener`` for every change, from the log or from this process's appends."""
@@ -111,8 +115,32 @@ class ApiStore:
             change = self.index.touch(kind, namespace, name, rec.seq)
         else:
             change = self.index.apply_envelope(kind, namespace, name, env)
+            self._remember_trace(kind, namespace, name, env.traceparent)
         if change is not None:
             self._notify(kind, namespace, name, change)
+
+    def _remember_trace(self, kind: str, namespace: str, name: str, traceparent: str) -> None:
+        """The traceparent of a pod's first traced event (its creation): later writes by another
+        trace (a re-apply, a delete) link to it, so a trace viewer leads from one to the other."""
+        if kind not in LINKED_KINDS:
+            return
+        key = (kind, namespace, name)
+        if self.index.get(kind, namespace, name) is None:
+            self._creation_traces.pop(key, None)
+        elif traceparent:
+            self._creation_traces.setdefault(key, traceparent)
+
+    def creation_trace(self, kind: str, namespace: str, name: str) -> str:
+        """The traceparent the object's creation carried ("" when unknown or untraced)."""
+        return self._creation_traces.get((kind, namespace, name), "")
+
+    def _links(self, kind: str, namespace: str, name: str) -> tuple[str, ...]:
+        created = self.creation_trace(kind, namespace, name)
+        if not created or not tracing.enabled():
+            return ()
+        current = tracing.current_traceparent()
+        same = current and current.split("-")[1:2] == created.split("-")[1:2]
+        return () if same else (created,)
 
     def _notify(self, kind: str, namespace: str, name: str, change: Change) -> None:
         for listener in self._listeners:
@@ -176,6 +204,7 @@ class ApiStore:
             msg_id=msg_id,
             correlation_id=correlation_id,
             actor=actor,
+            links=self._links(kind, namespace, name) if actor is None else (),
         )
         if unchecked:
             await self.wait_position(seqs[-1])

@@ -4,7 +4,8 @@ The run applies a ResourceClaimTemplate and a Deployment whose pods each claim o
 ``gpu.example.com`` GPU, rescales it every second or two, and every 3-6 s SIGKILLs one process
 picked at random (nats-server included), starting it again 0.5-2 s later. When the time is up
 every process runs again, the Deployment gets its final size, and the run measures how long the
-system takes until every invariant (``invariants.check``) holds. It reads the system like the CLI
+system takes until every invariant (``invariants.check``) holds, and ``draflow check``'s rules must
+have held over the whole log (``log_check``). It reads the system like the CLI
 does: the ``cli`` credential, a cache folded from the log.
 """
 
@@ -24,6 +25,7 @@ import nats.errors
 
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
+from draflow.services.cli.checker import check_records
 from draflow.services.runtime.controller import Runtime
 from draflow.services.runtime.protocol import StatusError
 from tests.chaos import invariants
@@ -69,6 +71,7 @@ class Figures:
     convergence_s: float = 0.0
     events: int = 0
     final_replicas: int = 0
+    checked_events: int = 0  # events draflow check held the invariants against
 
     def report(self) -> str:
         kills = ", ".join(f"{name} {n}" for name, n in sorted(self.kills.items())) or "none"
@@ -77,7 +80,7 @@ class Figures:
             f"chaos run (seed {self.seed}): {self.duration_s:.0f} s of churn, {total} kills ({kills}), "
             f"{self.scale_changes} scale changes ({self.failed_requests} refused while a service was "
             f"down), converged to {self.final_replicas} Running pods in {self.convergence_s:.1f} s, "
-            f"{self.events} events in the log"
+            f"{self.events} events in the log, {self.checked_events} checked by draflow check"
         )
 
 
@@ -214,7 +217,23 @@ class ChaosRun:
         self.figures.events = await events.stream_last_seq()
         reply = await events.nc.request(f"$JS.API.STREAM.INFO.{self.settings.dlq_stream}", b"", timeout=10)
         count = invariants.dlq_count(reply.data)
-        return [f"{count} dead letter(s) in {self.settings.dlq_stream}"] if count else []
+        problems = [f"{count} dead letter(s) in {self.settings.dlq_stream}"] if count else []
+        return problems + await self.log_check()
+
+    async def log_check(self) -> list[str]:
+        """``draflow check`` over the whole run's log: every DRA invariant held at every event."""
+        events = self.events
+        assert events is not None
+        records: list[Any] = []
+        async for batch in events.read_raw():
+            records.extend(batch)
+        checker = check_records(records, events.root)
+        self.figures.checked_events = checker.events
+        return [
+            f"draflow check: {rule} broken at seq {b.broken_by.seq} ({b.broken_by.type} by "
+            f"{b.broken_by.actor}): {b.finding.message}"
+            for rule, b in checker.first_violations().items()
+        ]
 
     async def wait(self, check: Callable[[], bool], timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s

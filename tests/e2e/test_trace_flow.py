@@ -28,6 +28,14 @@ EXAMPLE = (
     ROOT / "examples" / "dra-example-driver" / "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml"
 )
 NS = "basic-resourceclaimtemplate"
+THIRD_GPU_POD = f"""\
+apiVersion: v1
+kind: Pod
+metadata: {{namespace: {NS}, name: pod2}}
+spec:
+  containers: [{{name: ctr0, image: ubuntu:22.04, resources: {{claims: [{{name: gpu}}]}}}}]
+  resourceClaims: [{{name: gpu, resourceClaimTemplateName: single-gpu}}]
+"""
 
 
 @pytest.fixture
@@ -73,11 +81,14 @@ def _services(trace: dict[str, Any]) -> set[str]:
 
 def _assert_connected(trace: dict[str, Any]) -> dict[str, Any]:
     spans = {s["spanID"]: s for s in trace["spans"]}
-    roots = [s for s in trace["spans"] if not s["references"]]
+    def parents(s: dict[str, Any]) -> list[dict[str, Any]]:  # links (FOLLOWS_FROM) lead elsewhere
+        return [r for r in s["references"] if r["refType"] == "CHILD_OF"]
+
+    roots = [s for s in trace["spans"] if not parents(s)]
     assert len(roots) == 1, [r["operationName"] for r in roots]
     for s in trace["spans"]:
-        for ref in s["references"]:
-            assert ref["refType"] == "CHILD_OF" and ref["spanID"] in spans, s["operationName"]
+        for ref in parents(s):
+            assert ref["spanID"] in spans, s["operationName"]
     return roots[0]
 
 
@@ -133,6 +144,13 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
         assert tags["messaging.system"] == "nats" and tags["messaging.operation"] == "process"
         assert tags["messaging.destination.name"].startswith(f"{settings.root}.ev.")
 
+    # a parent covers its children: the saga's span lasts until its last step ends (issue 26)
+    saga_end = saga["startTime"] + saga["duration"]
+    for step in steps:
+        assert saga["startTime"] <= step["startTime"] and step["startTime"] + step["duration"] <= saga_end, (
+            step["operationName"]
+        )
+
     # the log leads to this one trace only: the pod's events and every event of its saga carry it
     assert trace_ids_from_log(settings, NS, "pod0") == {trace["traceID"]}
 
@@ -146,6 +164,32 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
         parents = {ids[s["references"][0]["spanID"]]["processID"] for s in served}
         assert caller in {trace["processes"][p]["serviceName"] for p in parents}, verb
 
+    # a pod asking for a third GPU (the node has two): each attempt is a span of the pod's own
+    # trace, its reason an attribute and a span event
+    draflow_out(settings, "apply", "-f", "-", stdin=THIRD_GPU_POD)
+
+    def attempt() -> dict[str, Any] | None:
+        for t in _traces(receiver, "pod2"):
+            found = [s for s in t["spans"] if s["operationName"] == "scheduling attempt"]
+            if found and any(s["operationName"] == "append Pod" for s in t["spans"]):
+                return t
+        return None
+
+    wait_until(lambda: attempt() is not None, timeout_s=30, interval_s=0.2)
+    unschedulable = attempt()
+    assert unschedulable is not None
+    _assert_connected(unschedulable)
+    span = next(s for s in unschedulable["spans"] if s["operationName"] == "scheduling attempt")
+    tags = {t["key"]: t["value"] for t in span["tags"]}
+    assert tags["draflow.scheduling.result"] == "Unschedulable"
+    assert tags["draflow.scheduling.message"].startswith("0/1 nodes are available: "), tags
+    (log,) = span["logs"]
+    fields = {f["key"]: f["value"] for f in log["fields"]}
+    assert fields["event"] == "Unschedulable" and fields["message"] == tags["draflow.scheduling.message"]
+    text = draflow_out(settings, "trace", "pod", "pod2", "-n", NS, "--wait", "5", "--query-url", receiver.url)
+    assert "scheduling attempt" in text and "Unschedulable: 0/1 nodes are available: " in text, text
+    assert not text.startswith("INCOMPLETE"), text
+
     draflow_out(settings, "delete", "namespace", NS)
 
     def teardown() -> dict[str, Any] | None:
@@ -158,7 +202,11 @@ def test_one_connected_trace_per_pod_flow_and_one_per_teardown(system: tuple[Set
     _assert_connected(down)
     kubelet = _ops(down, "kubelet-node-1")
     assert {"kubelet release pod", "kubelet finish-deletion pod"} <= kubelet, kubelet
+    # the delete links to the pod's trace (a FOLLOWS_FROM reference in Jaeger's JSON)
+    follows = {r["traceID"] for s in down["spans"] for r in s["references"] if r["refType"] == "FOLLOWS_FROM"}
+    assert trace["traceID"] in follows, follows
 
     # the same run, re-decided by today's code: scheduler, allocator and claim controller agree
     out = draflow_out(settings, "verify-replay")
-    assert out.endswith("every decision matches the log\n") and " 0 claims from templates" not in out, out
+    assert "every decision matches the log\n" in out and " 0 claims from templates" not in out, out
+    assert out.endswith(" events: every invariant holds\n"), out

@@ -53,6 +53,8 @@ class Collector:
                                         "trace": sp.trace_id.hex(),
                                         "id": sp.span_id.hex(),
                                         "parent": sp.parent_span_id.hex(),
+                                        "start": sp.start_time_unix_nano,
+                                        "end": sp.end_time_unix_nano,
                                     }
                                 )
                 out = ExportTraceServiceResponse().SerializeToString()
@@ -165,5 +167,30 @@ async def test_one_trace_per_saga_across_a_crash(
     assert all(len(s) == 1 for s in steps), steps
     traces = {s[0]["trace"] for s in steps}
     assert len(traces) == 1, "every step of the saga, in both processes, is in one trace"
-    (saga_root,) = collector.find(service="saga-worker", name="saga Transfer")
-    assert saga_root["trace"] in traces
+    # the first process was killed inside its saga span, which therefore never ended (nor was
+    # exported); the second covers what it ran with a "resumed" span, in the same trace, under it
+    assert collector.find(service="saga-worker", name="saga Transfer") == []
+    (resumed,) = collector.find(service="saga-worker", name="saga Transfer (resumed)")
+    assert resumed["trace"] in traces
+    # its parent: the span that recorded SagaStarted (the traceparent in the log), under the lost one
+    (started,) = [s for s in collector.find(service="saga-worker", id=resumed["parent"])]
+    assert started["parent"] == steps[0][0]["parent"]
+    assert [s[0]["parent"] for s in steps[1:]] == [resumed["id"], resumed["id"]]
+
+
+async def test_a_saga_span_covers_its_steps(
+    event_store: EventStore, settings: Settings, collector: Collector
+) -> None:
+    """A saga run in one process: its span starts before and ends after every step (issue 26)."""
+    env = _service_env(settings, collector, delay_ms=50)
+    proc = Proc(settings, SAGA_WORKER, ["start", "covered-saga"], env)
+    assert proc.expect("RESULT") == "RESULT covered-saga Completed"
+    assert proc.wait() == 0
+    wait_until(lambda: len(collector.find(service="saga-worker", name="saga Transfer")) == 1)
+    (saga,) = collector.find(service="saga-worker", name="saga Transfer")
+    steps = [
+        collector.find(service="saga-worker", name=f"step {s}")[0] for s in ("reserve", "charge", "ship")
+    ]
+    assert all(s["parent"] == saga["id"] and s["trace"] == saga["trace"] for s in steps)
+    start, end = int(str(saga["start"])), int(str(saga["end"]))
+    assert all(start <= int(str(s["start"])) and int(str(s["end"])) <= end for s in steps), (saga, steps)

@@ -7,7 +7,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 from draflow.services.kubelet.podresources.view import ClaimView, ContainerView, PodView
 
-__all__ = ["allocatable_response", "get_response", "list_response", "pod_message"]
+__all__ = ["allocatable_response", "get_response", "list_response", "list_response_bytes", "pod_message"]
+
+# ListPodResourcesResponse.pod_resources: its key (field number, wire type 2: length-delimited)
+_POD_RESOURCES = pb.ListPodResourcesResponse.DESCRIPTOR.fields_by_name["pod_resources"].number
+_POD_RESOURCES_KEY = bytes([_POD_RESOURCES << 3 | 2])
 
 
 def _claim(claim: ClaimView) -> pb.DynamicResource:
@@ -43,6 +47,22 @@ def pod_message(pod: PodView) -> pb.PodResources:
 
 def list_response(pods: Iterable[PodView]) -> pb.ListPodResourcesResponse:
     return pb.ListPodResourcesResponse(pod_resources=[pod_message(p) for p in pods])
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def list_response_bytes(pods: Iterable[bytes]) -> bytes:
+    """A serialized ``ListPodResourcesResponse`` from its pods' serialized ``PodResources``: the
+    bytes ``list_response(...).SerializeToString()`` gives (the only field, repeated, in order), so
+    an answer rebuilt after one pod changed reuses the other pods' bytes."""
+    return b"".join(b"".join((_POD_RESOURCES_KEY, _varint(len(p)), p)) for p in pods)
 
 
 def get_response(pod: PodView) -> pb.GetPodResourcesResponse:

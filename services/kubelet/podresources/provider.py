@@ -12,7 +12,8 @@ answer) or of the kubelet's local state (every change of its DRA manager, device
 classic prepare results is followed by a checkpoint, and ``KubeletService`` calls
 ``on_state_change`` after every checkpoint) drops the cached ``List`` and
 ``GetAllocatableResources`` bytes; the next call builds them again. Pods of other nodes changing
-do not.
+do not. Building ``List`` again reuses, per pod, the view and serialized message of a pod that
+did not change when the local state did not (and the bytes when its view came out the same).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from draflow.services.kubelet.podresources import encode
-from draflow.services.kubelet.podresources.view import active_pods, find_pod, pod_view
+from draflow.services.kubelet.podresources.view import PodView, active_pods, find_pod, pod_view
 
 if TYPE_CHECKING:
     from draflow.events.api.core_v1 import Pod
@@ -30,7 +31,13 @@ __all__ = ["KubeletSource", "Source"]
 
 
 class Source(Protocol):
-    """What the gRPC server serves: serialized responses (``None`` from ``get``: no such pod)."""
+    """What the gRPC server serves: serialized responses (``None`` from ``get``: no such pod).
+
+    ``list_bytes``, ``get_bytes`` and ``allocatable_bytes`` read the kubelet's state: the server
+    calls them on the kubelet's event loop. ``cached_list_bytes`` and ``cached_allocatable_bytes``
+    only read what an earlier call built (``None``: nothing current): the server's worker threads
+    call them directly, so a cached answer costs no trip through the loop.
+    """
 
     def list_bytes(self) -> bytes: ...
 
@@ -38,21 +45,31 @@ class Source(Protocol):
 
     def allocatable_bytes(self) -> bytes: ...
 
+    def cached_list_bytes(self) -> bytes | None: ...
+
+    def cached_allocatable_bytes(self) -> bytes | None: ...
+
 
 class KubeletSource:
     def __init__(self, kubelet: KubeletService) -> None:
         self.kubelet = kubelet
         self.generation = 0
         self._list: tuple[int, bytes] | None = None
-        self._listed: set[tuple[str, str]] = set()  # (namespace, name) in the cached List answer
+        # A List rebuilt after a change reuses what it can, per listed pod: (pod object, state
+        # generation, view, serialized PodResources). A view depends only on the pod (an immutable
+        # object, replaced by the cache when it changes) and the kubelet's local state (whose
+        # changes bump state_generation): same pod, same state, same view. A new view equal to the
+        # old one keeps the old bytes.
+        self.state_generation = 0
+        self._pods: dict[tuple[str, str], tuple[Pod, int, PodView, bytes]] = {}
         self._allocatable: tuple[int, bytes] | None = None
         kubelet.rt.cache.listen(self._on_change)
-        kubelet.on_state_change = self.invalidate
+        kubelet.on_state_change = self._state_changed
 
     def _on_change(self, kind: str, namespace: str, name: str, change: Any) -> None:
         if kind != "Pod":
             return
-        if (namespace, name) in self._listed:
+        if (namespace, name) in self._pods:  # listed in the cached answer
             self.invalidate()
             return
         pod = self.kubelet.rt.get("Pod", namespace, name)
@@ -61,6 +78,10 @@ class KubeletSource:
 
     def invalidate(self) -> None:
         self.generation += 1
+
+    def _state_changed(self) -> None:
+        self.state_generation += 1
+        self.invalidate()
 
     def _holds(self, pod_uid: str) -> bool:
         k = self.kubelet
@@ -74,15 +95,40 @@ class KubeletSource:
         k = self.kubelet
         return pod_view(pod, k.manager, k.devices, k.classic)
 
-    def list_bytes(self) -> bytes:
+    # The cached_* readers run on the server's threads while the loop may invalidate: one read of
+    # the (generation, bytes) pair, compared with the generation read after it, so bytes of an older
+    # generation are never served as current (a call racing a change may get the answer from just
+    # before it, as if it had arrived a moment earlier).
+
+    def cached_list_bytes(self) -> bytes | None:
         cached = self._list
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
+        return cached[1] if cached is not None and cached[0] == self.generation else None
+
+    def cached_allocatable_bytes(self) -> bytes | None:
+        cached = self._allocatable
+        return cached[1] if cached is not None and cached[0] == self.generation else None
+
+    def list_bytes(self) -> bytes:
+        blob = self.cached_list_bytes()
+        if blob is not None:
+            return blob
         generation = self.generation
         k = self.kubelet
         pods = active_pods(k.rt.items("Pod"), k.node_name, self._holds)
-        blob = encode.list_response(self._view(p) for p in pods).SerializeToString()
-        self._listed = {(p.metadata.namespace, p.metadata.name) for p in pods}
+        state, known = self.state_generation, self._pods
+        listed: dict[tuple[str, str], tuple[Pod, int, PodView, bytes]] = {}
+        for pod in pods:
+            key = (pod.metadata.namespace, pod.metadata.name)
+            entry = known.get(key)
+            if entry is None or entry[0] is not pod or entry[1] != state:
+                view = self._view(pod)
+                if entry is None or entry[2] != view:
+                    entry = (pod, state, view, encode.pod_message(view).SerializeToString())
+                else:
+                    entry = (pod, state, view, entry[3])
+            listed[key] = entry
+        blob = encode.list_response_bytes(entry[3] for entry in listed.values())
+        self._pods = listed
         self._list = (generation, blob)
         return blob
 
@@ -94,9 +140,9 @@ class KubeletSource:
         return encode.get_response(self._view(pod)).SerializeToString()
 
     def allocatable_bytes(self) -> bytes:
-        cached = self._allocatable
-        if cached is not None and cached[0] == self.generation:
-            return cached[1]
+        blob = self.cached_allocatable_bytes()
+        if blob is not None:
+            return blob
         generation = self.generation
         devices = self.kubelet.devices
         blob = encode.allocatable_response(

@@ -1,4 +1,4 @@
-"""The kubelet's ``v1.PodResourcesLister`` gRPC service on its local unix socket (grpcio, asyncio).
+"""The kubelet's ``v1.PodResourcesLister`` gRPC service on its local unix socket (grpcio).
 
 * **Socket**: by default ``$DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock`` (the
   kubelet's ``/var/lib/kubelet/pod-resources/kubelet.sock``), mode 0600; a stale socket file left by
@@ -11,24 +11,34 @@
   :class:`~draflow.services.kubelet.podresources.provider.Source` serialized (the server never builds
   messages itself); ``Get`` of an unknown pod is ``NOT_FOUND`` with the kubelet's message
   ``pod NAME in namespace NS not found``, an empty pod name ``INVALID_ARGUMENT``.
-* **Protection**: a token bucket (``ratelimit.TokenBucket``) in front of every method; a refused
-  call is ``RESOURCE_EXHAUSTED: rejected by rate limit``. gRPC's default message limits apply
-  (4 MiB received by a client: see docs/podresources.md for the measured sizes).
+* **Threads**: grpcio's thread-pool server, not its asyncio one, whose per-call machinery (a poller
+  thread waking the event loop, a task per call) cost the kubelet's loop about a third more CPU per
+  ``List`` (docs/podresources.md#benchmark). A call whose answer is cached (``List`` and
+  ``GetAllocatableResources`` between two changes of the node) is answered on the worker thread
+  without touching the kubelet's state; building an answer (and every ``Get``) runs on the
+  kubelet's event loop, which owns that state, and the worker waits for it.
+* **Protection**: a token bucket (``ratelimit.TokenBucket``, behind a lock: the workers share it) in
+  front of every method; a refused call is ``RESOURCE_EXHAUSTED: rejected by rate limit``. gRPC's
+  default message limits apply (4 MiB received by a client: see docs/podresources.md for the
+  measured sizes).
 * **Metrics**: ``podresources.metrics`` counters per call, as the kubelet's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import os
 import stat
 import tempfile
+import threading
+from collections.abc import Callable
+from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import grpc
-from grpc import aio
 
 from draflow.services.kubelet.podresources import metrics
 from draflow.services.kubelet.podresources.provider import Source
@@ -42,6 +52,12 @@ log = logging.getLogger(__name__)
 SERVICE = "v1.PodResourcesLister"
 VERSION = "v1"
 MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes with the terminating NUL
+# worker threads: a cached answer takes one a few hundred microseconds; more than one so that calls
+# waiting for the loop (a Get, an answer being built) do not hold up the cached ones
+WORKERS = 4
+STOPPING = "pod-resources server stopping"
+
+T = TypeVar("T")
 
 
 class SocketPathError(ValueError):
@@ -89,7 +105,12 @@ class PodResourcesServer:
         if too_long(socket_path) and link_if_too_long:
             self.bound_path = short_path(socket_path)
         self.limiter = TokenBucket(qps, burst)
-        self._server: aio.Server | None = None
+        self._limit_lock = threading.Lock()
+        self._server: Any = None  # grpc.Server
+        self._workers: futures.ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting: set[futures.Future[Any]] = set()  # workers waiting for the loop
+        self._waiting_lock = threading.Lock()
 
     @property
     def address(self) -> str:
@@ -106,7 +127,7 @@ class PodResourcesServer:
         _clear(path, link_ok=bound != path)
         if bound != path:
             _clear(bound)
-        server = aio.server()
+        self._loop = asyncio.get_running_loop()
         handlers = {
             "List": grpc.unary_unary_rpc_method_handler(
                 self._list, request_deserializer=pb.ListPodResourcesRequest.FromString
@@ -118,12 +139,16 @@ class PodResourcesServer:
                 self._allocatable, request_deserializer=pb.AllocatableResourcesRequest.FromString
             ),
         }
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        self._workers = futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="pod-resources")
+        server = grpc.server(self._workers)
+        # registered with the C core: a call finds its handler without a lookup by method name
+        server.add_registered_method_handlers(SERVICE, handlers)
         try:
             server.add_insecure_port(self.address)
         except RuntimeError as exc:
+            self._workers.shutdown(wait=False)
             raise SocketPathError(f"cannot listen on {self.address}: {exc}") from None
-        await server.start()
+        server.start()
         os.chmod(bound, 0o600)
         if bound != path:
             path.symlink_to(bound)
@@ -133,8 +158,14 @@ class PodResourcesServer:
     async def stop(self, grace_s: float = 1.0) -> None:
         if self._server is None:
             return
-        await self._server.stop(grace_s)
-        self._server = None
+        stopped = self._server.stop(grace_s)  # a threading.Event, set once every call has ended
+        with self._waiting_lock:  # calls waiting for this loop: it may not run them any more
+            for waiting in self._waiting:
+                waiting.cancel()
+        await asyncio.to_thread(stopped.wait)
+        if self._workers is not None:
+            await asyncio.to_thread(self._workers.shutdown)
+        self._server = self._workers = None
         for path in {self.socket_path, self.bound_path}:
             try:
                 if stat.S_ISSOCK(path.lstat().st_mode) or path.is_symlink():
@@ -143,40 +174,69 @@ class PodResourcesServer:
                 pass
 
     # -- methods ---------------------------------------------------------------------------------
-    # Handlers return serialized bytes (no response serializer is registered): the source caches them.
+    # Handlers run on the server's worker threads and return serialized bytes (no response
+    # serializer is registered): the source caches them. context.abort raises: the call ends there.
 
-    async def _refuse(self, context: aio.ServicerContext[Any, Any]) -> None:
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, REJECTED)
+    def _admit(self, context: grpc.ServicerContext) -> None:
+        with self._limit_lock:
+            allowed = self.limiter.allow()
+        if not allowed:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, REJECTED)
 
-    async def _list(
-        self, request: pb.ListPodResourcesRequest, context: aio.ServicerContext[Any, Any]
-    ) -> bytes:
-        if not self.limiter.allow():
-            await self._refuse(context)
+    def _on_loop(self, context: grpc.ServicerContext, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` run on the kubelet's event loop (the owner of the state it reads), awaited."""
+        loop = self._loop
+        assert loop is not None
+        done: futures.Future[T] = futures.Future()
+
+        def run() -> None:
+            if done.set_running_or_notify_cancel():
+                try:
+                    done.set_result(fn(*args))
+                except BaseException as exc:  # handed to the waiting worker: the call fails with it
+                    done.set_exception(exc)
+
+        with self._waiting_lock:
+            self._waiting.add(done)
+        try:
+            loop.call_soon_threadsafe(run)
+            return done.result()
+        except (futures.CancelledError, RuntimeError):  # stop() cancelled it, or the loop is closed
+            if not done.cancelled() and done.done():
+                raise  # fn itself raised a RuntimeError
+            self._abort_stopping(context)
+        finally:
+            with self._waiting_lock:
+                self._waiting.discard(done)
+
+    def _abort_stopping(self, context: grpc.ServicerContext) -> NoReturn:
+        context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
+        raise AssertionError("unreachable: abort raises")
+
+    def _list(self, request: pb.ListPodResourcesRequest, context: grpc.ServicerContext) -> bytes:
+        self._admit(context)
         metrics.count("list", VERSION)
-        return self.source.list_bytes()
+        blob = self.source.cached_list_bytes()
+        return blob if blob is not None else self._on_loop(context, self.source.list_bytes)
 
-    async def _get(self, request: pb.GetPodResourcesRequest, context: aio.ServicerContext[Any, Any]) -> bytes:
-        if not self.limiter.allow():
-            await self._refuse(context)
+    def _get(self, request: pb.GetPodResourcesRequest, context: grpc.ServicerContext) -> bytes:
+        self._admit(context)
         metrics.count("get", VERSION)
         if not request.pod_name:
             metrics.count("get", VERSION, error=True)
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_name: Required value")
-        blob = self.source.get_bytes(request.pod_namespace, request.pod_name)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_name: Required value")
+        blob = self._on_loop(context, self.source.get_bytes, request.pod_namespace, request.pod_name)
         if blob is None:
             metrics.count("get", VERSION, error=True)
-            await context.abort(
+            context.abort(
                 grpc.StatusCode.NOT_FOUND,
                 f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
             )
         assert blob is not None
         return blob
 
-    async def _allocatable(
-        self, request: pb.AllocatableResourcesRequest, context: aio.ServicerContext[Any, Any]
-    ) -> bytes:
-        if not self.limiter.allow():
-            await self._refuse(context)
+    def _allocatable(self, request: pb.AllocatableResourcesRequest, context: grpc.ServicerContext) -> bytes:
+        self._admit(context)
         metrics.count("get_allocatable", VERSION)
-        return self.source.allocatable_bytes()
+        blob = self.source.cached_allocatable_bytes()
+        return blob if blob is not None else self._on_loop(context, self.source.allocatable_bytes)

@@ -37,7 +37,7 @@ from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.dra import MAX_REJECTIONS, NodeRejection, PodUnschedulable
 from draflow.events.envelope import Envelope, Event
 from draflow.events.subjects import aggregate_subject
-from draflow.infra import metrics
+from draflow.infra import metrics, tracing
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import EventStore
 from draflow.sagas.engine import SagaEngine, SagaState, SagaStatus
@@ -270,7 +270,7 @@ class SchedulerService:
             self._spawn(self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True)
             return
         self.outcomes["unschedulable"] += 1
-        self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance)))
+        self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance), traceparent))
         if isinstance(result, Unschedulable) and result.delete_claim is not None:
             # KEP-5004: PostFilter found a special claim left over from an earlier attempt
             stale = result.delete_claim
@@ -331,7 +331,24 @@ class SchedulerService:
             self.outcomes["failed"] += 1
         return state
 
-    async def _unschedulable(self, pod: Pod, ev: PodUnschedulable) -> None:
+    async def _unschedulable(self, pod: Pod, ev: PodUnschedulable, traceparent: str = "") -> None:
+        """Record a failed attempt: a span in the pod's trace (``traceparent``: the pod's apply)
+        carrying the reason and message as attributes and as a span event, around the append."""
+        meta = pod.metadata
+        attrs = {
+            "k8s.pod.name": meta.name,
+            "k8s.namespace.name": meta.namespace,
+            "draflow.scheduling.result": ev.reason,
+            "draflow.scheduling.message": ev.message,
+            "draflow.scheduler.instance": self.instance,
+            "draflow.scheduling.snapshot_seq": ev.snapshot_seq,
+        }
+        with tracing.span("scheduling attempt", traceparent=traceparent, attributes=attrs) as span:
+            if span is not None:
+                span.add_event(ev.reason, {"message": ev.message})
+            await self._record_unschedulable(pod, ev)
+
+    async def _record_unschedulable(self, pod: Pod, ev: PodUnschedulable) -> None:
         meta = pod.metadata
         reason, message = ev.reason, ev.message
         current, version = self.get("Pod", meta.namespace, meta.name)

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket as sockets
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from draflow.services.kubelet.podresources import metrics
 from draflow.services.kubelet.podresources.ratelimit import TokenBucket
 from draflow.services.kubelet.podresources.server import (
     MAX_SOCKET_PATH,
+    STOPPING,
     PodResourcesServer,
     SocketPathError,
     short_path,
@@ -32,18 +35,31 @@ LISTED = pb.ListPodResourcesResponse(pod_resources=[pb.PodResources(name="p", na
 
 
 class Fixed:
-    """A source answering with fixed messages (the server under test only moves bytes)."""
+    """A source answering with fixed messages (the server under test only moves bytes); records
+    the threads its state readers ran on (they must run on the event loop's)."""
+
+    def __init__(self) -> None:
+        self.threads: set[threading.Thread] = set()
 
     def list_bytes(self) -> bytes:
+        self.threads.add(threading.current_thread())
         return LISTED.SerializeToString()
 
     def get_bytes(self, namespace: str, name: str) -> bytes | None:
+        self.threads.add(threading.current_thread())
         if (namespace, name) != ("ns", "p"):
             return None
         return pb.GetPodResourcesResponse(pod_resources=LISTED.pod_resources[0]).SerializeToString()
 
     def allocatable_bytes(self) -> bytes:
+        self.threads.add(threading.current_thread())
         return pb.AllocatableResourcesResponse().SerializeToString()
+
+    def cached_list_bytes(self) -> bytes | None:
+        return LISTED.SerializeToString()  # served on the server's thread
+
+    def cached_allocatable_bytes(self) -> bytes | None:
+        return None  # built on the event loop
 
 
 @pytest.fixture
@@ -132,6 +148,61 @@ async def test_too_long_default_path_links_to_a_short_socket(short_dir: Path) ->
     finally:
         await server.stop()
     assert not deep.is_symlink() and not server.bound_path.exists()
+
+
+async def test_state_is_read_on_the_event_loop(short_dir: Path) -> None:
+    source = Fixed()
+    server = PodResourcesServer(source, short_dir / "kubelet.sock")
+    await server.start()
+    try:
+        assert await list_pods(server.socket_path) == LISTED  # cached: no trip through the loop
+        assert source.threads == set()
+        assert (await get_pod(server.socket_path, "ns", "p")).pod_resources.name == "p"
+        assert await allocatable(server.socket_path) == pb.AllocatableResourcesResponse()  # built
+        assert source.threads == {threading.current_thread()}
+    finally:
+        await server.stop()
+
+
+async def test_a_call_waiting_for_the_loop_when_the_server_stops_is_unavailable(short_dir: Path) -> None:
+    server = PodResourcesServer(Fixed(), short_dir / "kubelet.sock")
+    await server.start()
+    idle = asyncio.new_event_loop()  # never runs: a call needing the loop waits until stop()
+    server._loop = idle
+    try:
+        waiting = asyncio.create_task(rpc_error(allocatable(server.socket_path)))
+        for _ in range(500):
+            if server._waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert server._waiting
+        await server.stop(grace_s=5)
+        err = await waiting
+        assert (err.code(), err.details()) == (grpc.StatusCode.UNAVAILABLE, STOPPING)
+    finally:
+        idle.close()
+        await server.stop()
+
+
+class Broken(Fixed):
+    def allocatable_bytes(self) -> bytes:
+        raise RuntimeError("the state cannot be read")
+
+
+async def test_a_closed_loop_is_unavailable_and_a_failing_source_is_unknown(short_dir: Path) -> None:
+    server = PodResourcesServer(Broken(), short_dir / "kubelet.sock")
+    await server.start()
+    try:
+        err = await rpc_error(allocatable(server.socket_path))  # the source's own error: not hidden
+        assert err.code() == grpc.StatusCode.UNKNOWN
+        closed = asyncio.new_event_loop()
+        closed.close()
+        server._loop = closed  # the kubelet's loop has ended
+        err = await rpc_error(get_pod(server.socket_path, "ns", "p"))
+        assert (err.code(), err.details()) == (grpc.StatusCode.UNAVAILABLE, STOPPING)
+        assert await list_pods(server.socket_path) == LISTED  # cached answers need no loop
+    finally:
+        await server.stop()
 
 
 def test_token_bucket_refills_at_qps_up_to_burst() -> None:

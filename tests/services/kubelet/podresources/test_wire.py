@@ -119,6 +119,15 @@ def test_list_response_decodes_with_upstream_field_numbers() -> None:
     assert decoded.SerializeToString() == encode.list_response([POD]).SerializeToString()
 
 
+def test_list_framed_from_pod_bytes_is_the_message_serialized() -> None:
+    tiny = PodView("p", "ns", ())  # 7 bytes: a one-byte length; POD's takes two
+    for pods in ([], [POD], [tiny, POD, tiny], [PodView("", "", ())]):
+        framed = encode.list_response_bytes(encode.pod_message(p).SerializeToString() for p in pods)
+        assert framed == encode.list_response(pods).SerializeToString()
+        decoded = upstream_messages()["ListPodResourcesResponse"].FromString(framed)
+        assert len(decoded.pod_resources) == len(pods)
+
+
 def test_get_and_allocatable_decode_with_upstream_field_numbers() -> None:
     up = upstream_messages()
     got = up["GetPodResourcesResponse"].FromString(encode.get_response(POD).SerializeToString())
@@ -144,6 +153,9 @@ def test_a_full_node_answers_within_grpc_default_message_limit() -> None:
         PodView(f"pod-{p}", "a-namespace", tuple(ContainerView(f"ctr-{c}", (), claims) for c in range(2)))
         for p in range(110)
     ]
-    size = len(encode.list_response(pods).SerializeToString())
+    blob = encode.list_response(pods).SerializeToString()
+    size = len(blob)
+    # the kubelet's cache frames each pod's own bytes: the same answer, byte for byte
+    assert encode.list_response_bytes(encode.pod_message(p).SerializeToString() for p in pods) == blob
     assert 700_000 < size < 1_500_000  # measured: ~1.0 MB, a quarter of the 4 MiB limit
     assert size < 4 * 1024 * 1024
