@@ -36,6 +36,13 @@ async def test_publish_update_delete_and_restriction(apiserver: ApiServer, setti
             "frobnicator.example.com",
             {"count": 8},
         )
+        # get --field-selector nodeName=...,driverName=... selects by node and driver
+        items, _ = await rt.api.list(
+            nv.KIND, field_selector="nodeName=node-1,driverName=frobnicator.example.com"
+        )
+        assert [i["metadata"]["name"] for i in items] == [NAME]
+        items, _ = await rt.api.list(nv.KIND, field_selector="nodeName=node-2")
+        assert items == []
         version = rt.cache.index.version(nv.KIND, "", NAME)
         await publish_capacity(rt, "node-1", {"frobnicator.example.com": plugin})
         assert rt.cache.index.version(nv.KIND, "", NAME) == version  # unchanged: nothing written
