@@ -27,6 +27,10 @@ involved object, type, reason, message and source) lands on the same subject and
 ``KubeEventDeleted{}`` removes a recorded Event (its namespace was deleted: the namespace controller
 deletes every Event in it, as upstream's does).
 
+Custom objects (kinds served by a CustomResourceDefinition, known only at run time) use five
+fixed classes instead, ``CustomObjectApplied`` ... ``CustomObjectDeleted``: the subject names the
+kind, so the union of event types stays static; the constructors below pick them for such kinds.
+
 ``OwnerReferencesRemoved{owner_uids}`` works on the subject of any kind: the garbage collector
 orphaned the object (its owner was deleted with ``propagationPolicy: Orphan``) or dropped
 references to owners that are gone while another owner keeps it alive. ``ORPHAN_FINALIZER`` and
@@ -40,13 +44,15 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from draflow.events.api.apiextensions_v1 import CustomObject
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.meta import ObjectMeta
-from draflow.events.api.registry import resource_types
+from draflow.events.api.registry import lookup_resource, resource_types
 from draflow.events.envelope import Event
 
 __all__ = [
     "APPLIED",
+    "CUSTOM_EVENT_TYPES",
     "DELETED",
     "DELETION_REQUESTED",
     "EVENT_KIND",
@@ -55,12 +61,18 @@ __all__ = [
     "ORPHAN_FINALIZER",
     "STATUS_UPDATED",
     "VERBS",
+    "CustomObjectApplied",
+    "CustomObjectDeleted",
+    "CustomObjectDeletionRequested",
+    "CustomObjectFinalizersChanged",
+    "CustomObjectStatusUpdated",
     "EventSource",
     "KubeEvent",
     "KubeEventDeleted",
     "KubeEventRecorded",
     "ObjectReference",
     "OwnerReferencesRemoved",
+    "custom_verb",
     "decode_stored",
     "deletion_requested",
     "event_name",
@@ -138,45 +150,101 @@ for _rt in resource_types():
     _define(_rt.kind, _rt.struct)
 
 
+class CustomObjectApplied(Event, frozen=True, kw_only=True):
+    """A custom object was created or changed (``KApplied`` for a CRD's kind)."""
+
+    object: CustomObject
+
+
+class CustomObjectStatusUpdated(Event, frozen=True, kw_only=True):
+    """A custom object's ``status`` was replaced through the status subresource."""
+
+    status: Any = None
+
+
+class CustomObjectFinalizersChanged(Event, frozen=True, kw_only=True):
+    finalizers: tuple[str, ...] = ()
+
+
+class CustomObjectDeletionRequested(Event, frozen=True, kw_only=True):
+    deletion_timestamp: str
+    grace_period_seconds: int = 0
+
+
+class CustomObjectDeleted(Event, frozen=True, kw_only=True):
+    """A custom object is gone."""
+
+
+_CUSTOM: dict[str, type[Event]] = {
+    APPLIED: CustomObjectApplied,
+    STATUS_UPDATED: CustomObjectStatusUpdated,
+    FINALIZERS_CHANGED: CustomObjectFinalizersChanged,
+    DELETION_REQUESTED: CustomObjectDeletionRequested,
+    DELETED: CustomObjectDeleted,
+}
+CUSTOM_EVENT_TYPES: tuple[type[Event], ...] = tuple(_CUSTOM.values())
+_CUSTOM_VERBS = {cls.type_name(): verb for verb, cls in _CUSTOM.items()}
+
+
+def _is_custom(kind: str) -> bool:
+    rt = lookup_resource(kind) if (kind, APPLIED) not in _TYPES else None
+    return rt is not None and bool(rt.crd)
+
+
 def object_event_types() -> tuple[type[Event], ...]:
     """The generated lifecycle event classes, one per served kind and verb (``draflow.events.union``)."""
     return tuple(_TYPES.values())
 
 
 def object_event_type(kind: str, verb: str) -> type[Event]:
-    """The generated class for ``kind`` and ``verb`` (KeyError for an unserved kind)."""
-    return _TYPES[(kind, verb)]
+    """The class for ``kind`` and ``verb``: generated for a built-in kind, ``CustomObject*`` for
+    a kind a CRD serves now (KeyError for an unserved kind)."""
+    cls = _TYPES.get((kind, verb))
+    if cls is None and _is_custom(kind):
+        return _CUSTOM[verb]
+    if cls is None:
+        raise KeyError((kind, verb))
+    return cls
 
 
 def kind_and_verb(type_name: str) -> tuple[str, str] | None:
-    """``("ResourceClaim", "Applied")`` for ``ResourceClaimApplied``; None for other events."""
+    """``("ResourceClaim", "Applied")`` for ``ResourceClaimApplied``; None for other events
+    (``CustomObject*`` name no kind: ``custom_verb`` gives their verb)."""
     return _BY_NAME.get(type_name)
 
 
+def custom_verb(type_name: str) -> str | None:
+    """``"Applied"`` for ``CustomObjectApplied``...; None for other events."""
+    return _CUSTOM_VERBS.get(type_name)
+
+
 def status_type(kind: str) -> Any:
-    """The status Struct of a kind, or None when the kind has no status."""
+    """The status Struct of a kind, or None when the kind has no status (custom objects keep
+    their status inside ``content``)."""
     return _STATUS.get(kind)
 
 
 def object_applied(obj: ApiStruct) -> Event:
+    if isinstance(obj, CustomObject):
+        return CustomObjectApplied(object=obj)
     return _TYPES[(obj.KIND, APPLIED)](object=obj)
 
 
 def status_updated(kind: str, status: Any) -> Event:
-    return _TYPES[(kind, STATUS_UPDATED)](status=status)
+    return object_event_type(kind, STATUS_UPDATED)(status=status)
 
 
 def finalizers_changed(kind: str, finalizers: tuple[str, ...]) -> Event:
-    return _TYPES[(kind, FINALIZERS_CHANGED)](finalizers=finalizers)
+    return object_event_type(kind, FINALIZERS_CHANGED)(finalizers=finalizers)
 
 
 def deletion_requested(kind: str, deletion_timestamp: str, grace_period_seconds: int = 0) -> Event:
-    cls = _TYPES[(kind, DELETION_REQUESTED)]
+    cls = object_event_type(kind, DELETION_REQUESTED)
     return cls(deletion_timestamp=deletion_timestamp, grace_period_seconds=grace_period_seconds)
 
 
 def object_deleted(kind: str) -> Event:
-    return _TYPES[(kind, DELETED)]()
+    return object_event_type(kind, DELETED)()
 
 
 # -- Kubernetes Events (core/v1 Event) -----------------------------------------------------------

@@ -44,6 +44,7 @@ from draflow.events.numeric import (
     NumericClaimReserved,
 )
 from draflow.events.objects import (
+    CUSTOM_EVENT_TYPES,
     KubeEventDeleted,
     KubeEventRecorded,
     OwnerReferencesRemoved,
@@ -106,6 +107,8 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     KubeEventDeleted,
     OwnerReferencesRemoved,
     *object_event_types(),
+    # custom objects (kinds served by CustomResourceDefinitions), any kind
+    *CUSTOM_EVENT_TYPES,
 )
 
 AnyEvent = Union[EVENT_TYPES]  # type: ignore[valid-type]  # noqa: UP007  (msgspec's tagged union)

@@ -62,7 +62,8 @@ from draflow.infra.publisher import (
 )
 from draflow.infra.reader import RawRecord, StreamReader, StreamStatus
 from draflow.infra.retry import transient_retry
-from draflow.infra.streams import dlq_stream_config, event_stream_config
+from draflow.infra.snapshots import SnapshotStore
+from draflow.infra.streams import dlq_stream_config, event_stream_config, snapshot_stream_config
 
 __all__ = [
     "ERR_WRONG_LAST_SEQUENCE",
@@ -139,6 +140,7 @@ class EventStore:
         self._inbox = RawInbox(nc)
         self._pub = Publisher(nc, self._inbox)
         self._reader = StreamReader(nc, self._inbox, self.stream)
+        self.snapshots = SnapshotStore(nc, settings, actor, self._inbox)
         # the identity (creation time) of the stream this process follows, learnt at start
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
@@ -249,7 +251,12 @@ class EventStore:
         """Create the event and dead-letter streams, or update them to the current config; a role
         that may not manage them waits until they exist (the admin creates them at start), at
         most ``wait_s`` (None: for ever)."""
-        for config in (event_stream_config(self.settings), dlq_stream_config(self.settings)):
+        configs = (
+            event_stream_config(self.settings),
+            dlq_stream_config(self.settings),
+            snapshot_stream_config(self.settings),
+        )
+        for config in configs:
             if not self.manages_streams:
                 await self._wait_for_stream(str(config.name), wait_s)
                 continue

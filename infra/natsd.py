@@ -47,6 +47,7 @@ __all__ = [
     "nats_server_binary",
     "server_args",
     "server_config",
+    "stream_disk_bytes",
 ]
 
 log = logging.getLogger("natsd")
@@ -91,6 +92,15 @@ def server_config(
     if include:
         lines.append(f"include {json.dumps(include)}")
     return "\n".join(lines) + "\n"
+
+
+def stream_disk_bytes(store_dir: Path, stream: str) -> int:
+    """Bytes a stream's files take under a server's store dir (every account's copy of that name):
+    what the log costs on disk, compression included, which the stream's own byte count is not."""
+    total = 0
+    for stream_dir in Path(store_dir).glob(f"jetstream/*/streams/{stream}"):
+        total += sum(f.stat().st_size for f in stream_dir.rglob("*") if f.is_file())
+    return total
 
 
 def free_port(host: str = "127.0.0.1") -> int:

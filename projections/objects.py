@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 from msgspec.structs import replace
 
 from draflow.events.api import core_v1 as c1
+from draflow.events.api.apiextensions_v1 import CustomObject
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.registry import resource_types
 from draflow.events.envelope import Envelope, Event
@@ -46,6 +47,11 @@ from draflow.events.objects import (
     EVENT_KIND,
     FINALIZERS_CHANGED,
     STATUS_UPDATED,
+    CustomObjectApplied,
+    CustomObjectDeleted,
+    CustomObjectDeletionRequested,
+    CustomObjectFinalizersChanged,
+    CustomObjectStatusUpdated,
     KubeEvent,
     KubeEventDeleted,
     KubeEventRecorded,
@@ -173,7 +179,22 @@ def _owner_references_removed(state: Any, ev: OwnerReferencesRemoved) -> Any:
     return replace(state, metadata=replace(meta, owner_references=kept))
 
 
+def _custom_status_updated(state: CustomObject | None, ev: CustomObjectStatusUpdated) -> CustomObject | None:
+    """A custom object keeps its status in ``content`` (no Struct of its own)."""
+    if state is None:
+        return None
+    content = {k: v for k, v in state.content.items() if k != "status"}
+    if ev.status is not None:
+        content["status"] = ev.status
+    return replace(state, content=content)
+
+
 _OBJECT_EVENTS: dict[type[Event], Reducer] = {
+    CustomObjectApplied: _applied,
+    CustomObjectStatusUpdated: _custom_status_updated,
+    CustomObjectFinalizersChanged: _finalizers_changed,
+    CustomObjectDeletionRequested: _deletion_requested,
+    CustomObjectDeleted: _deleted,
     KubeEventRecorded: _event_recorded,
     KubeEventDeleted: _event_deleted,
     OwnerReferencesRemoved: _owner_references_removed,
@@ -304,6 +325,28 @@ class ObjectIndex:
 
     def apply_envelope(self, kind: str, namespace: str, name: str, env: Envelope[Event]) -> Change | None:
         return self.apply(kind, namespace, name, env.type, env.data, env.seq)
+
+    def image(self) -> tuple[dict[str, dict[Key, ApiStruct]], dict[tuple[str, str, str], int]]:
+        """A consistent copy of the state (the objects are immutable, so shallow copies do): what
+        a snapshot encodes while this index goes on folding."""
+        return {kind: dict(objs) for kind, objs in self._objects.items()}, dict(self._versions)
+
+    @classmethod
+    def from_image(
+        cls, objects: dict[str, dict[Key, ApiStruct]], versions: dict[tuple[str, str, str], int]
+    ) -> ObjectIndex:
+        """The index a snapshot's image describes (the inverse of :meth:`image`)."""
+        index = cls()
+        index._objects = {kind: dict(objs) for kind, objs in objects.items()}
+        index._versions = dict(versions)
+        for kind, objs in index._objects.items():
+            if kind != EVENT_KIND:
+                index._ns_counts.update(ns for ns, _ in objs if ns)
+        return index
+
+    def adopt(self, other: ObjectIndex) -> None:
+        """Take ``other``'s state in place (holders of this index see it: a snapshot loaded at start)."""
+        self._objects, self._versions, self._ns_counts = other._objects, other._versions, other._ns_counts
 
     def touch(self, kind: str, namespace: str, name: str, seq: int) -> Change | None:
         """An event this process cannot decode moved the subject: keep the version in step."""

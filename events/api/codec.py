@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from draflow.events.api.apiextensions_v1 import CustomObject
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.errors import DECODE, REQUIRED, UNKNOWN_FIELD, ApiError, FieldError
 from draflow.events.api.meta import ObjectMeta
@@ -237,6 +238,8 @@ def decode_object(manifest: Any, *, strip: bool = True) -> ApiStruct:
             ]
         )
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    if wire.struct is CustomObject:
+        return _custom_object(api_version, kind, body, namespace, name)
     if strip:
         body = strip_nulls(body)
     try:
@@ -244,6 +247,21 @@ def decode_object(manifest: Any, *, strip: bool = True) -> ApiStruct:
     except msgspec.ValidationError as exc:
         raise ApiError([translate(exc, body, kind, namespace, name)]) from None
     return wire.to_storage(obj) if wire.to_storage is not None else obj
+
+
+def _custom_object(
+    api_version: str, kind: str, body: dict[str, Any], namespace: str, name: str
+) -> CustomObject:
+    """A custom object: metadata decoded strictly (as for every kind), the rest kept as written;
+    the CRD's schema (the apiserver's admission) decides about it. Nulls in the content stay:
+    ``nullable`` fields may hold them."""
+    meta = body.get("metadata", {})
+    try:
+        metadata = msgspec.convert(strip_nulls(meta), ObjectMeta)
+    except msgspec.ValidationError as exc:
+        raise ApiError([translate(exc, {"metadata": meta}, kind, namespace, name)]) from None
+    content = {k: v for k, v in body.items() if k != "metadata"}
+    return CustomObject(api_version=api_version, kind=kind, metadata=metadata, content=content)
 
 
 def object_meta(obj: ApiStruct) -> ObjectMeta:
@@ -260,6 +278,8 @@ def encode_object(obj: ApiStruct) -> dict[str, Any]:
     Like the API server's output, unset optional fields are absent but an empty ``status`` of a
     kind that has one shows as ``status: {}``.
     """
+    if isinstance(obj, CustomObject):
+        return obj.manifest()
     body = msgspec.json.decode(msgspec.json.encode(obj))  # tuples -> lists, in C
     return {"apiVersion": obj.API_VERSION, "kind": obj.KIND, **body}
 

@@ -9,6 +9,7 @@ version's ``ResourceType`` and the extra wire versions it is served in; the clas
 
 from __future__ import annotations
 
+from draflow.events.api import apiextensions_v1 as ax1
 from draflow.events.api import conversion_resource as conv
 from draflow.events.api import coordination_v1 as co1
 from draflow.events.api import core_v1 as c1
@@ -72,5 +73,16 @@ KINDS: tuple[Served, ...] = (
     Served(ResourceType("apps", "Deployment", "deployments", "deployment", ("deploy",), True, w1.Deployment)),
     Served(ResourceType("batch", "Job", "jobs", "job", (), True, w1.Job)),
     Served(ResourceType("coordination.k8s.io", "Lease", "leases", "lease", (), True, co1.Lease)),
+    Served(
+        ResourceType(
+            ax1.CRD_GROUP,
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            "customresourcedefinition",
+            ("crd", "crds"),
+            False,
+            ax1.CustomResourceDefinition,
+        )
+    ),
     *CLASSIC_KINDS,
 )

@@ -170,7 +170,8 @@ def permissions(role: Role, *, root: str, stream: str, dlq_stream: str, public_k
         return Permissions(publish=(">",), subscribe=(">",), allow_responses=True)
     js = "$JS.API"
     publish: list[str] = []
-    for s in (stream, dlq_stream):
+    snapshots = f"{stream}_SNAPSHOTS"
+    for s in (stream, dlq_stream, snapshots):
         # reading: stream info (identity checks), direct gets, short-lived replay consumers
         publish += [
             f"{js}.STREAM.INFO.{s}",
@@ -191,6 +192,10 @@ def permissions(role: Role, *, root: str, stream: str, dlq_stream: str, public_k
         publish += [f"{root}.ev.{kind}.>" for kind in role.appends]
     if role.dead_letters:
         publish.append(f"{root}.dlq.>")
+    if role.name != CLI:
+        # snapshots of the fold every service keeps (draflow.infra.snapshots): any service may
+        # write one, every one checks what it loads (its hash, its stream, its schema)
+        publish.append(f"{root}.snap.>")
     node = node_of(role.name)
     if role.api == "all":
         publish.append(f"{root}.api.*")

@@ -16,18 +16,22 @@ from typing import Any, NamedTuple
 import nats.errors
 from msgspec.structs import replace
 
+from draflow.events.api.apiextensions_v1 import CustomObject, CustomResourceDefinition, custom_resource
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.classic_pod import normalize_manifest
 from draflow.events.api.codec import decode_object, object_meta
-from draflow.events.api.errors import ApiError
+from draflow.events.api.errors import ApiError, FieldError
+from draflow.events.api.registry import clash as registry_clash
 from draflow.events.api.registry import lookup_resource
 from draflow.events.envelope import Event
-from draflow.events.objects import object_applied, object_deleted
+from draflow.events.objects import object_applied, object_deleted, status_updated
 from draflow.infra.eventstore import AppendError, ConcurrencyError
 from draflow.services.apiserver import errors
 from draflow.services.apiserver.admission import check_admin_access
 from draflow.services.apiserver.admission.served import admit_create, default_object, validate_object
 from draflow.services.apiserver.admission.tolerations import DefaultTolerationSeconds
+from draflow.services.apiserver.crd.definition import crd_status
+from draflow.services.apiserver.crd.objects import admit_custom
 from draflow.services.apiserver.managed_fields import record_update
 from draflow.services.apiserver.quota import QuotaAdmission
 from draflow.services.apiserver.strategy import (
@@ -47,6 +51,7 @@ WINDOW = 512  # manifests decided before their appends are sent together
 MAX_ATTEMPTS = 5
 MAX_DEPTH = 100
 _QUOTA_INPUTS = frozenset({"ResourceQuota", "DeviceClass"})  # change what later quota checks see
+_CRD = "CustomResourceDefinition"  # serves a kind the manifests after it may use
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +164,7 @@ class Applier:
             raise errors.bad_request(f"cannot decode {kind or 'object'} {name_hint!r}: {exc}") from None
         rt = lookup_resource(obj.KIND)
         assert rt is not None  # decode_object only returns served kinds
+        namespace_hint = (ns_hint or req.namespace or "default") if rt.namespaced else ""
         kind, meta = obj.KIND, object_meta(obj)
         namespace = ""
         if rt.namespaced:
@@ -178,6 +184,10 @@ class Applier:
         existing = self.store.index.get(kind, namespace, name) if name else None
         if existing is not None and create_only:
             raise errors.already_exists(kind, name)
+        if isinstance(obj, CustomObject):
+            obj = self._admit_custom(obj, rt.crd, existing, api_version, namespace_hint)
+        elif isinstance(obj, CustomResourceDefinition):
+            self._check_crd_names(obj)
         if req.update:
             if existing is None:
                 raise errors.not_found(kind, name)
@@ -192,6 +202,42 @@ class Applier:
         except StatusError as exc:
             exc.operation = "create" if existing is None else "update"
             raise
+
+    def _admit_custom(
+        self, obj: CustomObject, crd_name: str, existing: ApiStruct | None, api_version: str, namespace: str
+    ) -> CustomObject:
+        """The CRD's schema on a custom object (``crd.objects``), refusals as the API server's."""
+        crd = self.store.index.get(CustomResourceDefinition.KIND, "", crd_name)
+        name = obj.metadata.name or obj.metadata.generate_name
+        if not isinstance(crd, CustomResourceDefinition):
+            raise StatusError.of(
+                404, "NoKindMatch", f'no matches for kind "{obj.kind}" in version "{api_version}"'
+            )
+        old = existing if isinstance(existing, CustomObject) else None
+        try:
+            return admit_custom(obj, crd, old)
+        except ApiError as exc:
+            error = errors.from_api_error(exc, api_version, obj.kind, name, namespace)
+            error.operation = "create" if existing is None else "update"
+            raise error from None
+
+    def _check_crd_names(self, crd: CustomResourceDefinition) -> None:
+        """A CRD may not take a kind or name another resource is served by (draflow keys its
+        store by kind, so two groups cannot share one)."""
+        rt, _ = custom_resource(crd)
+        if not rt.kind or not rt.plural:
+            return  # validation names what is missing
+        problem = registry_clash(rt)
+        if problem:
+            raise errors.invalid(
+                crd.KIND,
+                crd.metadata.name,
+                [
+                    FieldError(
+                        kind=crd.KIND, path="spec.names.kind", rule=f'Invalid value: "{rt.kind}": {problem}'
+                    )
+                ],
+            )
 
     def _plan_create(
         self,
@@ -217,6 +263,8 @@ class Applier:
         self.quota.check(obj)
         now = now_rfc3339()
         obj = stamp_taint_times(stamp_create(obj, uid=str(uuid.uuid4()), now=now), None, now)
+        if isinstance(obj, CustomResourceDefinition):
+            obj = replace(obj, status=crd_status(obj, None, now))
         if managed:
             obj = replace(obj, metadata=replace(object_meta(obj), managed_fields=managed))
         elif req.field_manager:
@@ -245,6 +293,10 @@ class Applier:
         self.quota.check(merged, existing)
         charged = self.quota.charged(merged)
         events = [object_applied(merged)]
+        if isinstance(merged, CustomResourceDefinition) and isinstance(existing, CustomResourceDefinition):
+            status = crd_status(merged, existing, now_rfc3339())
+            if status != existing.status:
+                events.append(status_updated(kind, status))
         meta = object_meta(merged)
         deleting = meta.deletion_timestamp is not None and not meta.deletion_grace_period_seconds
         if deleting and not meta.finalizers:
@@ -281,7 +333,7 @@ class Applier:
             pending[(plan.kind, plan.namespace, plan.name)] = (i, plan)
             if plan.kind == "Namespace":
                 overlay[plan.name] = plan.obj
-            if plan.charged or plan.kind in _QUOTA_INPUTS or len(pending) >= WINDOW:
+            if plan.charged or plan.kind in _QUOTA_INPUTS or plan.kind == _CRD or len(pending) >= WINDOW:
                 await flush()
         await flush()
         for i in retry:

@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 from msgspec.structs import replace
 
+from draflow.events.api.apiextensions_v1 import CustomObject, CustomResourceDefinition
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import decode_object, encode_object, object_meta
 from draflow.events.api.errors import FORBIDDEN, ApiError, FieldError
-from draflow.events.api.registry import lookup_resource, resource_types
+from draflow.events.api.registry import custom_crds, lookup_resource, resource_types
 from draflow.events.envelope import Event
 from draflow.events.objects import (
     EVENT_KIND,
@@ -35,6 +36,7 @@ from draflow.events.objects import (
 from draflow.infra.eventstore import ConcurrencyError
 from draflow.services.apiserver import errors
 from draflow.services.apiserver.admission.served import validate_object
+from draflow.services.apiserver.crd.objects import admit_custom_status
 from draflow.services.apiserver.strategy import (
     PROPAGATION_POLICIES,
     FinalizerForbidden,
@@ -156,6 +158,10 @@ class Lifecycle:
             if item.name in PROTECTED_NAMESPACES:
                 raise errors.forbidden(kind, item.name, "this namespace may not be deleted")
             await self.delete_namespace(item.name)
+        elif kind == CustomResourceDefinition.KIND:
+            await self._delete_custom_objects(obj)
+            now = now_rfc3339()
+            await self._write(kind, namespace, item.name, lambda o: deletion_events(o, now, grace, policy))
         else:
             now = now_rfc3339()
             await self._write(
@@ -170,6 +176,19 @@ class Lifecycle:
         return ItemResult(
             kind=kind, namespace=namespace, name=item.name, outcome="deleted", resource_version=rv
         )
+
+    async def _delete_custom_objects(self, crd: ApiStruct) -> None:
+        """A CRD's objects go before it (upstream's CRD finalizer deletes them the same way; their
+        own finalizers do not hold the CRD back here)."""
+        rt = next((r for name, r in custom_crds().items() if name == object_meta(crd).name), None)
+        if rt is None:
+            return
+        for obj in self.store.index.items(rt.kind):
+            meta = object_meta(obj)
+            try:
+                await self._write(rt.kind, meta.namespace, meta.name, lambda o: [object_deleted(rt.kind)])
+            except StatusError:
+                continue  # gone meanwhile
 
     async def delete_namespace(self, name: str) -> None:
         """Mark the namespace Terminating; ``drain_namespace`` (the namespace controller, run in the
@@ -226,6 +245,9 @@ class Lifecycle:
 
     async def update_status(self, req: StatusRequest) -> ApiStruct | None:
         kind, namespaced = resolve_kind(req.kind)
+        rt = lookup_resource(kind)
+        if rt is not None and rt.crd and rt.status_subresource:
+            return await self._custom_status(kind, namespaced, rt.crd, req)
         if kind == EVENT_KIND or status_type(kind) is None:
             raise StatusError.of(
                 404, "NotFound", f"the server could not find the requested resource ({kind}/status)"
@@ -248,6 +270,26 @@ class Lifecycle:
             if problems:
                 raise errors.invalid(kind, name, problems, namespace)
             return [] if status == getattr(obj, "status", None) else [status_updated(kind, status)]
+
+        return await self._write(kind, namespace, req.name, decide, req.resource_version)
+
+    async def _custom_status(
+        self, kind: str, namespaced: bool, crd_name: str, req: StatusRequest
+    ) -> ApiStruct | None:
+        """The status subresource of a custom object: the whole object is checked by its schema
+        with the new status (everything else as stored)."""
+        namespace = _namespace(namespaced, req.namespace)
+        crd = self.store.index.get(CustomResourceDefinition.KIND, "", crd_name)
+
+        def decide(obj: ApiStruct) -> list[Event]:
+            assert isinstance(obj, CustomObject) and isinstance(crd, CustomResourceDefinition)
+            name = obj.metadata.name
+            try:
+                admitted = admit_custom_status(obj, req.status, crd)
+            except ApiError as exc:
+                raise errors.from_api_error(exc, obj.api_version, kind, name, namespace) from None
+            status = admitted.content.get("status")
+            return [] if status == obj.content.get("status") else [status_updated(kind, status)]
 
         return await self._write(kind, namespace, req.name, decide, req.resource_version)
 

@@ -79,7 +79,7 @@ _CEL_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
 class ApiServer:
     def __init__(self, events: EventStore, *, tolerations: DefaultTolerationSeconds | None = None) -> None:
         self.events = events
-        self.store = ApiStore(events)
+        self.store = ApiStore(events, snapshot_writer=True)
         self.quota = QuotaAdmission()
         self.store.listen(self.quota.on_change)
         self.applier = Applier(self.store, self.quota, tolerations)
@@ -158,7 +158,7 @@ class ApiServer:
                 self._ns_wake.set()
         elif (
             kind == "Namespace"
-            and change.type == "MODIFIED"
+            and change.type != "DELETED"  # ADDED: a terminating namespace in the snapshot loaded
             and object_meta(change.object).deletion_timestamp
         ):
             self._terminating.add(name)

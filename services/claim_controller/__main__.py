@@ -18,7 +18,7 @@ from draflow.services.runtime.controller import Runtime
 
 
 async def main(ctx: ServiceContext) -> None:
-    rt = Runtime(ctx.store, actor=ACTOR)
+    rt = Runtime(ctx.store, actor=ACTOR, snapshot_writer=True)
     await rt.start()
     await rt.wait_for_apiserver()
     try:

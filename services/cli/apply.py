@@ -15,6 +15,7 @@ from typing import Any
 from draflow.events.api.registry import lookup_wire
 from draflow.services.cli.common import (
     add_connection_args,
+    discover,
     eprint,
     info_for_kind,
     run_client,
@@ -72,6 +73,7 @@ def _run(args: argparse.Namespace, create_only: bool) -> int:
         raise UserError(f"no objects passed to {'create' if create_only else 'apply'}")
 
     async def body(client: ApiClient) -> int:
+        await discover(client)  # custom kinds: their names for the outcome lines
         if args.dry_run == "client":
             return await client_dry_run(
                 client,
@@ -119,6 +121,8 @@ async def apply_docs(
             create_only=create_only,
             dry_run=dry_run,
         )
+        if any(r.error is None and info_for_kind(r.kind) is None for r in results):
+            await discover(client)  # kinds of CRDs this very request created
         by_doc = iter(results)
         for doc in group:
             if doc.error:
@@ -147,7 +151,7 @@ async def client_dry_run(
         kind, name = str(manifest.get("kind") or ""), str(meta.get("name") or meta.get("generateName") or "")
         api_version = str(manifest.get("apiVersion") or "")
         wire = lookup_wire(api_version, kind)
-        info = info_for_kind(wire.struct.KIND) if wire is not None else None
+        info = info_for_kind(wire.stored_kind) if wire is not None else None
         if info is None:
             eprint(
                 f'error: resource mapping not found for name: "{name}" namespace: '

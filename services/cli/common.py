@@ -12,23 +12,29 @@ import asyncio
 import os
 import sys
 from collections.abc import Awaitable, Callable
+from collections.abc import Callable as Fn
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import nats.errors
 
+from draflow.events.api.apiextensions_v1 import CustomResourceDefinition
+from draflow.events.api.codec import decode_object
 from draflow.events.api.registry import lookup_resource, resource_types
 from draflow.events.objects import EVENT_KIND
 from draflow.infra.config import Settings
 from draflow.services.cli.connection import add_nats_url_arg, settings_for
 from draflow.services.cli.main import UserError
 from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.crds import serve_crds
 from draflow.services.runtime.protocol import Status, StatusError
 
 __all__ = [
     "ResourceInfo",
     "add_connection_args",
     "add_namespace_args",
+    "discover",
+    "discovering",
     "eprint",
     "resolve_type",
     "run_client",
@@ -73,6 +79,35 @@ def resolve_type(name: str) -> ResourceInfo:
     if rt is None:
         raise UserError(f'the server doesn\'t have a resource type "{name}"')
     return ResourceInfo(rt.kind, rt.plural, rt.singular, rt.group, rt.namespaced)
+
+
+T = TypeVar("T")
+
+
+async def discover(client: ApiClient) -> None:
+    """Serve the cluster's custom resources in this process (kubectl's discovery): their kinds,
+    names and printer columns come from the CustomResourceDefinitions the apiserver holds."""
+    items, _ = await client.list(CustomResourceDefinition.KIND, namespace="")
+    crds = [decode_object(item) for item in items]
+    serve_crds(c for c in crds if isinstance(c, CustomResourceDefinition))
+
+
+def discovering(args: argparse.Namespace, resolve: Fn[[], T]) -> T:
+    """``resolve()`` (resource names -> types); when a name is unknown, ask the apiserver for its
+    custom resources and try once more (the first error stands when that does not help)."""
+    try:
+        return resolve()
+    except UserError as first:
+        try:
+
+            async def body(client: ApiClient) -> int:
+                await discover(client)
+                return 0
+
+            run_client(args, body)
+        except UserError:
+            raise first from None
+        return resolve()
 
 
 def info_for_kind(kind: str) -> ResourceInfo | None:

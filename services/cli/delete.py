@@ -21,6 +21,7 @@ from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
+    discover,
     eprint,
     info_for_kind,
     run_client,
@@ -107,7 +108,7 @@ def _file_targets(args: argparse.Namespace) -> tuple[list[Target], bool]:
         kind, meta = str(m.get("kind")), m.get("metadata") if isinstance(m.get("metadata"), dict) else {}
         name, ns = str(meta.get("name") or ""), str(meta.get("namespace") or "")
         wire = lookup_wire(str(m.get("apiVersion")), kind)  # the document's own group and version
-        rt = lookup_resource(wire.struct.KIND) if wire is not None else None
+        rt = lookup_resource(wire.stored_kind) if wire is not None else None
         if rt is None or info_for_kind(rt.kind) is None:
             eprint(
                 f'error: resource mapping not found for name: "{name}" namespace: "{ns}" '
@@ -129,7 +130,12 @@ def _file_targets(args: argparse.Namespace) -> tuple[list[Target], bool]:
 
 async def _selected(client: ApiClient, args: argparse.Namespace) -> list[Target]:
     targets: list[Target] = []
-    for info, names in parse_targets(args.resources):
+    try:
+        parsed = parse_targets(args.resources)
+    except UserError:
+        await discover(client)  # a custom resource's name: learn the cluster's CRDs first
+        parsed = parse_targets(args.resources)
+    for info, names in parsed:
         ns = (None if args.all_namespaces else (args.namespace or "default")) if info.namespaced else ""
         if names:
             targets += [(info, (ns or "default") if info.namespaced else "", n, "") for n in names]

@@ -16,6 +16,7 @@ from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
+    discovering,
     eprint,
     run_client,
     saga_resources,
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
 
         args.resources = sagas
         return run_describe(args)
-    targets = parse_targets(args.resources)
+    targets = discovering(args, lambda: parse_targets(args.resources))
 
     async def body(client: ApiClient) -> int:
         failed, printed = False, 0

@@ -24,6 +24,7 @@ from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
     add_namespace_args,
+    discovering,
     eprint,
     resolve_type,
     run_client,
@@ -293,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         return run_get(args)
     if args.state is not None:
         raise UserError("--state applies to sagas only")
-    targets = parse_targets(args.resources)
+    targets = discovering(args, lambda: parse_targets(args.resources))
     if args.all_namespaces and any(names for _, names in targets):
         raise UserError("a resource cannot be retrieved by name across all namespaces")
     if (args.watch or args.watch_only) and len(targets) != 1:

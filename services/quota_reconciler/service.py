@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from draflow.events.api.codec import object_meta
@@ -103,7 +104,11 @@ class QuotaReconciler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Replay to the log's end, reconcile, then follow and reconcile until ``stop`` is set."""
+        started = time.monotonic()
         await self.catch_up()
+        log.info(
+            "%s: caught up with the log at %d in %.3fs", ACTOR, self.position, time.monotonic() - started
+        )
         await self.write_statuses()
         tail = Tail(self.events, self._filter, self.position + 1)
         stopping = asyncio.create_task(stop.wait())

@@ -44,14 +44,21 @@ Sync = Callable[[], Awaitable[None]]
 
 class Runtime:
     def __init__(
-        self, events: EventStore, *, actor: str, api_timeout_s: float = 30.0, node: str = ""
+        self,
+        events: EventStore,
+        *,
+        actor: str,
+        api_timeout_s: float = 30.0,
+        node: str = "",
+        snapshot_writer: bool = False,
     ) -> None:
         """``node``: a kubelet's runtime, whose writes all go through the apiserver's node API
-        (NodeRestriction), appends included: a kubelet's credential may not publish on the log."""
+        (NodeRestriction), appends included: a kubelet's credential may not publish on the log.
+        ``snapshot_writer``: its cache writes snapshots of the object fold (every cache loads them)."""
         self.events = events
         self.actor = actor
         self.node = node
-        self.cache = ApiStore(events)
+        self.cache = ApiStore(events, snapshot_writer=snapshot_writer)
         self.api = ApiClient(events.nc, events.settings, timeout_s=api_timeout_s, actor=actor, node=node)
         self._changed = asyncio.Event()
         self.cache.listen(self._on_change)

@@ -330,6 +330,14 @@ _COLUMNS: dict[str, list[tuple[str, Getter, bool]]] = {
 }
 
 
+def set_columns(kind: str, cols: list[tuple[str, Getter, bool]] | None) -> None:
+    """A custom resource's columns (its CRD's ``additionalPrinterColumns``); None: AGE only."""
+    if cols is None:
+        _COLUMNS.pop(kind, None)
+    else:
+        _COLUMNS[kind] = cols
+
+
 def columns(kind: str, wide: bool) -> list[tuple[str, Getter]]:
     """The columns of a kind's table (NAME first; LAST SEEN first for events)."""
     chosen = [(h, g) for h, g, w in _COLUMNS.get(kind, [AGE]) if wide or not w]

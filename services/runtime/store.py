@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Sequence
 
+from draflow.events.api.codec import object_meta
 from draflow.events.api.registry import resource_types
 from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Event
@@ -23,7 +25,10 @@ from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
 from draflow.infra import tracing
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
+from draflow.infra.snapshots import SnapshotPolicy, Snapshotter, load_snapshot
 from draflow.projections.objects import Change, ObjectIndex
+from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, encode_index, schema
+from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.runtime.tail import Tail
 
@@ -37,7 +42,11 @@ LINKED_KINDS = frozenset({"Pod"})  # writes from another trace link to the trace
 
 
 class ApiStore:
-    def __init__(self, events: EventStore) -> None:
+    def __init__(
+        self, events: EventStore, *, snapshot_writer: bool = False, policy: SnapshotPolicy | None = None
+    ) -> None:
+        """``snapshot_writer``: this process writes the object fold's snapshots (the apiserver and
+        the claim controller do); every store starts from the newest one it finds."""
         self.events = events
         self.root = events.root
         self.index = ObjectIndex()
@@ -50,6 +59,46 @@ class ApiStore:
         self._task: asyncio.Task[None] | None = None
         # (kind, namespace, name) -> the traceparent of the object's creation (LINKED_KINDS only)
         self._creation_traces: dict[tuple[str, str, str], str] = {}
+        self.policy = policy or SnapshotPolicy.from_env()
+        self.snapshot_position = 0  # the position of the snapshot this store started from (0: none)
+        self.snapshotter = Snapshotter(
+            events.snapshots,
+            OBJECTS,
+            schema(),
+            lambda: events.identity,
+            self._capture,
+            lambda: self.position,
+            self.policy if snapshot_writer else SnapshotPolicy(every_events=0, every_s=0),
+        )
+
+    def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
+        objects, versions = self.index.image()
+        if any(objs and is_custom_kind(kind) for kind, objs in objects.items()):
+            return None  # custom objects are not in the snapshot format: no snapshot
+        return self.position, lambda: encode_index(objects, versions)
+
+    async def restore(self, last_seq: int) -> bool:
+        """Start from the newest valid snapshot of the object fold: the index it holds, its
+        position, and every object told to the listeners as ADDED (what they would have seen
+        folding the log). False when there is none to use."""
+        if self.position or not self.policy.load:
+            return False
+        loaded = await load_snapshot(self.events.snapshots, OBJECTS, schema(), self.events.identity, last_seq)
+        if loaded is None:
+            return False
+        try:
+            index = await asyncio.to_thread(decode_index, loaded.body)
+        except SnapshotDecodeError as exc:
+            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
+            return False
+        self.index.adopt(index)
+        self.position = self.snapshot_position = self.snapshotter.saved_at = loaded.header.position
+        for kind in index.kinds():
+            for obj in index.items(kind):
+                meta = object_meta(obj)
+                ns, name = meta.namespace or "", meta.name
+                self._notify(kind, ns, name, Change("ADDED", obj, index.version(kind, ns, name)))
+        return True
 
     def listen(self, listener: Listener) -> None:
         """Call ``listener`` for every change, from the log or from this process's appends."""
@@ -62,12 +111,23 @@ class ApiStore:
 
     async def start(self, timeout_s: float = 120.0) -> None:
         """Fold the log (from where this store is), then keep following it in the background."""
-        self._tail = Tail(self.events, f"{self.root}.ev.>", self.position + 1)
+        started = time.monotonic()
         target = await self.events.stream_last_seq()
+        restored = await self.restore(target)
+        self._tail = Tail(self.events, f"{self.root}.ev.>", self.position + 1)
         self._task = asyncio.create_task(self._follow(), name="apiserver-follow")
         await self.wait_position(target, timeout_s)
+        log.info(
+            "%s: caught up with the log at %d in %.3fs (%s)",
+            self.events.actor,
+            self.position,
+            time.monotonic() - started,
+            f"from the snapshot at {self.snapshot_position}" if restored else "folded from the start",
+        )
+        self.snapshotter.start()
 
     async def stop(self) -> None:
+        await self.snapshotter.stop()
         await self._tail.stop()
         task, self._task = self._task, None
         if task is not None:
@@ -103,7 +163,7 @@ class ApiStore:
             kind, ns, name = parse_subject(rec.subject, self.root)
         except ValueError:
             return  # not an object subject
-        if kind not in self._kinds:
+        if kind not in self._kinds and not is_custom_kind(kind):
             return  # sagas and other aggregates share the stream; only objects are served
         namespace = ns or ""
         try:
@@ -143,6 +203,8 @@ class ApiStore:
         return () if same else (created,)
 
     def _notify(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if kind == CRD_KIND:  # its kind is served (or not) before anyone hears of the change
+            on_crd_change(change)
         for listener in self._listeners:
             listener(kind, namespace, name, change)
 

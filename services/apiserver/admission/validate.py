@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from draflow.events.api import apiextensions_v1 as ax1
 from draflow.events.api import coordination_v1 as co1
 from draflow.events.api import core_v1 as c1
 from draflow.events.api import resource_v1 as r1
@@ -12,12 +13,15 @@ from draflow.events.api import workloads_v1 as w1
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import object_meta
 from draflow.events.api.errors import INVALID, ApiError, FieldError
+from draflow.events.api.registry import lookup_resource
 from draflow.services.apiserver.admission import coordination, core, resource, resource_slice
 from draflow.services.apiserver.admission.defaults import (
     apply_defaults,
     prepare_for_create,
     prepare_for_update,
 )
+from draflow.services.apiserver.crd.definition import validate_crd
+from draflow.services.apiserver.crd.objects import validate_custom_meta
 from draflow.services.dra.validation.errs import Errs
 
 __all__ = ["admit", "check_admin_access", "validate"]
@@ -37,7 +41,15 @@ _VALIDATORS: dict[type, Callable[[Errs, Any, Any], None]] = {
     w1.Deployment: core.validate_deployment,
     w1.Job: core.validate_job,
     co1.Lease: coordination.validate_lease,
+    ax1.CustomResourceDefinition: validate_crd,
+    ax1.CustomObject: lambda errs, obj, old: _validate_custom(errs, obj, old),
 }
+
+
+def _validate_custom(errs: Errs, obj: ax1.CustomObject, old: ax1.CustomObject | None) -> None:
+    """Metadata only: the CRD's schema was applied on the way in (``crd.objects.admit_custom``)."""
+    rt = lookup_resource(obj.kind)
+    validate_custom_meta(errs, obj, old, rt.namespaced if rt is not None else True)
 
 
 def validate(obj: ApiStruct, old: ApiStruct | None = None) -> list[FieldError]:

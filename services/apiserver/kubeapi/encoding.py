@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from draflow.events.api.apiextensions_v1 import CustomObject
 from draflow.events.api.base import ApiStruct
 from draflow.services.apiserver.kubeapi.resources import Resource
 from draflow.services.apiserver.kubeapi.versions import down_convert, needs_conversion
@@ -23,6 +24,8 @@ _decode = msgspec.json.decode
 
 def object_json(res: Resource, obj: ApiStruct, version: str = "") -> bytes:
     version = version or res.storage_version
+    if isinstance(obj, CustomObject):  # versions of a custom resource differ only in apiVersion
+        return _encode({**obj.manifest(), "apiVersion": res.api_version(version)})
     head = f'{{"apiVersion":"{res.api_version(version)}","kind":"{res.wire_kind}",'
     body = _encode(obj)
     data = head.encode() + body[1:] if len(body) > 2 else head.encode()[:-1] + b"}"

@@ -61,7 +61,9 @@ def _clean(schema: Any) -> Any:
 
 
 def _served(group: str, version: str) -> list[Resource]:
-    return [r for r in resources() if r.group == group and version in r.versions]
+    # custom resources are left out: kubectl then treats them as upstream's CRDs without a
+    # published schema (JSON merge patches, no client-side schema)
+    return [r for r in resources() if r.group == group and version in r.versions and not r.custom]
 
 
 def _operations(r: Resource, group: str, version: str) -> dict[str, Any]:

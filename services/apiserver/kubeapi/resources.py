@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from draflow.events.api.base import ApiStruct
-from draflow.events.api.registry import lookup_wire, resource_types, wire_types
+from draflow.events.api.registry import generation, lookup_wire, resource_types, wire_types
 from draflow.events.objects import EVENT_KIND, KubeEvent, status_type
 
 __all__ = ["Resource", "by_kind", "by_path", "group_versions", "groups", "resources"]
@@ -36,6 +36,7 @@ class Resource:
     versions: tuple[str, ...]  # served versions, storage (preferred) first
     has_status: bool
     categories: tuple[str, ...] = field(default=())
+    custom: bool = False  # served by a CustomResourceDefinition
 
     @property
     def storage_version(self) -> str:
@@ -63,6 +64,23 @@ def _build() -> list[Resource]:
         wires.setdefault((group, w.kind), set()).add(version)
     out = []
     for rt in resource_types():
+        if rt.crd:  # a custom resource: the versions its CRD serves, its own kind
+            out.append(
+                Resource(
+                    group=rt.group,
+                    kind=rt.kind,
+                    wire_kind=rt.kind,
+                    plural=rt.plural,
+                    singular=rt.singular,
+                    short_names=rt.short_names,
+                    namespaced=rt.namespaced,
+                    struct=rt.struct,
+                    versions=rt.served_versions,
+                    has_status=rt.status_subresource,
+                    custom=True,
+                )
+            )
+            continue
         storage = rt.struct.API_VERSION.rsplit("/", 1)[-1]
         wire_kind = getattr(rt.struct, "WIRE_KIND", rt.kind)
         older = (wires.get((rt.group, rt.kind), set()) | wires.get((rt.group, wire_kind), set())) - {storage}
@@ -86,13 +104,22 @@ def _build() -> list[Resource]:
     return out
 
 
-@lru_cache(maxsize=1)
 def resources() -> tuple[Resource, ...]:
+    """Every served resource; rebuilt when CRDs add or remove custom resources."""
+    return _resources(generation())
+
+
+@lru_cache(maxsize=1)
+def _resources(gen: int) -> tuple[Resource, ...]:
     return tuple(_build())
 
 
-@lru_cache(maxsize=1)
 def _paths() -> dict[tuple[str, str, str], Resource]:
+    return _paths_of(generation())
+
+
+@lru_cache(maxsize=1)
+def _paths_of(gen: int) -> dict[tuple[str, str, str], Resource]:
     return {(r.group, v, r.plural): r for r in resources() for v in r.versions}
 
 

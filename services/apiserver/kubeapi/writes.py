@@ -217,6 +217,13 @@ class Writes(Handlers):
                     api_version=res.api_version(target.version),
                     defaulted=self._defaulted(config, target),
                 )
+            if res.custom and ctype == "application/strategic-merge-patch+json":
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types include: "
+                    "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+                )
             return apply_patch(current, raw, ctype, res.struct)
         except PatchError as exc:
             raise ApiError(exc.code, exc.reason, exc.message) from None

@@ -29,6 +29,9 @@ Public API (pure, no I/O, not thread-safe)::
                                #    failing sub-expression's .offset/.line/.column; str() is the
                                #    message alone, as upstream; .located() adds the position)
 
+``compile_rule(expression, ("self", "oldSelf"))`` compiles an expression over named JSON-like
+variables instead (CRD ``x-kubernetes-validations``, templates): ``.evaluate({"self": ...})``.
+
 A CelRuntimeError (missing key, overflow, no such overload, cost limit exceeded, ...) is an
 allocation *error* in Kubernetes, not "device does not match". "no such key" errors carry
 upstream's hint to use ``.?``/``orValue()`` or ``has()``. See docs/cel.md for the language.
@@ -41,7 +44,16 @@ is about the clock, not the device. Regexes run on RE2 (linear time, Go's syntax
 from .cost import time_limit
 from .device import DeviceInput, Version, prepare_device
 from .errors import CelCompileError, CelError, CelInterrupted, CelRuntimeError
-from .program import COST_LIMIT, Program, cache_clear, check_expression, compile_any, compile_expression
+from .program import (
+    COST_LIMIT,
+    Program,
+    RuleProgram,
+    cache_clear,
+    check_expression,
+    compile_any,
+    compile_expression,
+    compile_rule,
+)
 
 __all__ = [
     "COST_LIMIT",
@@ -51,11 +63,13 @@ __all__ = [
     "CelRuntimeError",
     "DeviceInput",
     "Program",
+    "RuleProgram",
     "Version",
     "cache_clear",
     "check_expression",
     "compile_any",
     "compile_expression",
+    "compile_rule",
     "prepare_device",
     "time_limit",
 ]

@@ -33,8 +33,9 @@ FOLD_SECONDS: Final = 0.25
 class Compiler:
     """Turns one checked expression into a closure; ``costly`` marks programs that use the budget."""
 
-    def __init__(self, checker: Checker, locate: bool = False) -> None:
+    def __init__(self, checker: Checker, locate: bool = False, variables: tuple[str, ...] = ()) -> None:
         self.checker = checker
+        self.variables = frozenset(variables)  # top-level names read from the activation dict
         self.locate = locate
         self.consts: dict[int, tuple[Fn, Any]] = {}
         self.cells: dict[str, list[list[Any]]] = {}
@@ -157,6 +158,9 @@ class Compiler:
         if stack:
             cell = stack[-1]
             return lambda d: cell[0]
+        if node.name in self.variables:
+            name = node.name
+            return lambda d: d[name]
         if node.name == "device":
             return lambda d: d
         return self.const(TYPE_IDENTS[node.name])

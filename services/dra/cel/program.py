@@ -21,7 +21,15 @@ from .parser import parse
 from .types import BOOL, DYN, Type
 from .values import type_name
 
-__all__ = ["COST_LIMIT", "Program", "cache_clear", "check_expression", "compile_expression"]
+__all__ = [
+    "COST_LIMIT",
+    "Program",
+    "RuleProgram",
+    "cache_clear",
+    "check_expression",
+    "compile_expression",
+    "compile_rule",
+]
 
 CACHE_SIZE: Final = 1024
 _COMPILE_STACK: Final = 4000
@@ -225,3 +233,69 @@ def compile_any(expression: str, cost_limit: int = COST_LIMIT) -> Program:
 
 def cache_clear() -> None:
     _cache.clear()
+    _rule_cache.clear()
+
+
+class RuleProgram:
+    """An expression over named variables (``self``, ``oldSelf``, ``object``...), each bound to a
+    JSON-like value (dict, list, str, int, float, bool, None) at evaluation: CRD validation rules
+    and templates, where the DRA selectors have ``device``."""
+
+    __slots__ = ("_fn", "_limit", "expression", "result_type", "variables")
+
+    def __init__(
+        self, expression: str, fn: Fn, limit: int, result_type: Type, variables: tuple[str, ...]
+    ) -> None:
+        self.expression = expression
+        self.result_type = result_type
+        self.variables = variables
+        self._fn = fn
+        self._limit = limit
+
+    def evaluate(self, activation: dict[str, Any]) -> Any:
+        """The CEL result; raises CelRuntimeError (no such key, overflow, cost limit, ...)."""
+        reset(self._limit)
+        BUDGET[0] = 0
+        BUDGET[1] = min(self._limit, CHECK_EVERY)
+        BUDGET[2] = self._limit
+        try:
+            with deep_stack():
+                return self._fn(activation)
+        except EvalError as exc:
+            raise CelRuntimeError(self.expression, exc.message) from None
+        except RecursionError:
+            raise CelRuntimeError(self.expression, "expression too deeply nested to evaluate") from None
+        except EvalInterrupted:
+            raise CelInterrupted(self.expression) from None
+
+    def __repr__(self) -> str:
+        return f"RuleProgram({self.expression!r}, {self.variables!r})"
+
+
+_rule_cache: OrderedDict[tuple[str, tuple[str, ...]], RuleProgram] = OrderedDict()
+
+
+def compile_rule(expression: str, variables: tuple[str, ...], cost_limit: int = COST_LIMIT) -> RuleProgram:
+    """Compile an expression whose free variables are ``variables`` (typed dyn); any result type.
+
+    Raises CelCompileError for syntax errors, undeclared references and type errors; cached by
+    (expression, variables), failures not."""
+    key = (expression, variables)
+    program = _rule_cache.get(key)
+    if program is not None and program._limit == cost_limit:
+        _rule_cache.move_to_end(key)
+        return program
+    with deep_stack():
+        root: Node = parse(expression)
+        checker = Checker(expression, _FUNCTIONS)
+        try:
+            result_type = checker.check(root, dict.fromkeys(variables, DYN))
+        except RecursionError:
+            raise CelCompileError(expression, "expression too deeply nested") from None
+        checker.validate_regexes()
+        fn = Compiler(checker, variables=variables).compile(root)
+    program = RuleProgram(expression, fn, cost_limit, result_type, variables)
+    _rule_cache[key] = program
+    if len(_rule_cache) > CACHE_SIZE:
+        _rule_cache.popitem(last=False)
+    return program

@@ -19,20 +19,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.base import ApiStruct
+from draflow.events.api.codec import object_meta
 from draflow.events.codec import DecodeError, decode
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
+from draflow.infra.snapshots import SnapshotPolicy, load_snapshot
 from draflow.projections.objects import ObjectIndex, fold
+from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, schema
+from draflow.services.dra.numeric.claims import is_numeric_class
 from draflow.services.dra.numeric.plans import LEDGER_KIND
 from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
-from draflow.services.scheduler.plugins.numeric.feed import NumericFeed
+from draflow.services.scheduler.plugins.numeric.feed import NUMERIC_KINDS, NumericFeed
 
 __all__ = ["KINDS", "Snapshot"]
+
+# what the core learns first when it starts from a snapshot: the devices, then what uses them
+_RESTORE_ORDER = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod")
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +70,8 @@ class Snapshot:
         # (namespace, name) -> the traceparent of the pod's first event (its apply): the pod's
         # PodScheduling saga continues that trace, so one pod flow is one trace
         self._traceparents: dict[tuple[str, str], str] = {}
+        self.snapshot_position = 0  # the position of the snapshot this view started from (0: none)
+        self.policy = SnapshotPolicy.from_env()  # its `load`: whether a start looks for a snapshot
 
     def traceparent(self, namespace: str, name: str) -> str:
         return self._traceparents.get((namespace, name), "")
@@ -79,10 +90,55 @@ class Snapshot:
     # -- following the log ---------------------------------------------------------------------------
     async def start(self, timeout_s: float = 300.0) -> None:
         """Fold the log up to its current end, then keep following it in the background."""
+        started = time.monotonic()
         target = await self.store.stream_last_seq()
+        restored = await self.restore(target)
         self._tail = Tail(self.store, f"{self.store.root}.ev.>", self.position + 1, idle_poll_s=0.5)
         self._task = asyncio.create_task(self._follow(), name="scheduler-snapshot")
         await self.wait_position(target, timeout_s)
+        log.info(
+            "%s: caught up with the log at %d in %.3fs (%s)",
+            self.store.actor,
+            self.position,
+            time.monotonic() - started,
+            f"from the snapshot at {self.snapshot_position}" if restored else "folded from the start",
+        )
+
+    async def restore(self, last_seq: int) -> bool:
+        """Start from the newest valid snapshot of the object fold (the apiserver and the claim
+        controller write them): its objects of the scheduler's kinds, handed to the core as if
+        the log had just created them (devices first, pods last). False when there is none.
+        Pods restored this way start a new trace (a snapshot keeps objects, not envelopes)."""
+        if self.position or not self.policy.load:
+            return False
+        loaded = await load_snapshot(self.store.snapshots, OBJECTS, schema(), self.store.identity, last_seq)
+        if loaded is None:
+            return False
+        try:
+            index = await asyncio.to_thread(decode_index, loaded.body, KINDS | NUMERIC_KINDS)
+        except SnapshotDecodeError as exc:
+            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
+            return False
+        if any(is_numeric_class(c) for c in index.items(cv.CLASS_KIND) if isinstance(c, cv.ResourceClass)):
+            # KEP-4381: numeric claims read parameter objects of any kind (CRDs), which a
+            # snapshot of the object fold does not hold: fold the log from the start instead
+            log.info("snapshot %s at %d not used: numeric classes exist", OBJECTS, loaded.header.position)
+            return False
+        self.index.adopt(index)
+        self.position = self.snapshot_position = loaded.header.position
+        order = {k: i for i, k in enumerate(_RESTORE_ORDER)}
+        for kind in sorted(index.kinds(), key=lambda k: order.get(k, len(order))):
+            for obj in index.items(kind):
+                meta = object_meta(obj)
+                if self.numeric.wants(kind):
+                    version = index.version(kind, meta.namespace or "", meta.name)
+                    self.numeric.apply(kind, meta.namespace or "", meta.name, obj, version)
+                if kind in CLASSIC_KINDS:
+                    self.classic.apply(kind, meta.namespace or "", meta.name, obj)
+                elif kind in KINDS:
+                    self.core.observe(obj)
+        self.numeric.restore_ledgers(index)
+        return True
 
     async def stop(self) -> None:
         if self._tail is not None:

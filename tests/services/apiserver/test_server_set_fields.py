@@ -145,7 +145,9 @@ AUDITED: dict[str, tuple[Any, Event]] = {
     "LeaseRenewed": (LEASE, LeaseRenewed(renew_time="2025-01-01T00:00:10.000000Z")),
 }
 # reducers of objects nobody applies (core/v1 Events aggregate into themselves)
-NOT_APPLIED = frozenset({"KubeEventRecorded", "KubeEventDeleted"})
+# not domain facts: Kubernetes Events, and a custom object's status subresource write (its
+# status lives in ``content``, so it has a reducer of its own)
+NOT_APPLIED = frozenset({"KubeEventRecorded", "KubeEventDeleted", "CustomObjectStatusUpdated"})
 
 
 def _domain_reducers() -> set[str]:

@@ -31,8 +31,8 @@ from draflow.events.envelope import Envelope, Event
 from draflow.events.numeric import NumericClaimConditionRecorded
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import EventStore
-from draflow.projections.objects import fold
-from draflow.services.dra.numeric.plans import LEDGER_KIND, parse_ledger_name
+from draflow.projections.objects import ObjectIndex, fold
+from draflow.services.dra.numeric.plans import LEDGER_KIND, ledger_name, parse_ledger_name
 from draflow.services.scheduler.framework.core import Scheduler
 from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
 from draflow.services.scheduler.plugins.numeric.plugin import ConditionAsk, NumericResources
@@ -105,6 +105,18 @@ class NumericFeed:
         elif books.upsert_param(obj) is None:
             return
         self.core.queue.on_event(_CHANGED)
+
+    def restore_ledgers(self, index: ObjectIndex) -> None:
+        """After a start from a snapshot: the ledger versions of every (node, driver) that
+        publishes capacity (the snapshot keeps every subject's version)."""
+        if self.plugin is None:
+            return
+        books = self.plugin.books
+        for cap in books.capacities.values():
+            pair = (cap.node_name, cap.driver_name)
+            version = index.version(LEDGER_KIND, "", ledger_name(*pair))
+            if version:
+                books.ledger_versions[pair] = version
 
     # -- claim conditions -------------------------------------------------------------------------
     def submit(self, ask: ConditionAsk) -> None:

@@ -1,0 +1,358 @@
+"""What a long history costs: start-to-caught-up, memory and bytes per event against log length.
+
+Builds logs of realistic churn without running the system for hours: a recorded log (a ``draflow
+export`` of real services; by default the golden log ``tests/data/golden/basic-claim-template.jsonl``,
+which ``tests.events.make_golden`` records from the real apiserver, claim controller, scheduler,
+driver and kubelet) is split into its cluster set-up (what comes before the first namespace the
+workload creates: namespaces, DeviceClass, Node, ResourceSlice) and one *lifecycle unit* (a
+namespace, a claim template, pods, claims, scheduling sagas, Kubernetes Events, all torn down
+again). The set-up is stored once, then the unit again and again, each copy with its own
+namespace, fresh uids and event ids (the first 8 hex digits of every uid and id carry the copy's
+number), and its resourceVersions moved by the copy's offset in the log, so every copy is the same
+lifecycle at another place in the log, and the log leaves no pod behind. Copies are published
+without waiting for each acknowledgement (a bulk load, the stored headers as the services write
+them).
+
+For each size (ascending, the same log grown), it reports the stream's bytes on disk per event
+(``du`` of the stream's files; JetStream compresses a message block once it is full, 8 MB, so the
+block being written is plain), then starts each service as its own process (``python -m
+draflow.services.<name>``) and measures the seconds from spawn to its ``caught up with the log``
+line and its resident memory (``VmRSS``) then; and the slope of start time against log length.
+Before the services are measured, the apiserver is run once until it has written a snapshot of
+the object fold at the log's end (as a running system keeps one), so the starts measured load
+it and fold only the tail; ``--no-snapshots`` measures whole-log folds instead.
+
+``python -m bench.history [--sizes 100k,1M,10M] [--services apiserver,scheduler,claim_controller]
+[--recording FILE] [--no-snapshots] [--json]``; ``--json`` prints one JSON object as the last line
+(``max_events``,
+``start_caught_up_s``, ``rss_mb``, ``bytes_per_event``, ``start_slope_us_per_event``, per size
+figures under ``runs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer, stream_disk_bytes
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_RECORDING = ROOT / "tests" / "data" / "golden" / "basic-claim-template.jsonl"
+SERVICES = ("apiserver", "scheduler", "claim_controller", "quota_reconciler")
+CAUGHT_UP = re.compile(r"caught up with the log at (\d+) in ([0-9.]+)s")
+UUID = re.compile(r"\b[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
+HEX_ID = re.compile(r"\b[0-9a-f]{8}([0-9a-f]{8}(?:[0-9a-f]{8})?)\b")
+RESOURCE_VERSION = re.compile(r'"resourceVersion":"(\d+)"')
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().lower()
+    mult = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("km")) * mult)
+
+
+@dataclass(frozen=True)
+class Message:
+    subject: str  # with "{root}" for the subject root
+    payload: str  # the stored envelope (JSON text)
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Recording:
+    setup: list[Message]
+    unit: list[Message]
+    namespace: str  # the unit's namespace, renamed in each copy
+    first_seq: int  # the unit's first sequence in the recording
+
+
+def load_recording(path: Path) -> Recording:
+    """The set-up and the lifecycle unit of a ``draflow export`` file."""
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    old_root = header["root"]
+    records = [json.loads(line) for line in lines[1:]]
+    bootstrap = {"default", "kube-system", "kube-public", "kube-node-lease"}
+    namespace, first = "", 0
+    for rec in records:
+        parts = rec["subject"].split(".")
+        if parts[2] == "Namespace" and parts[4] not in bootstrap:
+            namespace, first = parts[4], rec["seq"]
+            break
+    if not namespace:
+        raise SystemExit(f"{path}: no namespace of a workload in this recording")
+
+    def message(rec: dict[str, Any]) -> Message:
+        subject = "{root}" + rec["subject"][len(old_root) :]
+        env = dict(rec["envelope"], subject=subject)
+        payload = json.dumps(env, separators=(",", ":"))
+        return Message(subject, payload, dict(rec["headers"]))
+
+    setup = [message(r) for r in records if r["seq"] < first]
+    unit = [message(r) for r in records if r["seq"] >= first]
+    return Recording(setup, unit, namespace, first)
+
+
+def copy_unit(rec: Recording, copy: int, base_seq: int) -> list[Message]:
+    """Copy number ``copy`` of the unit, stored from sequence ``base_seq`` on."""
+    tag = f"{copy:08x}"
+    shift = base_seq - rec.first_seq
+    ns = f"churn-{copy}"
+    ns_re = re.compile(rf"\b{re.escape(rec.namespace)}\b")
+
+    def fresh(text: str) -> str:
+        text = ns_re.sub(ns, text)
+        text = UUID.sub(lambda m: tag + m.group(1), text)
+        text = HEX_ID.sub(lambda m: tag + m.group(1), text)
+        return RESOURCE_VERSION.sub(lambda m: f'"resourceVersion":"{int(m.group(1)) + shift}"', text)
+
+    return [
+        Message(fresh(m.subject), fresh(m.payload), {k: fresh(v) for k, v in m.headers.items()})
+        for m in rec.unit
+    ]
+
+
+async def grow(store: EventStore, rec: Recording, target: int) -> int:
+    """Append copies of the unit until the log holds at least ``target`` events; its length."""
+    js = store.js
+    stored = (await js.stream_info(store.stream)).state.last_seq
+    root = store.root
+    if stored == 0:
+        for m in rec.setup:
+            await js.publish(m.subject.format(root=root), m.payload.encode(), headers=m.headers)
+        stored = len(rec.setup)
+    published = stored
+    copy = (stored - len(rec.setup)) // len(rec.unit)
+    while published < target:
+        for m in copy_unit(rec, copy, published + 1):
+            await store.nc.publish(m.subject.format(root=root), m.payload.encode(), headers=m.headers)
+        published += len(rec.unit)
+        copy += 1
+        if copy % 200 == 0:
+            await store.nc.flush()
+            # keep the server's backlog bounded: wait while it is more than ~100k events behind
+            await wait_stored(store, published - 100_000)
+    await store.nc.flush()
+    await wait_stored(store, published)
+    return published
+
+
+async def wait_stored(store: EventStore, seq: int) -> None:
+    """Return once the stream holds ``seq`` events (polled: the server has no event to wait on)."""
+    delay = 0.01
+    while (await store.js.stream_info(store.stream)).state.last_seq < seq:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class Start:
+    service: str
+    caught_up_s: float  # spawn -> "caught up" line
+    fold_s: float  # what the service itself reports for its fold
+    position: int
+    rss_mb: float
+
+
+SNAPSHOT_WRITTEN = re.compile(r"snapshot objects at (\d+) written")
+
+
+def start_service(
+    service: str,
+    settings: Settings,
+    data_dir: Path,
+    timeout_s: float,
+    *,
+    snapshots: bool = True,
+    until: re.Pattern[str] = CAUGHT_UP,
+) -> Start:
+    """Spawn the service, wait for its caught-up line (or ``until``), read its RSS, stop it."""
+    env = dict(
+        os.environ,
+        DRAFLOW_NATS_URL=settings.nats_url,
+        DRAFLOW_STREAM=settings.stream,
+        DRAFLOW_SUBJECT_ROOT=settings.root,
+        DRAFLOW_DATA_DIR=str(data_dir),
+        OTEL_TRACES_EXPORTER="none",
+        DRAFLOW_LOG_LEVEL="INFO",
+    )
+    env.pop("DRAFLOW_METRICS_PORT", None)
+    if not snapshots:  # the whole log folded, as before snapshots
+        env.update(DRAFLOW_SNAPSHOT_LOAD="0", DRAFLOW_SNAPSHOT_EVERY_EVENTS="0", DRAFLOW_SNAPSHOT_EVERY_S="0")
+    began = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", f"draflow.services.{service}"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    found: list[tuple[float, re.Match[str]]] = []
+    tail: list[str] = []
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            tail.append(line)
+            del tail[:-20]
+            if not found and (m := until.search(line)):
+                found.append((time.monotonic(), m))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        deadline = began + timeout_s
+        while not found:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"{service} did not catch up:\n{''.join(tail)}")
+            time.sleep(0.01)
+        at, m = found[0]
+        fold_s = float(m.group(2)) if m.re is CAUGHT_UP else 0.0
+        return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader.join(2)
+
+
+def slope_us(points: list[tuple[int, float]]) -> float:
+    """Least-squares slope of seconds against events, in µs per event (0 with fewer than 2 sizes)."""
+    if len(points) < 2:
+        return 0.0
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    return sxy / sxx * 1e6 if sxx else 0.0
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    rec = load_recording(Path(args.recording))
+    sizes = sorted(parse_size(s) for s in args.sizes.split(","))
+    services = [s.strip() for s in args.services.split(",") if s.strip()]
+    work = Path(tempfile.mkdtemp(prefix="draflow-history-"))
+    server = LocalNatsServer(work / "nats")
+    server.start()
+    settings = Settings(nats_url=server.url, data_dir=work / "data", stream="HISTORY", root="hist")
+    runs: list[dict[str, Any]] = []
+    try:
+        store = await EventStore.open(settings, "bench-history")
+        try:
+            for size in sizes:
+                began = time.monotonic()
+                events = await grow(store, rec, size)
+                built_s = time.monotonic() - began
+                disk = stream_disk_bytes(server.store_dir, settings.stream)
+                run_: dict[str, Any] = {
+                    "events": events,
+                    "build_s": round(built_s, 2),
+                    "disk_bytes": disk,
+                    "bytes_per_event": round(disk / events, 1),
+                    "services": {},
+                }
+                print(
+                    f"log of {events} events ({len(rec.unit)}-event lifecycles) built in {built_s:.1f}s: "
+                    f"{disk / 1e6:.1f} MB on disk, {disk / events:.0f} bytes/event"
+                )
+                if args.snapshots:
+                    # the apiserver writes the object fold's snapshot (every 20k events by
+                    # default): let it write one at the log's end, as a running system would have
+                    wrote = start_service(
+                        "apiserver", settings, work / "data" / "w", args.timeout, until=SNAPSHOT_WRITTEN
+                    )
+                    print(f"  snapshot of the objects at {wrote.position} written by the apiserver")
+                for service in services:
+                    start = start_service(
+                        service, settings, work / "data" / service, args.timeout, snapshots=args.snapshots
+                    )
+                    run_["services"][service] = {
+                        "caught_up_s": round(start.caught_up_s, 3),
+                        "fold_s": round(start.fold_s, 3),
+                        "rss_mb": round(start.rss_mb, 1),
+                    }
+                    print(
+                        f"  {service:17s} start→caught up {start.caught_up_s:6.2f}s "
+                        f"(fold {start.fold_s:.2f}s at {start.position}), RSS {start.rss_mb:.0f} MB"
+                    )
+                runs.append(run_)
+        finally:
+            await store.close()
+    finally:
+        server.stop()
+    last = runs[-1]
+    slopes = {
+        s: round(slope_us([(r["events"], r["services"][s]["caught_up_s"]) for r in runs]), 3)
+        for s in services
+    }
+    # MiB per event, times 2^20: bytes of resident memory per event of history
+    rss_slopes = {
+        s: round(slope_us([(r["events"], r["services"][s]["rss_mb"]) for r in runs]) * 1.048576, 1)
+        for s in services
+    }
+    for s in services:
+        print(f"{s:17s} slope: {slopes[s]:.2f} µs/event of start, {rss_slopes[s]:.0f} bytes of RSS/event")
+    return {
+        "max_events": last["events"],
+        "start_caught_up_s": {s: last["services"][s]["caught_up_s"] for s in services},
+        "rss_mb": {s: last["services"][s]["rss_mb"] for s in services},
+        "bytes_per_event": last["bytes_per_event"],
+        "start_slope_us_per_event": slopes,
+        "rss_slope_bytes_per_event": rss_slopes,
+        "runs": runs,
+        "snapshots": args.snapshots,
+        "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default="100k,1M,10M", help="log lengths in events (k, M suffixes)")
+    parser.add_argument("--services", default=",".join(SERVICES[:3]), help=f"of {', '.join(SERVICES)}")
+    parser.add_argument("--recording", default=str(DEFAULT_RECORDING), help="a `draflow export` file")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds a service may take to start")
+    parser.add_argument(
+        "--no-snapshots",
+        dest="snapshots",
+        action="store_false",
+        help="services fold the whole log (no snapshot loaded or written): the figures before snapshots",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    args = parser.parse_args(argv)
+    result = asyncio.run(run(args))
+    if args.json:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
