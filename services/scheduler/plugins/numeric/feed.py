@@ -65,7 +65,8 @@ class NumericFeed:
         self.plugin = plugins[0] if plugins else None
         if self.plugin is not None:
             self.plugin.sink = self.submit
-        self._served = frozenset(rt.kind for rt in resource_types())
+        # the built-in kinds (a CustomResourceDefinition's kind is a possible parameter object)
+        self._served = frozenset(rt.kind for rt in resource_types() if not rt.crd)
         self._inflight: dict[ConditionAsk, asyncio.Task[None]] = {}
         self.written = 0
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.codec import encode_object
 from draflow.events.api.core_v1 import Pod
 from draflow.events.numeric import NUMERIC_FINALIZER
 from draflow.infra.config import Settings
@@ -19,10 +21,13 @@ from draflow.services.scheduler.framework.config import SchedulerConfig
 from tests.builders import make_node
 from tests.builders.numeric import frob_parameters, kep_pod, node_capacity, numeric_claim, numeric_class
 from tests.helpers import assert_eventually
+from tests.paths import ROOT
 from tests.services.scheduler.service.conftest import Cluster
 from tests.shells import run
 
 pytestmark = pytest.mark.kep4381
+
+EXAMPLES = ROOT / "examples" / "numeric"
 
 
 async def apply(cluster: Cluster, *manifests: dict[str, Any]) -> None:
@@ -35,8 +40,6 @@ async def setup(cluster: Cluster, nodes: int, count: int, template: str | None =
     cls = numeric_class() if template is None else numeric_class(template=template)
     objs: list[dict[str, Any]] = [cls]
     for i in range(nodes):
-        from draflow.events.api.codec import encode_object
-
         objs += [encode_object(make_node(f"node-{i}")), node_capacity(f"node-{i}", count)]
     await apply(cluster, *objs)
 
@@ -220,3 +223,51 @@ async def test_capacity_shrink_keeps_allocations_and_blocks_new_ones(cluster: Cl
     assert (await claim(cluster, "big")).status.numeric_allocation is not None
     await apply(cluster, node_capacity("node-0", 8))  # back: the waiting pod fits again
     await assert_eventually(lambda: bound("small"), timeout_s=15)
+
+
+async def test_the_keps_example_with_the_real_crd(cluster: Cluster) -> None:
+    """The ClaimParameters CRD of examples/numeric served by the apiserver: a custom object is the
+    claim's parameter object (read generically by group, kind, namespace and name), defaults and
+    bounds come from the CRD's schema."""
+    docs = [d for d in yaml.safe_load_all((EXAMPLES / "claim-parameters-crd.yaml").read_text()) if d]
+    await apply(cluster, *docs)
+    await apply(cluster, *[d for d in yaml.safe_load_all((EXAMPLES / "class.yaml").read_text()) if d])
+    await apply(cluster, encode_object(make_node("node-0")), node_capacity("node-0", 4))
+    results = await cluster.api.apply(
+        [d for d in yaml.safe_load_all((EXAMPLES / "too-many.yaml").read_text()) if d]
+    )
+    assert results[0].error is not None
+    refusal = (
+        "spec.numberOfFrobnicators: Invalid value: 17: "
+        "spec.numberOfFrobnicators in body should be less than or equal to 16"
+    )
+    assert refusal in results[0].error.message
+    defaulted = {
+        "apiVersion": "frobnicator.example.com/v1alpha1",
+        "kind": "ClaimParameters",
+        "metadata": {"name": "one", "namespace": "default"},
+        "spec": {"env": {"A": "b"}},
+    }
+    three = {
+        **defaulted,
+        "metadata": {"name": "three", "namespace": "default"},
+        "spec": {"numberOfFrobnicators": 3},
+    }
+    claim_one = numeric_claim("one", "one", cls="frobnicator")
+    claim_three = numeric_claim("three", "three", cls="frobnicator")
+    await apply(
+        cluster, defaulted, three, claim_one, claim_three, kep_pod("p1", "one"), kep_pod("p3", "three")
+    )
+    await cluster.start()
+
+    async def both_bound() -> bool:
+        pods = [await pod(cluster, n) for n in ("p1", "p3")]
+        assert all(p.spec.node_name for p in pods), [c.message for p in pods for c in p.status.conditions]
+        return True
+
+    await assert_eventually(both_bound, timeout_s=15)
+    one, three_c = await claim(cluster, "one"), await claim(cluster, "three")
+    assert one.status.numeric_allocation is not None and three_c.status.numeric_allocation is not None
+    assert one.status.numeric_allocation.data["count"] == 1  # the CRD's default
+    assert one.status.numeric_allocation.parameters["spec"] == {"numberOfFrobnicators": 1, "env": {"A": "b"}}
+    assert three_c.status.numeric_allocation.data["count"] == 3
