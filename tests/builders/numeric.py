@@ -1,22 +1,10 @@
-"""KEP-4381 numeric parameters: the frobnicator class, node capacity, vendor parameter objects, and
-KEP-shaped pods using numeric claims (manifests, as a user applies them).
-
-Until CustomResourceDefinitions are served, a vendor parameter object reaches the log as
-:class:`ParametersStored` (a test event type, registered on import, folded into a
-:class:`FrobParameters`): the scheduler reads parameter objects generically, whatever the kind.
-"""
+"""KEP-4381 numeric parameters: the frobnicator class, node capacity, vendor parameter objects
+(``ClaimParameters``, the CRD in examples/numeric), and KEP-shaped pods using numeric claims
+(manifests, as a user applies them)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
-import msgspec
-
-from draflow.events.api.base import ApiStruct
-from draflow.events.api.meta import ObjectMeta
-from draflow.events.envelope import Event
-from draflow.events.union import event_class, register_events
-from draflow.projections.objects import reducer
+from typing import Any
 
 FROB_DRIVER = "frobnicator.example.com"
 FROB_API = f"{FROB_DRIVER}/v1alpha1"
@@ -26,29 +14,14 @@ Required: {{object.spec.numberOfFrobnicators}}
 """
 
 
-class FrobParameters(ApiStruct, frozen=True):
-    """The KEP's ``ClaimParameters`` object as a CRD would store it."""
-
-    API_VERSION: ClassVar[str] = FROB_API
-    KIND: ClassVar[str] = "ClaimParameters"
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: dict[str, Any] = {}
-
-
-class ParametersStored(Event, frozen=True, kw_only=True):
-    object: FrobParameters
-
-
-if event_class(ParametersStored.type_name()) is None:
-    register_events(ParametersStored)
-    reducer(ParametersStored)(lambda state, ev: ev.object)
-
-
-def frob_parameters(name: str, count: int, namespace: str = "default", **spec: Any) -> ParametersStored:
-    meta = ObjectMeta(name=name, namespace=namespace, uid=f"uid-{name}")
-    return ParametersStored(
-        object=FrobParameters(metadata=meta, spec={"numberOfFrobnicators": count, **spec})
-    )
+def frob_parameters(name: str, count: int, namespace: str = "default", **spec: Any) -> dict[str, Any]:
+    """The KEP's ``ClaimParameters`` object (the CRD of examples/numeric must be served)."""
+    return {
+        "apiVersion": FROB_API,
+        "kind": "ClaimParameters",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"numberOfFrobnicators": count, **spec},
+    }
 
 
 def numeric_class(

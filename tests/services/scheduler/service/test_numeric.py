@@ -36,7 +36,13 @@ async def apply(cluster: Cluster, *manifests: dict[str, Any]) -> None:
     assert not errors, errors
 
 
+def example(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLES / name).read_text()) if d]
+
+
 async def setup(cluster: Cluster, nodes: int, count: int, template: str | None = None) -> None:
+    """The ClaimParameters CRD of examples/numeric, the class, nodes with their capacity."""
+    await apply(cluster, *example("claim-parameters-crd.yaml"))
     cls = numeric_class() if template is None else numeric_class(template=template)
     objs: list[dict[str, Any]] = [cls]
     for i in range(nodes):
@@ -45,8 +51,7 @@ async def setup(cluster: Cluster, nodes: int, count: int, template: str | None =
 
 
 async def parameters(cluster: Cluster, name: str, count: int) -> None:
-    subject = cluster.store.subject("ClaimParameters", "default", name)
-    await cluster.store.append(subject, frob_parameters(name, count), expected_last_seq=None)
+    await apply(cluster, frob_parameters(name, count))
 
 
 async def claim(cluster: Cluster, name: str) -> cv.ResourceClaim:
@@ -229,9 +234,7 @@ async def test_the_keps_example_with_the_real_crd(cluster: Cluster) -> None:
     """The ClaimParameters CRD of examples/numeric served by the apiserver: a custom object is the
     claim's parameter object (read generically by group, kind, namespace and name), defaults and
     bounds come from the CRD's schema."""
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / "claim-parameters-crd.yaml").read_text()) if d]
-    await apply(cluster, *docs)
-    await apply(cluster, *[d for d in yaml.safe_load_all((EXAMPLES / "class.yaml").read_text()) if d])
+    await apply(cluster, *example("claim-parameters-crd.yaml"), *example("class.yaml"))
     await apply(cluster, encode_object(make_node("node-0")), node_capacity("node-0", 4))
     results = await cluster.api.apply(
         [d for d in yaml.safe_load_all((EXAMPLES / "too-many.yaml").read_text()) if d]
