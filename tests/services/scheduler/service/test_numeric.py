@@ -15,6 +15,7 @@ from draflow.events.api.core_v1 import Pod
 from draflow.events.numeric import NUMERIC_FINALIZER
 from draflow.infra.config import Settings
 from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.cli.describe import describe_object
 from draflow.services.cli.explain import collect, render
 from draflow.services.cli.verify import verify_records
 from draflow.services.scheduler.framework.config import SchedulerConfig
@@ -93,6 +94,11 @@ async def test_the_keps_example_pod_gets_three_frobnicators(cluster: Cluster) ->
         "{instance: frob-0, count: 3} on node-0, reserved for pods/p"
     ) in text
     assert "numeric claims: frob-3 counter.dra.config.k8s.io Allocation {instance: frob-0, count: 3}" in text
+    # draflow describe shows the allocation, with the class and parameter object it embeds
+    described = describe_object(encode_object(c), [])
+    assert "Kind:         ResourceClaim" in described
+    for line in ("Numeric Allocation:", "Node Name:    node-0", "Number Of Frobnicators:  3", "Count:     3"):
+        assert line in described, described
 
 
 async def test_two_schedulers_racing_never_over_commit(cluster: Cluster) -> None:
