@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api.codec import encode_object
 from draflow.events.api.core_v1 import Pod
 from draflow.events.numeric import NUMERIC_FINALIZER
@@ -18,6 +19,9 @@ from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.cli.describe import describe_object
 from draflow.services.cli.explain import collect, render
 from draflow.services.cli.verify import verify_records
+from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
+from draflow.services.kubelet.classic_host import ClassicKubelet
+from draflow.services.kubelet.service import KubeletService
 from draflow.services.scheduler.framework.config import SchedulerConfig
 from tests.builders import make_node
 from tests.builders.numeric import frob_parameters, kep_pod, node_capacity, numeric_claim, numeric_class
@@ -280,3 +284,68 @@ async def test_the_keps_example_with_the_real_crd(cluster: Cluster) -> None:
     assert one.status.numeric_allocation.data["count"] == 1  # the CRD's default
     assert one.status.numeric_allocation.parameters["spec"] == {"numberOfFrobnicators": 1, "env": {"A": "b"}}
     assert three_c.status.numeric_allocation.data["count"] == 3
+
+
+async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
+    cluster: Cluster, settings: Settings
+) -> None:
+    """The node's frobnicators disappear after the scheduler allocated 3 of them: the kubelet
+    republishes the smaller capacity, prepare's double check refuses the claim with a Warning and
+    the pod waits; when the frobnicators are back, it runs."""
+    await setup(cluster, nodes=0, count=0)
+    await parameters(cluster, "three", 3)
+    # what the kubelet published before the loss (the plugin's instance id)
+    await apply(
+        cluster, encode_object(make_node("node-1")), node_capacity("node-1", 4, instance="frobnicators")
+    )
+    await apply(cluster, numeric_claim("c", "three"), kep_pod("p", "c"))
+    await cluster.start()
+
+    async def bound() -> bool:
+        return bool((await pod(cluster, "p")).spec.node_name)
+
+    await assert_eventually(bound, timeout_s=15)
+    plugin = FrobnicatorNodePlugin(node_name="node-1", node_labels={}, frobnicators=2)  # two were lost
+    classic = ClassicKubelet("node-1", {}, plugins={plugin.driver_name: plugin})
+
+    async def register(svc: KubeletService) -> None:
+        await svc.register()
+
+    kubelet, _ = await run(
+        settings,
+        "kubelet-node-1",
+        lambda rt: KubeletService(
+            rt,
+            "node-1",
+            settings.data_dir / "kubelet-node-1",
+            {},
+            classic=classic,
+            retry_base_s=0.1,
+            retry_max_s=0.3,
+        ),
+        before=register,
+        resync_s=0.2,
+    )
+    try:
+
+        async def warned() -> str:
+            events, _ = await cluster.api.list("Event", namespace="default")
+            found = [e["message"] for e in events if e["reason"] == "FailedPrepareDynamicResources"]
+            assert found, "no warning yet"
+            return str(found[-1])
+
+        message = await assert_eventually(warned, timeout_s=15)
+        assert (
+            "resource claim default/c: 3 frobnicators allocated but only 2 of 2 are left on node-1" in message
+        )
+        capacity = await cluster.api.get_object(nv.KIND, "node-1-frobnicator.example.com")
+        assert isinstance(capacity, nv.NodeResourceCapacity) and capacity.instances[0].data == {"count": 2}
+        assert (await pod(cluster, "p")).status.phase == "Pending"
+        plugin.set_frobnicators(4)  # back
+
+        async def running() -> bool:
+            return (await pod(cluster, "p")).status.phase == "Running"
+
+        await assert_eventually(running, timeout_s=15)
+    finally:
+        await kubelet.stop()
