@@ -89,8 +89,7 @@ async def _commit(ctx: Ctx, c: NumericClaimPlan) -> None:
         try:
             await ctx.append(subject, event, expected_last_seq=expected, suffix=f"ledger:{c.name}:{attempt}")
         except ConcurrencyError:
-            history = await rt.history(LEDGER_KIND, "", name)
-            since = [e for e in history if e.seq > expected]
+            since = await rt.history_since(LEDGER_KIND, "", name, expected)
             if any(
                 isinstance(e.data, NumericCapacityCommitted)
                 and e.data.claim_uid == c.uid
@@ -110,19 +109,29 @@ async def _commit(ctx: Ctx, c: NumericClaimPlan) -> None:
                     f"capacity of driver {stamp.driver} on node {stamp.node} was committed to "
                     f"{', '.join(foreign)} by another scheduling decision in the meantime"
                 ) from None
-            expected = history[-1].seq if history else 0
+            expected = since[-1].seq if since else expected
             continue
         rt.appended()
         return
     raise SchedulingConflict(f"ledger {name}: kept changing ({MAX_CONFLICTS} conflicts)")
 
 
+def _needs_history(claim: cv.ResourceClaim, pod_uid: str) -> bool:
+    """Whether PreBind must see who wrote the claim's state before relying on it: it is allocated
+    already, or the pod is in its ``reservedFor`` (a re-run, or another attempt for the pod)."""
+    status = claim.status
+    return status.numeric_allocation is not None or any(u.uid == pod_uid for u in status.reserved_for)
+
+
 async def prebind_numeric(ctx: Ctx, pod_uid: str, c: NumericClaimPlan) -> None:
     rt = ctx.deps
     key = f"{c.namespace}/{c.name}"
     committed = False
+    claim, version = rt.get(cv.CLAIM_KIND, c.namespace, c.name)  # the snapshot first: no read
+    history: list[Envelope[Event]] | None = None
     for attempt in range(MAX_CONFLICTS):
-        claim, version, history = await read_object(rt, cv.CLAIM_KIND, c.namespace, c.name)
+        if history is None and (not isinstance(claim, cv.ResourceClaim) or _needs_history(claim, pod_uid)):
+            claim, version, history = await read_object(rt, cv.CLAIM_KIND, c.namespace, c.name)
         if not isinstance(claim, cv.ResourceClaim) or (c.uid and claim.metadata.uid != c.uid):
             raise SchedulingConflict(f"claim {key} is gone")
         if claim.metadata.deletion_timestamp:
@@ -132,7 +141,7 @@ async def prebind_numeric(ctx: Ctx, pod_uid: str, c: NumericClaimPlan) -> None:
         events: list[Event] = []
         if c.allocation is not None:
             if status.numeric_allocation is not None:
-                if numeric_allocation_writer(history) != ctx.saga_id:
+                if numeric_allocation_writer(history or []) != ctx.saga_id:
                     raise SchedulingConflict(f"claim {key} was allocated by someone else in the meantime")
                 if reserved:
                     return  # a re-run: all in
@@ -147,7 +156,7 @@ async def prebind_numeric(ctx: Ctx, pod_uid: str, c: NumericClaimPlan) -> None:
             if alloc is None:
                 raise SchedulingConflict(f"claim {key} was deallocated in the meantime")
             if reserved:
-                writer = reservation_writer(history, pod_uid)
+                writer = reservation_writer(history or [], pod_uid)
                 if writer and writer != ctx.saga_id:
                     raise SchedulingConflict(
                         f"claim {key} is reserved for the pod by another scheduling attempt"
@@ -160,6 +169,7 @@ async def prebind_numeric(ctx: Ctx, pod_uid: str, c: NumericClaimPlan) -> None:
         try:
             await ctx.append(subject, events, expected_last_seq=version, suffix=f"numeric:{c.name}:{attempt}")
         except ConcurrencyError:
+            claim, version, history = await read_object(rt, cv.CLAIM_KIND, c.namespace, c.name)
             continue
         rt.appended()
         return

@@ -132,6 +132,10 @@ class SchedulerService:
     async def history(self, kind: str, namespace: str, name: str) -> list[Envelope[Event]]:
         return await self.store.events(self.subject(kind, namespace, name))
 
+    async def history_since(self, kind: str, namespace: str, name: str, seq: int) -> list[Envelope[Event]]:
+        """The subject's events after stream sequence ``seq`` (a capacity ledger since a decision)."""
+        return await self.store.events(self.subject(kind, namespace, name), from_seq=seq + 1)
+
     def subject(self, kind: str, namespace: str, name: str) -> str:
         return aggregate_subject(kind, namespace or None, name, self.store.root)
 
