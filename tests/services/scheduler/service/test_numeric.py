@@ -13,7 +13,11 @@ from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api.codec import encode_object
 from draflow.events.api.core_v1 import Pod
-from draflow.events.numeric import NUMERIC_FINALIZER
+from draflow.events.numeric import (
+    NUMERIC_FINALIZER,
+    NumericClaimDeallocated,
+    NumericClaimReservationsReleased,
+)
 from draflow.infra.config import Settings
 from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.cli.describe import describe_object
@@ -349,3 +353,41 @@ async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
         await assert_eventually(running, timeout_s=15)
     finally:
         await kubelet.stop()
+
+
+async def test_postfilter_reallocates_an_unused_claim_allocated_where_the_pod_cannot_run(
+    cluster: Cluster,
+) -> None:
+    """The claim was allocated on node-0 for a pod that is gone; the next pod cannot run on
+    node-0 (cordoned): PostFilter asks for the numeric reallocation saga, which frees the claim,
+    and the pod gets it allocated again on node-1."""
+    await setup(cluster, nodes=2, count=4)
+    await parameters(cluster, "three", 3)
+    await apply(cluster, numeric_claim("c", "three"), kep_pod("first", "c"))
+    await cluster.start()
+
+    async def first_on() -> str:
+        node = (await pod(cluster, "first")).spec.node_name
+        assert node, "not bound"
+        return node
+
+    node = await assert_eventually(first_on, timeout_s=15)
+    first = await pod(cluster, "first")
+    await cluster.api.delete([("Pod", "default", "first")], grace_period_seconds=0)
+    subject = cluster.store.subject(cv.CLAIM_KIND, "default", "c")
+    await cluster.store.append(
+        subject, NumericClaimReservationsReleased(uids=(first.metadata.uid,)), expected_last_seq=None
+    )
+    other = "node-1" if node == "node-0" else "node-0"
+    await apply(cluster, encode_object(make_node(node, unschedulable=True)))
+    await apply(cluster, kep_pod("second", "c"))
+
+    async def second_on_other() -> bool:
+        assert (await pod(cluster, "second")).spec.node_name == other, "not there yet"
+        return True
+
+    await assert_eventually(second_on_other, timeout_s=20)
+    alloc = (await claim(cluster, "c")).status.numeric_allocation
+    assert alloc is not None and alloc.node_name == other
+    history = await cluster.store.events(subject)
+    assert [e.data.reason for e in history if isinstance(e.data, NumericClaimDeallocated)] == ["Reallocate"]
