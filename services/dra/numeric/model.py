@@ -110,6 +110,10 @@ class BuiltinController(ABC, Generic[C, P, A]):
             self.allocations[claim_uid] = (node, driver, allocation)
             self._by_node.setdefault((node, driver), set()).add(claim_uid)
 
+    def claims_on(self, node: str, driver: str) -> frozenset[str]:
+        """The claim uids holding (or assumed to hold) capacity of ``driver`` on ``node``."""
+        return frozenset(self._by_node.get((node, driver), ()))
+
     def node_allocations(self, node: str, driver: str) -> list[A]:
         uids = sorted(self._by_node.get((node, driver), ()))
         return [self.allocations[u][2] for u in uids]

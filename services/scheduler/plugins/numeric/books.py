@@ -73,9 +73,7 @@ class NumericBooks:
         """Claim uids the books count on this node for this driver (allocated or assumed)."""
         uids: set[str] = set()
         for ctl in self.controllers.values():
-            for uid, (n, d, _) in ctl.allocations.items():
-                if n == node and d == driver:
-                    uids.add(uid)
+            uids |= ctl.claims_on(node, driver)
         return tuple(sorted(uids))
 
     # -- classes, parameter objects -------------------------------------------------------------
