@@ -60,8 +60,25 @@ def _json(value: Any) -> Any:
     return str(value)  # quantities, semvers, durations: their canonical text
 
 
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def expand(template: str, obj: Mapping[str, Any]) -> dict[str, Any]:
-    """The template's data for this object; raises TemplateError."""
+    """The template's data for this object; raises TemplateError. Cached by template and object
+    (many claims share one parameter object); callers must not change the result."""
+    try:
+        key = msgspec.json.encode(obj)
+    except (TypeError, msgspec.EncodeError):
+        return _expand(template, obj)
+    return _expand_cached(template, key)
+
+
+@lru_cache(maxsize=1024)
+def _expand_cached(template: str, encoded: bytes) -> dict[str, Any]:
+    return _expand(template, msgspec.json.decode(encoded))
+
+
+def _expand(template: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     parts: list[str] = []
     pos = 0
     for m in _PLACEHOLDER.finditer(template):
@@ -79,7 +96,7 @@ def expand(template: str, obj: Mapping[str, Any]) -> dict[str, Any]:
     if len(text) > _MAX_TEXT:
         raise TemplateError(f"expanded template longer than {_MAX_TEXT} bytes")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise TemplateError(f"expanded template is not valid YAML: {first}") from None

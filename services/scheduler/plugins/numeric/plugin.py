@@ -10,8 +10,10 @@ in its own scheduling cycle (KEP "Allocation"):
   parameters). A missing parameter object waits; a template that fails is reported on the claim
   (a ``NumericParameters`` condition naming class, template and error, written by the shell) and
   on the pod (FailedScheduling with the same text), and the pod waits for a change.
-* Filter: allocated claims only on their node; pending ones must fit jointly on the node
-  (``BuiltinController.allocate``, against what is free including assumed decisions).
+* Filter: allocated claims only on their node; pending ones need capacity of their model and
+  driver on the node (cheap), and, deferred to the nodes the framework would pick in score order,
+  must fit jointly (``BuiltinController.allocate``, against what is free including assumed
+  decisions).
 * Reserve: the node's allocations are assumed in the books; Unreserve drops them.
 * PreBind (``numeric_plans``): what the PodScheduling saga writes per claim: the allocation with
   the class and parameter object embedded, the pod in ``reservedFor``, and the capacity ledger
@@ -82,6 +84,9 @@ class NumericState:
     results: dict[str, list[Any]] = field(default_factory=dict)  # node -> allocation per pending
     unavailable: list[cv.ResourceClaim] = field(default_factory=list)
     plans: dict[str, list[NumericClaimPlan]] = field(default_factory=dict)
+    # per (model, driver) of the pending claims: the model's instances by (node, driver), the
+    # driver, and the rejection when a node publishes none
+    needs: list[tuple[Mapping[tuple[str, str], Any], str, Status]] = field(default_factory=list)
 
 
 class NumericResources:
@@ -158,6 +163,9 @@ class NumericResources:
             data.pending.append(_Pending(claim, cls, resolved))
         if not data.pending and not data.allocated:
             return SKIP
+        for group, driver in dict.fromkeys((p.group, p.cls.driver_name) for p in data.pending):
+            rejection = unschedulable(f"no {group} capacity of {driver} on the node", plugin=NAME)
+            data.needs.append((books.controllers[group].instances, driver, rejection))
         state.data[NAME] = data
         return None
 
@@ -173,8 +181,19 @@ class NumericResources:
                 return unschedulable(
                     f"resourceclaim {claim.metadata.name} not available on the node", plugin=NAME
                 )
-        if not data.pending:
-            return None
+        for instances, driver, rejection in data.needs:  # cheap: capacity of the model and driver
+            if not instances.get((node.name, driver)):
+                return rejection
+        return None
+
+    def wants_deferred(self, state: CycleState) -> bool:
+        data: NumericState | None = state.data.get(NAME)
+        return data is not None and bool(data.pending)
+
+    def filter_deferred(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        """The models' joint allocation on one node (the framework asks in score order until a
+        node passes, so the full check runs on few nodes)."""
+        data: NumericState = state.data[NAME]
         out = self._allocate(data.pending, node.name)
         if isinstance(out, str):
             return unschedulable(out, plugin=NAME)
