@@ -466,9 +466,7 @@ class Verifier:
     def run(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> Divergence | None:
         decisions = self.decisions(records)
         self._saga_plans = {
-            d.env.subject.rsplit(".", 1)[-1]: (d.instance, d.plan)
-            for d in decisions
-            if d.plan is not None
+            d.env.subject.rsplit(".", 1)[-1]: (d.instance, d.plan) for d in decisions if d.plan is not None
         }
         instances = sorted({d.instance for d in decisions if d.kind in ("schedule", "unschedulable")})
         for instance in instances or [DEFAULT_INSTANCE]:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from draflow.events.api.core_v1 import Pod
-from draflow.events.dra import MAX_NODE_NAMES
+from draflow.events.dra import MAX_NODE_NAMES, RequestDiagnosis
 from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
 from draflow.services.scheduler.framework.decisions import (
@@ -354,6 +354,11 @@ def _unschedulable(
         if outcome.deallocate_numeric is not None and deallocate_numeric is None:
             deallocate_numeric = outcome.deallocate_numeric
     diagnosis.post_filter_message = ", ".join(messages)
+    requests: tuple[RequestDiagnosis, ...] = ()
+    for candidate in profile.plugins:
+        explain = getattr(candidate, "request_diagnosis", None)
+        if explain is not None:
+            requests += explain(state, pod, diagnosis.node_statuses)
     return Unschedulable(
         pod=PodRef.of(pod),
         message=diagnosis.message(num_nodes),
@@ -367,6 +372,7 @@ def _unschedulable(
         deallocate=deallocate,
         delete_claim=delete_claim,
         deallocate_numeric=deallocate_numeric,
+        requests=requests,
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import RequestDiagnosis
 from draflow.services.dra.numeric.plans import NumericClaimPlan
 from draflow.services.dra.resourceclaim import ClaimRef
 
@@ -108,6 +109,8 @@ class Unschedulable:
     delete_claim: ClaimRef | None = None
     # KEP-4381: a numeric claim PostFilter frees (the numeric reallocation saga)
     deallocate_numeric: ClaimRef | None = None
+    # per claim request: the allocator's diagnosis of the nodes that had no room (grouped)
+    requests: tuple[RequestDiagnosis, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
