@@ -166,6 +166,8 @@ async def test_deallocation_frees_capacity_and_immediate_claims_stay(
             return bool((await pod(cluster, name)).spec.node_name)
 
         await assert_eventually(lambda: bound("first"), timeout_s=15)
+        # KEP "Immediate allocation": no driver controller, so allocated only once a pod needs it
+        assert (await claim(cluster, "immediate")).status.numeric_allocation is None
         # the node is full: the immediate claim's pod waits
         await apply(cluster, kep_pod("second", "immediate"))
         await cluster.api.delete([("Pod", "default", "first")], grace_period_seconds=0)
@@ -391,3 +393,28 @@ async def test_postfilter_reallocates_an_unused_claim_allocated_where_the_pod_ca
     assert alloc is not None and alloc.node_name == other
     history = await cluster.store.events(subject)
     assert [e.data.reason for e in history if isinstance(e.data, NumericClaimDeallocated)] == ["Reallocate"]
+
+
+async def test_a_shareable_claim_is_allocated_once_and_reserved_for_every_pod(cluster: Cluster) -> None:
+    """``shareable`` in the class: the second pod reserves the allocated claim (NumericClaimReserved)
+    instead of allocating again."""
+    await apply(cluster, *example("claim-parameters-crd.yaml"))
+    await apply(
+        cluster, numeric_class(shareable=True), encode_object(make_node("node-0")), node_capacity("node-0", 4)
+    )
+    await parameters(cluster, "three", 3)
+    await apply(cluster, numeric_claim("shared", "three"), kep_pod("a", "shared"), kep_pod("b", "shared"))
+    await cluster.start()
+
+    async def both_bound() -> bool:
+        pods = [await pod(cluster, n) for n in ("a", "b")]
+        assert all(p.spec.node_name == "node-0" for p in pods), "not bound yet"
+        return True
+
+    await assert_eventually(both_bound, timeout_s=15)
+    c = await claim(cluster, "shared")
+    assert c.status.user_limit == cv.UNLIMITED
+    assert sorted(u.name for u in c.status.reserved_for) == ["a", "b"]
+    history = await cluster.store.events(cluster.store.subject(cv.CLAIM_KIND, "default", "shared"))
+    kinds = [type(e.data).__name__ for e in history]
+    assert kinds.count("NumericClaimAllocated") == 1 and kinds.count("NumericClaimReserved") == 1
