@@ -23,6 +23,7 @@ from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.cli.describe import describe_object
 from draflow.services.cli.explain import collect, render
 from draflow.services.cli.verify import verify_records
+from draflow.services.dra.numeric import counter
 from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
 from draflow.services.kubelet.classic_host import ClassicKubelet
 from draflow.services.kubelet.service import KubeletService
@@ -418,3 +419,30 @@ async def test_a_shareable_claim_is_allocated_once_and_reserved_for_every_pod(cl
     history = await cluster.store.events(cluster.store.subject(cv.CLAIM_KIND, "default", "shared"))
     kinds = [type(e.data).__name__ for e in history]
     assert kinds.count("NumericClaimAllocated") == 1 and kinds.count("NumericClaimReserved") == 1
+
+
+async def test_verify_replay_catches_a_changed_numeric_model(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verify-replay re-decides numeric claims with today's model: a counter that would take one
+    frobnicator more is a difference in the recorded decision's numeric plan."""
+    await setup(cluster, nodes=1, count=8)
+    await parameters(cluster, "three", 3)
+    await apply(cluster, numeric_claim("c", "three"), kep_pod("p", "c"))
+    await cluster.start()
+
+    async def bound() -> bool:
+        return bool((await pod(cluster, "p")).spec.node_name)
+
+    await assert_eventually(bound, timeout_s=15)
+    await cluster.stop_all()
+    records = [r async for batch in cluster.store.read_raw() for r in batch]
+    assert verify_records(records, cluster.store.root)[1] is None
+
+    def greedy(self: Any, node: str, driver: str, requests: Any) -> list[counter.Allocation]:
+        return [counter.Allocation(instance="frob-0", count=r.required + 1) for r in requests]
+
+    monkeypatch.setattr(counter.CounterController, "allocate", greedy)
+    _, divergence = verify_records(records, cluster.store.root)
+    assert divergence is not None
+    assert "'count': 4" in str(divergence) and "'count': 3" in str(divergence), str(divergence)
