@@ -8,8 +8,9 @@ node gets the new name, another pool name is prefixed with it, so pools never me
 name; its NodeResourceCapacity objects (numeric parameters) get the new ``nodeName`` and a name
 made the same way, their instances unchanged. The annotation
 ``autoscaling.k8s.io/node-resource-capacity`` names the node (or template) the capacity was
-taken from, as the KEP asks Cluster Autoscaler to do. Slices that are not local to the node (``allNodes``, a node selector) are shared and never cloned: adding a node does not
-add network-attached devices.
+taken from, as the KEP asks Cluster Autoscaler to do. Slices that are not local to the node
+(``allNodes``, a node selector) are shared and never cloned: adding a node does not add
+network-attached devices.
 """
 
 from __future__ import annotations
