@@ -24,6 +24,7 @@ from draflow.events.api.numeric_v1alpha2 import NodeResourceCapacity
 from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from draflow.events.api.workloads_v1 import Deployment, Job
 from draflow.services.apiserver.admission import admit
+from draflow.services.apiserver.admission.served import admit_create, is_classic
 from draflow.services.claim_controller.controller import sync_pod
 from draflow.services.cli.main import UserError
 from draflow.services.cli.manifests import read_manifests
@@ -43,6 +44,8 @@ def _admitted(source: str, manifest: object) -> ApiStruct:
     try:
         obj = decode_object(manifest)
         meta = object_meta(obj)
+        if is_classic(obj):  # NodeResourceCapacity (KEP-4381) is checked as the apiserver does
+            return admit_create(obj, meta.namespace or "default")
         return admit(obj, namespace=meta.namespace or "default")
     except ApiError as exc:
         raise UserError(f"{source}: {exc}") from None
