@@ -25,11 +25,12 @@ from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
 from draflow.infra import tracing
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
-from draflow.infra.snapshots import SnapshotPolicy, Snapshotter, load_snapshot
+from draflow.infra.snapshots import SnapshotPolicy, Snapshotter
 from draflow.projections.objects import Change, ObjectIndex
-from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, encode_index, schema
+from draflow.projections.snapshot import OBJECTS, encode_index, schema
 from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
 from draflow.services.runtime.protocol import StatusError
+from draflow.services.runtime.snapshot_start import load_objects
 from draflow.services.runtime.tail import Tail
 
 __all__ = ["ApiStore"]
@@ -83,16 +84,12 @@ class ApiStore:
         folding the log). False when there is none to use."""
         if self.position or not self.policy.load:
             return False
-        loaded = await load_snapshot(self.events.snapshots, OBJECTS, schema(), self.events.identity, last_seq)
+        loaded = await load_objects(self.events, last_seq)
         if loaded is None:
             return False
-        try:
-            index = await asyncio.to_thread(decode_index, loaded.body)
-        except SnapshotDecodeError as exc:
-            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
-            return False
+        position, index = loaded
         self.index.adopt(index)
-        self.position = self.snapshot_position = self.snapshotter.saved_at = loaded.header.position
+        self.position = self.snapshot_position = self.snapshotter.saved_at = position
         for kind in index.kinds():
             for obj in index.items(kind):
                 meta = object_meta(obj)

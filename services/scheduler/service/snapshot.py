@@ -25,9 +25,9 @@ from draflow.events.api.codec import object_meta
 from draflow.events.codec import DecodeError, decode
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
-from draflow.infra.snapshots import SnapshotPolicy, load_snapshot
+from draflow.infra.snapshots import SnapshotPolicy
 from draflow.projections.objects import ObjectIndex, fold
-from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, schema
+from draflow.services.runtime.snapshot_start import load_objects
 from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
@@ -103,16 +103,12 @@ class Snapshot:
         Pods restored this way start a new trace (a snapshot keeps objects, not envelopes)."""
         if self.position or not self.policy.load:
             return False
-        loaded = await load_snapshot(self.store.snapshots, OBJECTS, schema(), self.store.identity, last_seq)
+        loaded = await load_objects(self.store, last_seq, KINDS)
         if loaded is None:
             return False
-        try:
-            index = await asyncio.to_thread(decode_index, loaded.body, KINDS)
-        except SnapshotDecodeError as exc:
-            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
-            return False
+        position, index = loaded
         self.index.adopt(index)
-        self.position = self.snapshot_position = loaded.header.position
+        self.position = self.snapshot_position = position
         order = {k: i for i, k in enumerate(_RESTORE_ORDER)}
         for kind in sorted(index.kinds(), key=lambda k: order.get(k, len(order))):
             for obj in index.items(kind):
