@@ -74,8 +74,6 @@ class ApiStore:
 
     def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
         objects, versions = self.index.image()
-        if any(objs and is_custom_kind(kind) for kind, objs in objects.items()):
-            return None  # custom objects are not in the snapshot format: no snapshot
         return self.position, lambda: encode_index(objects, versions)
 
     async def restore(self, last_seq: int) -> bool:
@@ -90,7 +88,8 @@ class ApiStore:
         position, index = loaded
         self.index.adopt(index)
         self.position = self.snapshot_position = self.snapshotter.saved_at = position
-        for kind in index.kinds():
+        # CRDs first: a custom kind is served (and its objects folded) once its CRD is known
+        for kind in sorted(index.kinds(), key=lambda k: k != CRD_KIND):
             for obj in index.items(kind):
                 meta = object_meta(obj)
                 ns, name = meta.namespace or "", meta.name
