@@ -120,9 +120,7 @@ def decode_index(data: bytes, kinds: frozenset[str] | None = None) -> ObjectInde
             if decoder is None:
                 raise SnapshotDecodeError(f"kind {kind!r} is not served")
             objects[kind] = {(ns, name): decoder.decode(raw) for ns, name, raw in items}
-        versions = {
-            (k, ns, n): v for k, ns, n, v in image.versions if kinds is None or k in kinds
-        }
+        versions = {(k, ns, n): v for k, ns, n, v in image.versions if kinds is None or k in kinds}
     except (msgspec.DecodeError, TypeError, ValueError) as exc:
         if isinstance(exc, SnapshotDecodeError):
             raise

@@ -66,6 +66,7 @@ class QuotaReconciler:
         position, index = loaded
         self.index.adopt(index)
         self.position = self.snapshot_position = position
+        self.index.settle(position)
         for kind in sorted(TRACKED):  # usage does not depend on the order objects arrive in
             for obj in index.items(kind):
                 meta = object_meta(obj)
@@ -93,6 +94,7 @@ class QuotaReconciler:
                 fold_change(self.state, kind, namespace, name, change)
         if records:
             self.position = records[-1].seq
+            self.index.settle(self.position)
 
     async def write_statuses(self) -> int:
         """Write every quota status ``reconcile`` says changed; returns how many were written."""

@@ -109,6 +109,7 @@ class Snapshot:
         position, index = loaded
         self.index.adopt(index)
         self.position = self.snapshot_position = position
+        self.index.settle(position)
         order = {k: i for i, k in enumerate(_RESTORE_ORDER)}
         for kind in sorted(index.kinds(), key=lambda k: order.get(k, len(order))):
             for obj in index.items(kind):
@@ -191,6 +192,7 @@ class Snapshot:
                 log.exception("cannot apply event %d on %s", rec.seq, subject)
         if records:
             self.position = max(self.position, records[-1].seq)
+            self.index.settle(self.position)
             self._advanced.set()
             self._advanced = asyncio.Event()
             if self.on_batch is not None:
