@@ -300,11 +300,7 @@ def merge_update(
 
 
 def _graceful_pod(obj: ApiStruct) -> bool:
-    return (
-        isinstance(obj, c1.Pod)
-        and bool(obj.spec.node_name)
-        and not is_pod_terminal(obj)
-    )
+    return isinstance(obj, c1.Pod) and bool(obj.spec.node_name) and not is_pod_terminal(obj)
 
 
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")

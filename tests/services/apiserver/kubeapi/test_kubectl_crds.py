@@ -55,9 +55,7 @@ async def test_kubectl_apply_get_patch_delete_custom_objects(kube: Kube, api: Ap
         "numberOfFrobnicators": 5,
         "env": {"A": "b"},
     }
-    ssa = await kubectl(
-        kube, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(make_frob("ssa", 2))
-    )
+    ssa = await kubectl(kube, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(make_frob("ssa", 2)))
     assert ssa.out.strip() == f"claimparameters.{FROB_GROUP}/ssa serverside-applied"
     again = await kubectl(
         kube, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(make_frob("ssa", 6))
