@@ -24,9 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import codecs
 import itertools
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -177,42 +179,50 @@ async def export_log(
     notes: TextIO | None = None,
 ) -> int:
     """Write the export; with ``traces_from``, also every trace the exported events name (what the
-    store has of them; ``notes`` hears what was missing or unreachable)."""
+    store has of them; ``notes`` hears what was missing or unreachable).
+
+    Bounded memory: the lines go to a temporary file as they are read (the header, which comes
+    first, needs their count), then are copied to ``out`` in blocks; only the trace ids are kept."""
     store = await connect_store(settings)
-    try:
-        info = await require_stream(store, settings.stream)
-        last = int(info.state.last_seq)
-        end = min(to_seq, last) if to_seq is not None else last
-        header = ExportHeader(stream=settings.stream, root=settings.root, from_seq=from_seq, to_seq=end)
-        lines: list[bytes] = []
-        payloads: list[bytes] = []
-        if end >= from_seq:
-            async for records in store.read_raw(store.all_events, from_seq, end):
-                lines.extend(export_line(r) for r in records)
-                payloads.extend(r.data for r in records)
-    except StoreUnavailable as exc:
-        raise UserError(f"reading the log failed: {exc}") from None
-    finally:
-        await store.close()
-    traces = _traces_of(traces_from, payloads, notes) if traces_from is not None else []
-    header.count = len(lines)
-    header.traces = len(traces)
-    if traces:
-        header.draflow_export = TRACES_FORMAT_VERSION
-    head = msgspec.to_builtins(header)
-    if not header.traces:  # format 1 stays exactly as it was
-        del head["traces"]
-    out.write(_enc.encode(head).decode() + "\n")
-    for line in lines:
-        out.write(line.decode() + "\n")
+    count = 0
+    ids: dict[str, None] = {}
+    with tempfile.TemporaryFile() as spool:
+        try:
+            info = await require_stream(store, settings.stream)
+            last = int(info.state.last_seq)
+            end = min(to_seq, last) if to_seq is not None else last
+            header = ExportHeader(stream=settings.stream, root=settings.root, from_seq=from_seq, to_seq=end)
+            if end >= from_seq:
+                async for records in store.read_raw(store.all_events, from_seq, end):
+                    spool.write(b"".join(export_line(r) + b"\n" for r in records))
+                    count += len(records)
+                    if traces_from is not None:
+                        ids.update(dict.fromkeys(trace_ids(r.data for r in records)))
+        except StoreUnavailable as exc:
+            raise UserError(f"reading the log failed: {exc}") from None
+        finally:
+            await store.close()
+        traces = _traces_of(traces_from, list(ids), notes) if traces_from is not None else []
+        header.count = count
+        header.traces = len(traces)
+        if traces:
+            header.draflow_export = TRACES_FORMAT_VERSION
+        head = msgspec.to_builtins(header)
+        if not header.traces:  # format 1 stays exactly as it was
+            del head["traces"]
+        out.write(_enc.encode(head).decode() + "\n")
+        spool.seek(0)
+        text = codecs.getincrementaldecoder("utf-8")()  # a block may end inside a character
+        while block := spool.read(1 << 20):
+            out.write(text.decode(block))
+        out.write(text.decode(b"", final=True))
     for t in traces:
         out.write(json.dumps({"trace": t}, separators=(",", ":")) + "\n")
     out.flush()
-    return len(lines)
+    return count
 
 
-def _traces_of(store: TraceStore, payloads: list[bytes], notes: TextIO | None) -> list[dict[str, Any]]:
-    ids = trace_ids(payloads)
+def _traces_of(store: TraceStore, ids: list[str], notes: TextIO | None) -> list[dict[str, Any]]:
     if not ids:
         return []
     try:
