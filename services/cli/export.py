@@ -177,9 +177,11 @@ async def export_log(
     to_seq: int | None,
     traces_from: TraceStore | None = None,
     notes: TextIO | None = None,
+    written_traces: list[dict[str, Any]] | None = None,
 ) -> int:
     """Write the export; with ``traces_from``, also every trace the exported events name (what the
-    store has of them; ``notes`` hears what was missing or unreachable).
+    store has of them; ``notes`` hears what was missing or unreachable; ``written_traces`` gets
+    the traces written).
 
     Bounded memory: the lines go to a temporary file as they are read (the header, which comes
     first, needs their count), then are copied to ``out`` in blocks; only the trace ids are kept."""
@@ -203,6 +205,8 @@ async def export_log(
         finally:
             await store.close()
         traces = _traces_of(traces_from, list(ids), notes) if traces_from is not None else []
+        if written_traces is not None:
+            written_traces.extend(traces)  # what the caller reports, without reading the file again
         header.count = count
         header.traces = len(traces)
         if traces:
@@ -382,13 +386,12 @@ def run_export(args: argparse.Namespace) -> int:
         raise UserError(f"--to-seq: must be >= --from-seq ({args.from_seq}), got {args.to_seq}")
     settings = settings_with_url(args.nats_url)
     spans = None if args.without_traces else TraceStore.from_args(args.query_url)
+    traces: list[dict[str, Any]] = []
     if args.output == "-":
         n = asyncio.run(export_log(settings, sys.stdout, args.from_seq, args.to_seq, spans, sys.stderr))
-        traces = None
     else:
         with open(args.output, "w", encoding="utf-8") as f:
-            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq, spans, sys.stderr))
-        traces = read_export_traces(Path(args.output))[2]
+            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq, spans, sys.stderr, traces))
     what = f"exported {n} events"
     if traces:
         what += f" and {len(traces)} traces ({sum(len(t['spans']) for t in traces)} spans)"

@@ -519,7 +519,7 @@ class Replay:
         v = self.v
         self._buffer.append((rec, env))
         for dec in v.decisions([(rec, env)]):
-            if dec.position < self.folded:
+            if dec.position < self.folded and dec.seq >= v.from_seq:  # one not checked goes on
                 return _too_late(dec, self.folded, self.window)
             if dec.plan is not None:
                 v._saga_plans[dec.env.subject.rsplit(".", 1)[-1]] = (dec.instance, dec.plan)
