@@ -9,9 +9,11 @@ API over HTTPS (``DRAFLOW_KUBE_API``); the bench is the client (aiohttp, TLS, th
   (``*_cold_ms``: the first request, before the encoding cache holds the pods);
 * ``watch_p50_ms`` / ``watch_p99_ms``: a watcher's receipt of an event minus the event's storage
   time in JetStream, over ``--watch-events`` status updates sent one at a time;
-* ``watchers_slowdown_pct``: ``bench.scheduling`` (a small cluster) run twice, without and with
-  ``--watchers`` watchers of every pod (raw stream read, not decoded), steady-state pods/s
-  compared (positive: slower with watchers). ``--no-scheduling`` skips it.
+* ``watchers_slowdown_pct`` / ``watchers_fill_slowdown_pct``: ``bench.scheduling`` (a small
+  cluster) run twice, without and with ``--watchers`` watchers of every pod (raw stream read, not
+  decoded; in a process of their own, as kubectl or a controller would be), steady-state and fill
+  pods/s compared (positive: slower with watchers), with the apiserver's and the watchers' CPU
+  per pod. ``--no-scheduling`` skips it.
 
 ``python -m bench.kubeapi [--pods 5000] [--watchers 100] [--json]``; ``--json`` prints one JSON
 object as the last line.
@@ -221,26 +223,31 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
         server.stop()
 
 
-class Watchers:
+class Fleet:
     """``n`` watchers of every pod, each its own HTTPS connection; events counted, not decoded."""
 
-    def __init__(self, n: int, port: int) -> None:
-        self.n, self.port = n, port
+    def __init__(self, n: int, port: int, data_dir: Path) -> None:
+        self.n, self.port, self.data_dir = n, port, data_dir
         self.events = 0
+        self.connected = 0
+        self.all_connected = asyncio.Event()
         self.clients: list[Client] = []
         self.tasks: list[asyncio.Task[None]] = []
 
-    async def start(self, settings: Settings) -> None:
-        await _wait_kube(settings.data_dir)
+    async def start(self) -> None:
         for _ in range(self.n):
-            c = Client(f"https://127.0.0.1:{self.port}", settings.data_dir)
+            c = Client(f"https://127.0.0.1:{self.port}", self.data_dir)
             self.clients.append(c)
             self.tasks.append(asyncio.create_task(self._watch(c)))
+        await asyncio.wait_for(self.all_connected.wait(), 120)
 
     async def _watch(self, c: Client) -> None:
         timeout = aiohttp.ClientTimeout()
         path = c.url + "/api/v1/pods?watch=1"
         async with c.session.get(path, headers=c.headers, ssl=c.ssl, timeout=timeout) as resp:
+            self.connected += 1
+            if self.connected == self.n:
+                self.all_connected.set()
             async for chunk in resp.content.iter_any():
                 self.events += chunk.count(b"\n")
 
@@ -250,6 +257,68 @@ class Watchers:
         await asyncio.gather(*self.tasks, return_exceptions=True)
         for c in self.clients:
             await c.close()
+
+
+async def serve_watchers(n: int, port: int, data_dir: Path) -> None:
+    """``--serve-watchers``: a fleet in this process; "ready" once connected, then on a line on
+    stdin one JSON line with the events received and the CPU seconds this process used."""
+    fleet = Fleet(n, port, data_dir)
+    await fleet.start()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    # what the server sent is read to the end before counting (a loaded machine reads late)
+    deadline, seen = time.monotonic() + 30, -1
+    while fleet.events != seen and time.monotonic() < deadline:
+        seen = fleet.events
+        await asyncio.sleep(0.5)
+    await fleet.stop()
+    usage = os.times()
+    print(json.dumps({"events": fleet.events, "cpu_s": usage.user + usage.system}), flush=True)
+
+
+class Watchers:
+    """``n`` watchers of every pod in a process of their own, as kubectl or a controller would
+    be: their client work does not run on the event loop that creates pods and tracks bindings."""
+
+    def __init__(self, n: int, port: int) -> None:
+        self.n, self.port = n, port
+        self.events = 0
+        self.cpu_s = 0.0
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, settings: Settings) -> None:
+        await _wait_kube(settings.data_dir)
+        if not self.n:
+            return
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.kubeapi",
+            "--serve-watchers",
+            str(self.n),
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(settings.data_dir),
+            cwd=ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 120)
+        assert line.strip() == b"ready", line
+
+    async def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            return
+        proc.stdin.write(b"\n")
+        await proc.stdin.drain()
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        if line.strip():
+            report = json.loads(line)
+            self.events, self.cpu_s = report["events"], report["cpu_s"]
+        await proc.wait()
 
 
 async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
@@ -277,14 +346,26 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
             await fleet.stop()
             os.environ.pop("DRAFLOW_KUBE_API", None)
         if watchers:
-            print(f"the watchers received {fleet.events} events")
+            per_pod = fleet.cpu_s * 1000 / max(1, results[watchers].get("pods_created", 1))
+            print(
+                f"the watchers received {fleet.events} events until the apiserver stopped; their "
+                f"process used {fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
+            )
+            results[watchers]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
     base = results[0]["steady_pods_per_s"]
     loaded = results[args.watchers]["steady_pods_per_s"]
+    fill, fill_loaded = results[0]["fill_pods_per_s"], results[args.watchers]["fill_pods_per_s"]
     return {
         "watchers": args.watchers,
         "sched_pods_per_s": base,
         "sched_pods_per_s_with_watchers": loaded,
         "watchers_slowdown_pct": round((base - loaded) / base * 100, 1) if base else 0.0,
+        "fill_pods_per_s": fill,
+        "fill_pods_per_s_with_watchers": fill_loaded,
+        "watchers_fill_slowdown_pct": round((fill - fill_loaded) / fill * 100, 1) if fill else 0.0,
+        "apiserver_cpu_ms_per_pod": results[0]["cpu_ms_per_pod"].get("apiserver"),
+        "apiserver_cpu_ms_per_pod_with_watchers": results[args.watchers]["cpu_ms_per_pod"].get("apiserver"),
+        "watchers_client_cpu_ms_per_pod": results[args.watchers].get("watchers_cpu_ms_per_pod"),
     }
 
 
@@ -301,7 +382,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         alone, loaded = result["sched_pods_per_s"], result["sched_pods_per_s_with_watchers"]
         print(
             f"scheduling: {alone} pods/s alone, {loaded} with {args.watchers} watchers "
-            f"({result['watchers_slowdown_pct']} % slower)"
+            f"({result['watchers_slowdown_pct']} % slower); fill {result['fill_pods_per_s']} -> "
+            f"{result['fill_pods_per_s_with_watchers']} pods/s ({result['watchers_fill_slowdown_pct']} % "
+            f"slower); apiserver CPU {result['apiserver_cpu_ms_per_pod']} -> "
+            f"{result['apiserver_cpu_ms_per_pod_with_watchers']} ms per pod"
         )
     return result
 
@@ -316,7 +400,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sched-pods", type=int, default=800)
     p.add_argument("--no-scheduling", action="store_true", help="skip the watchers-vs-scheduling run")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--serve-watchers", type=int, help=argparse.SUPPRESS)  # the watchers' own process
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.serve_watchers is not None:
+        asyncio.run(serve_watchers(args.serve_watchers, args.port, args.data_dir))
+        return 0
     result = asyncio.run(run(args))
     if args.json:
         print(json.dumps(result))

@@ -273,6 +273,7 @@ async def run(
         pids["bench"] = os.getpid()
         cpu = {name: round(_cpu_s(pid) * 1000 / bench.next_pod, 2) for name, pid in pids.items()}
         result["cpu_ms_per_pod"] = cpu
+        result["pods_created"] = bench.next_pod
         print("CPU ms per pod: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
         return result
     finally:

@@ -37,6 +37,7 @@ __all__ = [
     "ClaimReservationsReleased",
     "ClaimReserved",
     "ContainerCDIDevices",
+    "DeviceElimination",
     "NodeRejection",
     "PodBound",
     "PodClaimStatusesRecorded",
@@ -46,6 +47,7 @@ __all__ = [
     "PodStarted",
     "PodSucceeded",
     "PodUnschedulable",
+    "RequestDiagnosis",
 ]
 
 DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -108,6 +110,47 @@ class NodeRejection(msgspec.Struct, frozen=True, kw_only=True):
 
 MAX_REJECTIONS = 16  # diagnosis lines kept per attempt (the message still counts every node)
 MAX_NODE_NAMES = 8  # node names kept per diagnosis line
+MAX_REQUEST_LINES = 16  # per-request allocator diagnosis lines kept per attempt
+
+
+class DeviceElimination(msgspec.Struct, frozen=True, kw_only=True):
+    """``devices`` devices that matched a request's selectors were ruled out by ``reason``
+    (``allocated``, ``taints``, ``counters``, ``capacity``, ``node selector``, ``binding
+    conditions``, ``matchAttribute <attr>``, ``distinctAttribute <attr>``)."""
+
+    reason: str
+    devices: int = 0
+
+
+class RequestDiagnosis(msgspec.Struct, frozen=True, kw_only=True):
+    """Why one (sub)request of a claim could not be satisfied on some nodes: the allocator's
+    by-product when it says "no fit" (or the scheduler's device-index counts on nodes that never
+    reached the allocator). Identical lines of several nodes are one line (``nodes``,
+    ``node_names``: the first :data:`MAX_NODE_NAMES` by name).
+
+    ``class_matched``: the node's devices the DeviceClass selectors accept; ``selected``: of
+    those, the ones the request's own selectors accept; ``eliminated``: why some of these could
+    not be used; ``usable``: what is left; ``found``: the most devices the search held for the
+    request at once (constraints, other requests of the pod and the 32-results limit count
+    here); ``outcome``: the verdict in words."""
+
+    claim: str
+    request: str
+    device_class: str = ""
+    asked: int = 0
+    all_devices: bool = False  # allocationMode All: ``asked`` is what "all" stood for
+    admin_access: bool = False
+    class_matched: int = 0
+    selected: int = 0
+    eliminated: tuple[DeviceElimination, ...] = ()
+    usable: int = 0
+    found: int = 0
+    outcome: str = ""
+    # "allocator": the search's by-product; "device index": the scheduler's precheck counts on a
+    # node the allocator was not asked about (no constraint, taint or counter detail there)
+    source: str = ""
+    nodes: int = 0
+    node_names: tuple[str, ...] = ()
 
 
 class PodUnschedulable(Event, frozen=True, kw_only=True):
@@ -129,6 +172,8 @@ class PodUnschedulable(Event, frozen=True, kw_only=True):
     post_filter_message: str = ""
     snapshot_seq: int = 0
     instance: str = ""  # the scheduler instance that decided (DRAFLOW_SCHEDULER_ID)
+    # per claim request: what matched, what eliminated the rest (at most MAX_REQUEST_LINES)
+    requests: tuple[RequestDiagnosis, ...] = ()
 
 
 class PodClaimStatusesRecorded(Event, frozen=True, kw_only=True):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 from collections import deque
@@ -79,12 +80,19 @@ __all__ = [
     "StoreUnavailable",
     "StreamReset",
     "StreamStatus",
+    "acting_for",
     "new_id",
 ]
 
 S = TypeVar("S")
 
 log = logging.getLogger(__name__)
+
+
+# whose request the current task is serving, when not this process's own decision: the
+# Kubernetes API sets it to the authenticated user (``user:alice``) around the write it hands to the
+# apiserver, so every event that write appends names the user as its actor
+acting_for: contextvars.ContextVar[str | None] = contextvars.ContextVar("draflow_acting_for", default=None)
 
 
 def new_id() -> str:
@@ -446,7 +454,7 @@ class EventStore:
                 subject=subject,
                 correlation_id=corr,
                 causation_id=caus,
-                actor=actor or self.actor,
+                actor=actor or acting_for.get() or self.actor,
                 traceparent=traceparent,
             )
             hdrs = {HDR_MSG_ID: eid, HDR_TYPE: env.type, HDR_SCHEMA: str(env.schema)}

@@ -195,6 +195,7 @@ def run_service(
     *,
     on_stream_reset: OnStreamReset = "exit",
     actor: str | None = None,
+    role: str = "",
 ) -> int:
     """Run a service to completion; returns the process exit code (0 on SIGTERM).
 
@@ -204,6 +205,8 @@ def run_service(
     ``"rebuild"`` cancels ``main`` and runs it again, which folds the new stream from sequence 1.
     ``actor``: who the process's appends name in their envelopes (default ``name``), for services
     that run as several instances (``DRAFLOW_SCHEDULER_ID``): each instance is told apart in the log.
+    ``role``: the credential to connect with when it is not the service's name (a kubelet plugin
+    speaks for its node, ``kubelet-<node>``).
 
     ``--metrics-port PORT`` and ``--nats-url URL`` among the process arguments work like
     ``DRAFLOW_METRICS_PORT`` and ``DRAFLOW_NATS_URL`` (services that parse their own arguments add
@@ -217,6 +220,8 @@ def run_service(
         if url := flag_from_argv(argv, "--nats-url"):
             os.environ["DRAFLOW_NATS_URL"] = url
         settings = settings or Settings.from_env()
+        if role:
+            settings = msgspec.structs.replace(settings, role=role)
         metrics_port_from_env()  # a bad port setting fails here, before connecting
         tracing.setup_tracing(name)
     except ValueError as exc:  # PortError and the like: the user's setting, not a crash

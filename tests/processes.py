@@ -36,6 +36,7 @@ from tests.shells import start_runtime
 VENV_BIN = Path(sys.executable).parent
 
 __all__ = [
+    "GPU_PLUGIN",
     "ROOT",
     "VENV_BIN",
     "HonchoSystem",
@@ -43,6 +44,7 @@ __all__ = [
     "Service",
     "draflow",
     "draflow_out",
+    "node_services",
     "running_system",
     "service_env",
     "stop_cleanly",
@@ -181,6 +183,29 @@ def draflow_out(settings: Settings, *args: str, stdin: str | None = None) -> str
 
 # module, arguments, the stdout line that says it is ready (None: do not wait)
 Service = tuple[str, list[str], str | None]
+
+GPU_PLUGIN = "draflow.services.drivers.gpu_example.node"
+
+
+def node_services(node: str, gpus: int, *kubelet_args: str, plugin_args: Sequence[str] = ()) -> list[Service]:
+    """One node as the Procfile runs it: its kubelet and, with GPUs, its gpu.example.com kubelet
+    plugin process (which registers through the kubelet's plugins_registry)."""
+    out: list[Service] = [
+        (
+            "draflow.services.kubelet",
+            ["--node", node, "--gpus", str(gpus), *kubelet_args],
+            f"kubelet {node}: registered",
+        )
+    ]
+    if gpus > 0:
+        out.append(
+            (
+                GPU_PLUGIN,
+                ["--node", node, "--gpus", str(gpus), *plugin_args],
+                f"gpu.example.com plugin on {node}",
+            )
+        )
+    return out
 
 
 @contextlib.asynccontextmanager

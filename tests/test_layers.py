@@ -51,7 +51,8 @@ EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     f"{SERVICES}.kubelet": (
         (f"{SERVICES}.drivers",),
-        "the kubelet hosts the example drivers' node plugins in-process, as a node runs them",
+        "the kubelet hosts the classic (KEP-3063) drivers' node plugins in-process and writes the "
+        "device plugin's CDI specs with the drivers' CDI helper (structured drivers are plugin processes)",
     ),
 }
 

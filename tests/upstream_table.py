@@ -96,23 +96,18 @@ UPSTREAM: tuple[tuple[str, str], ...] = (
 
 # Why a scenario has no test yet (what draflow lacks or does differently).
 NOT_COVERED: dict[tuple[str, str], str] = {
-    ("kubelet", "registers plugin"): "node plugins run inside the kubelet (no registration socket to test)",
     ("kubelet", "must map configs and devices to the right containers"): (
         "no containers to exec `env` in; the CDI ids per container are unit-tested "
         "(tests/controllers/test_kubelet_dra.py)"
     ),
-    ("kubelet", "blocks new pod after force-delete"): "not tested yet",
     ("kubelet", "DaemonSet with admin access"): "no DaemonSet kind",
     ("kubelet", "must manage ResourceSlices"): (
         "the example driver's slices are owned by their Node (tests/controllers/test_workloads_shell.py), "
         "not checked field by field"
     ),
     ("kubelet", "supports init containers with external claims"): "not tested yet (template claims are)",
-    ("kubelet", "runs pod after driver starts"): "drivers are started with the system; not tested",
-    ("kubelet", "rolling update"): "node plugins run inside the kubelet: no driver rollout",
-    ("kubelet", "failed update"): "node plugins run inside the kubelet: no driver rollout",
     ("kubelet", "sequential update with pods replacing each other"): (
-        "node plugins run inside the kubelet: no driver rollout"
+        "not tested yet: the plugin replaced while a Deployment's pods replace each other"
     ),
     ("control plane / kubelet on single node", "supports claim and class parameters"): (
         "no containers to exec `env` in; opaque config reaches the driver "
@@ -167,9 +162,6 @@ NOT_COVERED: dict[tuple[str, str], str] = {
     ("control plane", "must apply per-node permission checks"): (
         "NodeRestriction refuses other nodes' slices with Kubernetes' wording "
         "(tests/security/test_noderestriction.py), not the example driver's policy messages"
-    ),
-    ("with multiple drivers (drapbv1beta1, drapbv1, both)", "work"): (
-        "one structured driver in the e2e system; no gRPC API versions"
     ),
 }
 

@@ -199,9 +199,7 @@ class _PodSync:
 Lookup = Callable[[str, str, str], Any]  # (kind, namespace, name) -> the object or None
 
 
-def sync_pod_from(
-    pod: Pod, get: Lookup, owned: Iterable[str], taken: Container[str]
-) -> list[ClaimAction]:
+def sync_pod_from(pod: Pod, get: Lookup, owned: Iterable[str], taken: Container[str]) -> list[ClaimAction]:
     """``sync_pod`` on exactly what it reads, looked up by key: the claims the pod names or owns
     (``owned``: the names of the claims it controls) and the templates it uses. The service calls
     it on its cache; ``draflow verify-replay`` on the log folded to the decision's position."""

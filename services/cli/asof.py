@@ -25,7 +25,15 @@ from draflow.projections.objects import ObjectIndex
 from draflow.services.cli.common import settings_from
 from draflow.services.cli.main import UserError
 
-__all__ = ["add_as_of_args", "as_of_requested", "fold_objects", "open_log", "parse_time", "resolve_bound"]
+__all__ = [
+    "add_as_of_args",
+    "as_of_requested",
+    "bound_time",
+    "fold_objects",
+    "open_log",
+    "parse_time",
+    "resolve_bound",
+]
 
 
 def add_as_of_args(p: argparse.ArgumentParser) -> None:
@@ -105,6 +113,22 @@ async def resolve_bound(store: EventStore, args: argparse.Namespace) -> int:
             if _ms(t) <= when:
                 bound = rec.seq
     return bound
+
+
+async def bound_time(store: EventStore, args: argparse.Namespace, seq: int) -> datetime.datetime | None:
+    """The time an as-of view is at, which its ages count from: ``--as-of-time`` itself, or the
+    time of event ``seq`` for ``--as-of-seq`` (None before the first event)."""
+    if args.as_of_time is not None:
+        return parse_time(args.as_of_time)
+    if seq < 1:
+        return None
+    async for records in store.read_raw(None, seq, seq):
+        for rec in records:
+            try:
+                return decode_raw(rec.data, rec.seq).time
+            except DecodeError:
+                return None
+    return None
 
 
 async def fold_objects(store: EventStore, to_seq: int) -> ObjectIndex:

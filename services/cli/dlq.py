@@ -144,8 +144,13 @@ async def retry(store: EventStore, settings: Settings, seq: int, again: bool) ->
         raise UserError(f"dead letter {seq}: subject {letter.subject!r} is not an event subject of this log")
     msg_id = f"dlq-retry:{seq}" + (f":{letter.retries + 1}" if letter.retries else "")
     headers = {k: v for k, v in letter.headers.items() if not k.startswith(("Nats-", "Draflow-Dlq-"))}
-    headers.update({"Nats-Msg-Id": msg_id, "Draflow-Retry-Of": str(letter.stream_seq),
-                    "Draflow-Retry-Consumer": letter.consumer})
+    headers.update(
+        {
+            "Nats-Msg-Id": msg_id,
+            "Draflow-Retry-Of": str(letter.stream_seq),
+            "Draflow-Retry-Consumer": letter.consumer,
+        }
+    )
     ack = await store.js.publish(letter.subject, letter.data, timeout=10.0, headers=headers)
     await _mark(store, settings, letter, "retried", **{HDR_RETRY_SEQ: str(ack.seq)})
     return int(ack.seq), bool(ack.duplicate)
@@ -169,17 +174,26 @@ def _print_list(letters: list[DeadLetter], output: str) -> None:
             row = {k: v for k, v in msgspec.structs.asdict(x).items() if k not in ("data", "headers")}
             print(json.dumps(row))
         return
-    print(f"{'SEQ':>6}  {'WHEN':<20}  {'CONSUMER':<20}  {'ORIG SEQ':>8}  {'SUBJECT':<44}  "
-          f"{'TYPE':<26}  {'DELIV':>5}  {'STATUS':<16}  REASON")
+    print(
+        f"{'SEQ':>6}  {'WHEN':<20}  {'CONSUMER':<20}  {'ORIG SEQ':>8}  {'SUBJECT':<44}  "
+        f"{'TYPE':<26}  {'DELIV':>5}  {'STATUS':<16}  REASON"
+    )
     for x in letters:
-        print(f"{x.seq:>6}  {x.when:<20}  {x.consumer:<20}  {x.stream_seq:>8}  {x.subject:<44}  "
-              f"{x.type:<26}  {x.deliveries:>5}  {x.status or '-':<16}  {x.reason}")
+        print(
+            f"{x.seq:>6}  {x.when:<20}  {x.consumer:<20}  {x.stream_seq:>8}  {x.subject:<44}  "
+            f"{x.type:<26}  {x.deliveries:>5}  {x.status or '-':<16}  {x.reason}"
+        )
 
 
 def _show(letter: DeadLetter) -> None:
     print(f"dead letter {letter.seq}: {letter.type} at {letter.subject} (stream seq {letter.stream_seq})")
-    fields = (("consumer", letter.consumer), ("when", letter.when), ("deliveries", letter.deliveries),
-              ("status", letter.status or "-"), ("reason", letter.reason))
+    fields = (
+        ("consumer", letter.consumer),
+        ("when", letter.when),
+        ("deliveries", letter.deliveries),
+        ("status", letter.status or "-"),
+        ("reason", letter.reason),
+    )
     for label, value in fields:
         print(f"{label + ':':<12}{value}")
     print("headers:")
@@ -220,9 +234,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     ls = actions.add_parser("list", help="every dead letter with its reason and status")
     ls.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
-    for name, text in (("show", "one dead letter: event, headers, reason"),
-                       ("retry", "re-publish the event to its subject"),
-                       ("discard", "delete the dead letter (or mark it discarded)")):
+    for name, text in (
+        ("show", "one dead letter: event, headers, reason"),
+        ("retry", "re-publish the event to its subject"),
+        ("discard", "delete the dead letter (or mark it discarded)"),
+    ):
         a = actions.add_parser(name, help=text)
         a.add_argument("seq", type=int, metavar="N", help="sequence in the dead-letter stream (see list)")
         if name == "retry":

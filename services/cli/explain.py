@@ -38,6 +38,7 @@ from draflow.services.cli.asof import add_as_of_args, as_of_requested, open_log,
 from draflow.services.cli.common import add_connection_args
 from draflow.services.cli.explain_log import Explanation, collect
 from draflow.services.cli.main import UserError
+from draflow.services.dra.structured.diagnosis import explain_lines
 from draflow.services.runtime import printers
 
 __all__ = ["Explanation", "collect", "register", "render"]
@@ -116,6 +117,10 @@ def _attempts(ex: Explanation) -> list[str]:
             block += ["    " + line for line in printers.format_table(table, pad=2)]
         if d.post_filter_message:
             block.append(f"    PostFilter: {d.post_filter_message}")
+        if d.requests:
+            block.append("    Requests (why the nodes that could not allocate the claims had no room):")
+            for line in d.requests:
+                block += ["      " + text for text in explain_lines(line)]
         rows.append((env.seq, block))
     for view in ex.sagas:
         s = view.state
@@ -187,12 +192,25 @@ def _sagas(ex: Explanation) -> list[str]:
     return out
 
 
-def _claim_line(env: Envelope[Event]) -> str:
+def _claim_line(env: Envelope[Event], consumers: dict[str, str]) -> str:
     who = f"{env.actor or '-'}" + (f" (saga {env.correlation_id})" if env.correlation_id else "")
-    return f"    seq {env.seq}  {_t(env.time)}  {_claim_what(env)}  by {who}"
+    return f"    seq {env.seq}  {_t(env.time)}  {_claim_what(env, consumers)}  by {who}"
 
 
-def _claim_what(env: Envelope[Event]) -> str:
+def _consumers(ex: Explanation) -> dict[str, str]:
+    """Consumer uid -> ``pods/NAME``, from the reservations in the log (and the pod itself)."""
+    out: dict[str, str] = {}
+    if ex.uid:
+        out[ex.uid] = f"pods/{ex.name}"
+    for envs in ex.claims.values():
+        for env in envs:
+            if isinstance(env.data, ClaimReserved):
+                c = env.data.consumer
+                out.setdefault(c.uid, f"{c.resource}/{c.name}")
+    return out
+
+
+def _claim_what(env: Envelope[Event], consumers: dict[str, str] | None = None) -> str:
     d = env.data
     if isinstance(d, ClaimAllocated):
         results = d.allocation.devices.results if d.allocation.devices else ()
@@ -201,7 +219,12 @@ def _claim_what(env: Envelope[Event]) -> str:
     elif isinstance(d, ClaimReserved):
         what = f"reserved for {d.consumer.resource}/{d.consumer.name}"
     elif isinstance(d, ClaimReservationsReleased):
-        what = f"reservations released ({len(d.uids)})"
+        names = [(consumers or {}).get(uid, f"uid {uid}") for uid in d.uids]
+        what = (
+            f"reservations released ({len(d.uids)}): {', '.join(names)}"
+            if names
+            else "reservations released (0)"
+        )
     elif isinstance(d, ClaimDeallocated):
         what = f"deallocated ({d.reason})" if d.reason else "deallocated"
     else:
@@ -213,9 +236,10 @@ def _claims(ex: Explanation) -> list[str]:
     if not ex.claims:
         return ["  <none>"]
     out: list[str] = []
+    consumers = _consumers(ex)
     for name, envs in sorted(ex.claims.items()):
         out.append(f"  {name}")
-        lines = [_claim_line(e) for e in envs if isinstance(e.data, _CLAIM_EVENTS)]
+        lines = [_claim_line(e, consumers) for e in envs if isinstance(e.data, _CLAIM_EVENTS)]
         out += lines or ["    <not allocated>"]
     return out
 
@@ -311,7 +335,7 @@ def _earlier(ex: Explanation) -> list[str]:
                 f"    saga {st.saga_id}  {st.saga_type}  {st.status.value}  (started {_t(view.created)})"
             )
         for name, envs in sorted(old.claims.items()):
-            steps = [_claim_what(e) for e in envs if isinstance(e.data, _CLAIM_EVENTS)]
+            steps = [_claim_what(e, _consumers(old)) for e in envs if isinstance(e.data, _CLAIM_EVENTS)]
             out.append(f"    claim {name}: " + ("; ".join(steps) if steps else "not allocated"))
         if old.kube_events:
             reasons = ", ".join(

@@ -19,7 +19,14 @@ from typing import Any
 from draflow.events.api.codec import encode_object, object_meta
 from draflow.projections.objects import ObjectIndex
 from draflow.services.apiserver import errors
-from draflow.services.cli.asof import add_as_of_args, as_of_requested, fold_objects, open_log, resolve_bound
+from draflow.services.cli.asof import (
+    add_as_of_args,
+    as_of_requested,
+    bound_time,
+    fold_objects,
+    open_log,
+    resolve_bound,
+)
 from draflow.services.cli.common import (
     ResourceInfo,
     add_connection_args,
@@ -270,14 +277,17 @@ def _fetch_from(
 def _run_as_of(args: argparse.Namespace, targets: list[tuple[ResourceInfo, list[str]]]) -> int:
     async def body() -> int:
         async with open_log(args) as store:
-            index = await fold_objects(store, await resolve_bound(store, args))
+            bound = await resolve_bound(store, args)
+            index = await fold_objects(store, bound)
+            when = await bound_time(store, args, bound)
         failed = False
         fetched: list[tuple[ResourceInfo, list[Obj]]] = []
         for info, names in targets:
             objs, missing = _fetch_from(index, args, info, names)
             failed |= missing
             fetched.append((info, objs))
-        _print(fetched, args, targets)
+        with printers.clock_at(when):  # AGE as it was at that point of the log
+            _print(fetched, args, targets)
         if not any(objs for _, objs in fetched) and not failed and not any(n for _, n in targets):
             if _table_output(args):
                 eprint(_no_resources(args, targets))

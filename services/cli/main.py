@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "draflow.services.cli.replay": ("replay", "rebuild"),
     "draflow.services.cli.podresources": ("podresources",),
     "draflow.services.cli.up": ("up", "examples"),
+    "draflow.services.cli.token": ("token",),
 }
 
 

@@ -9,12 +9,18 @@ stdout. ``draflow rebuild PROJECTION --data-dir DIR`` empties one projection of 
 and folds it again up to the directory's checkpoint, leaving the others untouched. The services
 keep their projections in memory (folded from the log at start), so no data dir holds SQLite
 projections but the ones ``replay`` built. Replays emit no spans (``tracing.suppressed``).
+
+Each projection is one SQLite table, ``p_<projection>`` (``key TEXT``, ``value``: the state as
+JSON), and the summary names the tables. ``draflow replay --data-dir DIR --query SQL`` runs one
+read-only query on such a directory and prints the rows (JSON values as text), for when no
+``sqlite3`` is at hand: ``--query "SELECT key FROM p_objects_pod"``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -32,10 +38,12 @@ from draflow.projections.catalog import all_projections
 from draflow.services.cli.asof import open_log, resolve_bound
 from draflow.services.cli.common import add_connection_args
 from draflow.services.cli.main import UserError
+from draflow.services.runtime import printers
 
 __all__ = ["DB_NAME", "REPLAY_CONSUMER", "register", "replay_into"]
 
 DB_NAME = "projections.sqlite"
+TABLE_PREFIX = "p_"  # a projection's SQLite table: p_<projection name> (infra.projection_store)
 REPLAY_CONSUMER = "replay"
 
 
@@ -45,12 +53,21 @@ def register(sub: Any) -> None:
     bound.add_argument("--to-seq", metavar="N", help="stop after stream sequence N (default: the end)")
     bound.add_argument("--to-time", metavar="T", help="stop at RFC3339 time T")
     p.add_argument("--data-dir", required=True, metavar="DIR", help="a new or empty directory")
+    p.add_argument(
+        "--query",
+        metavar="SQL",
+        help="print the rows of one read-only SQL query on the tables (p_<projection>) a replay built in DIR",
+    )
     p.add_argument("--batch", type=int, default=2048, help=argparse.SUPPRESS)
     add_connection_args(p)
     p.set_defaults(func=run_replay)
 
     r = sub.add_parser("rebuild", help="rebuild one projection in place (see `draflow replay`)")
-    r.add_argument("projection", metavar="PROJECTION", help="e.g. heads, sagas, objects_pod")
+    r.add_argument(
+        "projection",
+        metavar="PROJECTION",
+        help="e.g. heads, sagas, objects_pod (or its table, p_objects_pod)",
+    )
     r.add_argument("--data-dir", required=True, metavar="DIR", help="a directory `draflow replay` built")
     r.add_argument("--batch", type=int, default=2048, help=argparse.SUPPRESS)
     add_connection_args(r)
@@ -149,6 +166,10 @@ def _bound_args(args: argparse.Namespace) -> argparse.Namespace:
 
 def run_replay(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir)
+    if args.query is not None:
+        if args.to_seq is not None or args.to_time is not None:
+            raise UserError("--query reads a directory a replay built: no --to-seq/--to-time with it")
+        return run_query(data_dir, args.query)
     if data_dir.exists() and (not data_dir.is_dir() or any(data_dir.iterdir())):
         raise UserError(f"--data-dir: {data_dir} is not empty (replay builds into a fresh directory)")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -183,8 +204,42 @@ async def _replay(args: argparse.Namespace, data_dir: Path) -> int:
         f"in {progress.seconds():.2f}s ({progress.rate():,.0f} events/s)"
     )
     for name, n in counts:
-        print(f"  {name:<32} {n} rows")
+        print(f"  {TABLE_PREFIX + name:<34} {n} rows")
+    print(f'query them: draflow replay --data-dir {data_dir} --query "SELECT key FROM p_objects_pod"')
     return 0
+
+
+def run_query(data_dir: Path, sql: str) -> int:
+    """One read-only query on ``data_dir``'s projections; rows as a table, JSON values as text."""
+    path = data_dir / DB_NAME
+    if not path.exists():
+        raise UserError(
+            f"{path}: no projections there (build them with `draflow replay --data-dir {data_dir}`)"
+        )
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise UserError(f"{path}: {exc}") from None
+    try:
+        cur = db.execute(sql)
+        rows = cur.fetchall()
+        header = [d[0].upper() for d in cur.description or ()]
+    except sqlite3.Error as exc:
+        raise UserError(f"--query: {exc}") from None
+    finally:
+        db.close()
+    if not header:
+        return 0
+    table = [header] + [[_cell(v) for v in row] for row in rows]
+    for line in printers.format_table(table):
+        print(line)
+    return 0
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "<null>" if value is None else str(value)
 
 
 def run_rebuild(args: argparse.Namespace) -> int:
@@ -198,7 +253,8 @@ def run_rebuild(args: argparse.Namespace) -> int:
     async def body() -> int:
         async with open_log(args) as store:
             catalog = {p.name: p for p in all_projections(store.root)}
-            target: Projection[Any] | None = catalog.get(args.projection)
+            name = args.projection.removeprefix(TABLE_PREFIX)
+            target: Projection[Any] | None = catalog.get(name)
             if target is None:
                 names = ", ".join(sorted(catalog))
                 raise UserError(f'projection "{args.projection}" not found (known: {names})')

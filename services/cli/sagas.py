@@ -21,7 +21,7 @@ from draflow.infra.eventstore import EventStore
 from draflow.sagas.engine import SAGA_KIND
 from draflow.sagas.state import SagaStatus
 from draflow.sagas.view import SagaView, StepView, current_step, fold_view
-from draflow.services.cli.asof import as_of_requested, open_log, resolve_bound
+from draflow.services.cli.asof import as_of_requested, bound_time, open_log, resolve_bound
 from draflow.services.cli.common import eprint
 from draflow.services.cli.main import UserError
 from draflow.services.runtime import printers
@@ -42,11 +42,15 @@ def _age(t: datetime.datetime) -> str:
     return printers.age(t.astimezone(datetime.UTC).isoformat())
 
 
-async def _load(store: EventStore, args: argparse.Namespace, ids: list[str]) -> list[SagaView]:
-    """The sagas (all, or these ids) as of the requested point of the log, sorted by creation."""
+async def _load(
+    store: EventStore, args: argparse.Namespace, ids: list[str]
+) -> tuple[list[SagaView], datetime.datetime | None]:
+    """The sagas (all, or these ids) as of the requested point of the log, sorted by creation,
+    and the time of that point (None: now), which their ages count from."""
     to_seq = await resolve_bound(store, args) if as_of_requested(args) else None
+    when = await bound_time(store, args, to_seq) if to_seq is not None else None
     if to_seq == 0:
-        return []
+        return [], when
     subjects = [f"{store.root}.ev.{SAGA_KIND}._.*"]
     if ids:
         subjects = []
@@ -61,7 +65,7 @@ async def _load(store: EventStore, args: argparse.Namespace, ids: list[str]) -> 
             for env in envs:
                 by_subject.setdefault(env.subject, []).append(env)
     views = [v for envs in by_subject.values() if (v := fold_view(envs)) is not None]
-    return sorted(views, key=lambda v: (v.created, v.state.saga_id))
+    return sorted(views, key=lambda v: (v.created, v.state.saga_id)), when
 
 
 def _step_label(view: SagaView, step: StepView | None) -> str:
@@ -116,30 +120,37 @@ def run_get(args: argparse.Namespace) -> int:
 
     async def body() -> int:
         async with open_log(args) as store:
-            views = await _load(store, args, ids)
-        missing = [i for i in ids if i not in {v.state.saga_id for v in views}]
-        for i in missing:
-            eprint(f'Error from server (NotFound): sagas "{i}" not found')
-        if state is not None:
-            views = [v for v in views if v.state.status == state]
-        if args.output == "name":
-            for v in views:
-                print(f"saga/{v.state.saga_id}")
-        elif args.output in ("yaml", "json"):
-            items = [_as_dict(v) for v in views]
-            value: Any = items[0] if len(ids) == 1 and len(items) == 1 else printers.as_list(items)
-            if args.output == "yaml":
-                sys.stdout.write(printers.to_yaml(value))
-            else:
-                print(printers.to_json(value))
-        elif views:
-            for line in printers.format_table(saga_rows(views, not args.no_headers)):
-                print(line)
-        elif not ids:
-            eprint("No sagas found" + (f" in state {state.value}" if state is not None else ""))
-        return 1 if missing else 0
+            views, when = await _load(store, args, ids)
+        with printers.clock_at(when):
+            return _print_views(views, ids, state, args)
 
     return asyncio.run(body())
+
+
+def _print_views(
+    views: list[SagaView], ids: list[str], state: SagaStatus | None, args: argparse.Namespace
+) -> int:
+    missing = [i for i in ids if i not in {v.state.saga_id for v in views}]
+    for i in missing:
+        eprint(f'Error from server (NotFound): sagas "{i}" not found')
+    if state is not None:
+        views = [v for v in views if v.state.status == state]
+    if args.output == "name":
+        for v in views:
+            print(f"saga/{v.state.saga_id}")
+    elif args.output in ("yaml", "json"):
+        items = [_as_dict(v) for v in views]
+        value: Any = items[0] if len(ids) == 1 and len(items) == 1 else printers.as_list(items)
+        if args.output == "yaml":
+            sys.stdout.write(printers.to_yaml(value))
+        else:
+            print(printers.to_json(value))
+    elif views:
+        for line in printers.format_table(saga_rows(views, not args.no_headers)):
+            print(line)
+    elif not ids:
+        eprint("No sagas found" + (f" in state {state.value}" if state is not None else ""))
+    return 1 if missing else 0
 
 
 def describe_view(view: SagaView) -> str:
@@ -198,7 +209,8 @@ def run_describe(args: argparse.Namespace) -> int:
 
     async def body() -> int:
         async with open_log(args) as store:
-            views = {v.state.saga_id: v for v in await _load(store, args, ids)}
+            loaded, when = await _load(store, args, ids)
+        views = {v.state.saga_id: v for v in loaded}
         failed = False
         for n, i in enumerate(ids):
             view = views.get(i)
@@ -208,7 +220,8 @@ def run_describe(args: argparse.Namespace) -> int:
                 continue
             if n:
                 print()
-            print(describe_view(view), flush=True)
+            with printers.clock_at(when):
+                print(describe_view(view), flush=True)
         return 1 if failed else 0
 
     return asyncio.run(body())

@@ -68,8 +68,10 @@ class TraceStore:
             return cls(*derived)
         ports = Ports.from_env()
         how = f"DRAFLOW_PORT_OFFSET={ports.offset}" if ports.offset else "DRAFLOW_PORT_OFFSET unset"
-        return cls(ports.otlp_http_url, f"the otlp service's default address ({how}; set {QUERY_URL_VAR} for "
-                   "another store)")
+        return cls(
+            ports.otlp_http_url,
+            f"the otlp service's default address ({how}; set {QUERY_URL_VAR} for another store)",
+        )
 
     @property
     def where(self) -> str:

@@ -5,9 +5,10 @@
 checkout's ``Procfile``, which ``honcho start`` keeps reading) with honcho's process manager:
 every service, its output prefixed by its name, Ctrl-C stops them all. ``--data-dir`` sets
 ``DRAFLOW_DATA_DIR`` (default: ``$DRAFLOW_DATA_DIR``, else ``./var``); ``--nodes N --gpus M``
-replaces the four demo kubelets by N kubelets with M GPUs each (the first four keep the demo's
-node labels); ``--port-offset`` sets ``DRAFLOW_PORT_OFFSET``. The processes run this Python (the
-one ``draflow`` is installed in), so no activated venv is needed.
+replaces the four demo kubelets (and their gpu.example.com plugins) by N kubelets with M GPUs
+each, each with its plugin (the first four keep the demo's node labels); ``--port-offset`` sets
+``DRAFLOW_PORT_OFFSET``. The processes run this Python (the one ``draflow`` is installed in), so no
+activated venv is needed.
 
 The examples ship with the package as data files (``<prefix>/share/draflow/examples``); in a
 checkout they are the checkout's ``examples/``.
@@ -28,6 +29,7 @@ from draflow.services.cli.main import UserError
 __all__ = ["examples_dir", "procfile", "register"]
 
 _KUBELET_PREFIX = "kubelet_node_"
+_PLUGIN_PREFIX = "gpu_plugin_node_"  # each kubelet's gpu.example.com plugin, its own process
 _FIRST_KUBELET_SLOT = 11  # the Procfile's kubelets use metrics slots 11..
 _MAX_NODES = 99 - _FIRST_KUBELET_SLOT + 1
 
@@ -56,9 +58,15 @@ def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[st
         if name in labels:
             cmd += f" --labels {labels[name]}"
         generated.append((name, cmd))
+        if per_node > 0:
+            plugin = "exec python -m draflow.services.drivers.gpu_example.node"
+            plugin += f" --node node-{i} --gpus {per_node}"
+            generated.append((f"{_PLUGIN_PREFIX}{i}", plugin))
     node_names = ",".join(f"node-{i}" for i in range(1, count + 1))
     out: list[tuple[str, str]] = []
     for name, cmd in entries:
+        if name.startswith(_PLUGIN_PREFIX):
+            continue  # generated with their kubelets
         if name.startswith(_KUBELET_PREFIX):
             out.extend(generated)
             generated = []

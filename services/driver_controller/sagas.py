@@ -74,6 +74,7 @@ CHECK_FREEABLE = "CheckFreeable"
 RECORD_PENDING = "RecordPending"
 CANCEL_REALLOCATION = "CancelReallocation"
 
+
 class SagaInput(msgspec.Struct, frozen=True, kw_only=True):
     """What a classic saga is started with (JSON-able: it is stored in ``SagaStarted``)."""
 

@@ -1,10 +1,13 @@
 """``python -m draflow.services.kubelet --node NAME [--gpus N]``: one node's kubelet until SIGTERM.
 
-The node's DRA driver plugin (``gpu.example.com`` with N GPUs) runs inside the kubelet process
-behind the ``DRAPlugin`` protocol, as a registered plugin would behind its socket; it writes its
-CDI specs under ``$DRAFLOW_DATA_DIR/cdi/<node>/``. The Node is registered with the label
-``gpu.example.com/gpus=<N>``, which tells the driver's control-plane process
-(``python -m draflow.services.drivers.gpu_example``) how many GPUs to publish for it.
+DRA drivers' node plugins are their own processes (``python -m
+draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, or any plugin
+built from Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
+for their registration sockets and calls their DRA node service (v1 or v1beta1) over gRPC, each
+call with a deadline of ``--plugin-call-timeout`` seconds (``draflow.services.kubelet.plugins``).
+``--gpus N`` labels the Node ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane
+process (``python -m draflow.services.drivers.gpu_example``) how many GPUs to publish for it; the
+node's gpu.example.com plugin must be started with the same ``--gpus``.
 ``--device-plugin example.com/gpu=2`` stands in for a device plugin: the Node advertises those
 extended resources in its capacity and allocatable (KEP-5004's mixed clusters), and the kubelet
 assigns the devices (``gpu-0``, ``gpu-1``) to the containers that request them, as CDI devices of
@@ -12,9 +15,7 @@ the plugin's spec ``$DRAFLOW_DATA_DIR/cdi/<node>/example.com-gpu.json``
 (``draflow.services.kubelet.devices``). The kubelet serves the PodResources gRPC API
 (``v1.PodResourcesLister``) on ``$DRAFLOW_DATA_DIR/kubelet/<node>/pod-resources/kubelet.sock``
 (``--pod-resources-socket``), rate-limited to ``--pod-resources-qps`` (100) with bursts of
-``--pod-resources-burst`` (10). ``--nvidia-gpus N [--nvidia-mig-gpus K]`` adds the simulated NVIDIA driver
-(``draflow.services.drivers.nvidia_sim``): its node plugin, and the node's ``gpu.nvidia.com`` ResourceSlice,
-published by the kubelet itself as the NVIDIA kubelet plugin does.
+``--pod-resources-burst`` (10).
 The kubelet heartbeats through its node Lease (``kube-node-lease/<node>``), renewed every quarter
 of ``--node-lease-duration-seconds`` (40): the node lifecycle controller marks a node whose Lease
 goes stale ``Unknown`` (``python -m draflow.services.node_lifecycle``).
@@ -38,32 +39,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.infra.config import add_nats_url_arg
 from draflow.infra.metrics import add_metrics_arg
 from draflow.infra.service import ServiceContext, run_service
-from draflow.services.dra.kubeletplugin import DRAPlugin
-from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers import cdi
-from draflow.services.drivers.gpu_example import GpuExamplePlugin
 from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL
-from draflow.services.drivers.nvidia_sim import LayoutError, NodeLayout, NvidiaGpuPlugin, node_slice
 from draflow.services.kubelet import devices as device_plugin
 from draflow.services.kubelet.classic_host import ClassicKubelet
 from draflow.services.kubelet.heartbeat import NodeHeartbeat
 from draflow.services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from draflow.services.kubelet.node import DEFAULT_CAPACITY
+from draflow.services.kubelet.plugins.client import DEFAULT_TIMEOUT_S
+from draflow.services.kubelet.plugins.registry import PluginRegistry
+from draflow.services.kubelet.plugins.watcher import RegistrationWatcher
 from draflow.services.kubelet.podresources.provider import KubeletSource
 from draflow.services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS
 from draflow.services.kubelet.podresources.server import PodResourcesServer, default_socket_path
 from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.controller import Runtime
+from draflow.services.runtime.kubeletapi.sockets import registry_dir
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m draflow.services.kubelet", description=__doc__)
     p.add_argument("--node", required=True, help="the node this kubelet runs (Node name)")
-    p.add_argument("--gpus", type=int, default=8, help="gpu.example.com GPUs on this node (0: no driver)")
+    p.add_argument(
+        "--gpus",
+        type=int,
+        default=8,
+        help="gpu.example.com GPUs on this node: the Node's label (0: none; its plugin is its own process)",
+    )
     p.add_argument(
         "--labels",
         type=parse_labels,
@@ -79,18 +84,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "capacity and allocatable), e.g. example.com/gpu=2",
     )
     p.add_argument(
-        "--nvidia-gpus",
-        type=int,
-        default=0,
-        metavar="N",
-        help="simulated gpu.nvidia.com GPUs (GH200) on this node; the kubelet publishes their ResourceSlice",
-    )
-    p.add_argument(
-        "--nvidia-mig-gpus",
-        type=int,
-        default=0,
-        metavar="K",
-        help="of those, the last K are in MIG mode, each published as seven 1g.12gb MIG devices",
+        "--plugin-call-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="deadline of each NodePrepareResources / NodeUnprepareResources call "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
     )
     p.add_argument(
         "--node-lease-duration-seconds",
@@ -126,12 +125,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.node_lease_duration_seconds <= 0:
         p.error("--node-lease-duration-seconds: must be greater than 0")
-    try:
-        args.nvidia = NodeLayout(args.nvidia_gpus, args.nvidia_mig_gpus) if args.nvidia_gpus else None
-    except LayoutError as exc:
-        p.error(str(exc))
-    if args.nvidia_mig_gpus and not args.nvidia_gpus:
-        p.error("--nvidia-mig-gpus needs --nvidia-gpus")
+    if args.plugin_call_timeout <= 0:
+        p.error("--plugin-call-timeout: must be greater than 0")
     if args.pod_resources_qps <= 0 or args.pod_resources_burst <= 0:
         p.error("--pod-resources-qps and --pod-resources-burst: must be greater than 0")
     try:
@@ -170,34 +165,11 @@ def build(
     gpus: int,
     extra_labels: dict[str, str] | None = None,
     device_plugin: dict[str, str] | None = None,
-    nvidia: NodeLayout | None = None,
+    plugins: PluginRegistry | None = None,
 ) -> KubeletService:
     state_dir = ctx.settings.service_dir(f"kubelet-{node}")
-    plugins: dict[str, DRAPlugin] = {}
     labels: dict[str, str] = dict(extra_labels or {})
-
-    def get_claim(ref: ClaimRef) -> ResourceClaim | None:
-        claim = rt.get("ResourceClaim", ref.namespace, ref.name)
-        return claim if claim is not None and claim.metadata.uid == ref.uid else None
-
-    if nvidia is not None:
-        nv = NvidiaGpuPlugin(
-            node,
-            nvidia,
-            ctx.settings.data_dir / "cdi" / node,
-            get_claim,
-            state_dir=state_dir / "plugins" / "gpu.nvidia.com",
-        )
-        plugins[nv.driver_name] = nv
     if gpus > 0:
-        plugin = GpuExamplePlugin(
-            node,
-            ctx.settings.data_dir / "cdi" / node,
-            get_claim,
-            num_gpus=gpus,
-            state_dir=state_dir / "plugins" / plugin_dir_name(),
-        )
-        plugins[plugin.driver_name] = plugin
         labels[GPUS_LABEL] = str(gpus)
     # KEP-3063 drivers' node plugins (fpga.example.com, gpu.acme.com) for Pods with classic claims
     classic = ClassicKubelet(
@@ -211,7 +183,7 @@ def build(
         rt,
         node,
         state_dir,
-        plugins,
+        plugins if plugins is not None else PluginRegistry(),
         node_labels=labels,
         classic=classic,
         capacity={**DEFAULT_CAPACITY, **(device_plugin or {})},
@@ -232,28 +204,14 @@ def device_plugin_devices(
     return manager
 
 
-async def publish_nvidia_slice(rt: Runtime, node: str, plugin: DRAPlugin) -> None:
-    """The node's gpu.nvidia.com slice, owned by its Node (applied at every start: unchanged when
-    the layout is). A refusal is fatal: a node plugin whose devices nobody can see is useless."""
-    assert isinstance(plugin, NvidiaGpuPlugin)
-    registered = rt.get("Node", "", node)
-    uid = registered.metadata.uid if registered is not None else ""
-    if not await rt.apply(node_slice(node, plugin.devices, uid)):
-        raise RuntimeError(f"kubelet {node}: cannot publish the gpu.nvidia.com ResourceSlice")
-
-
-def plugin_dir_name() -> str:
-    return "gpu.example.com"
-
-
 def main_for(
     node: str,
     gpus: int,
     labels: dict[str, str] | None = None,
     device_plugin: dict[str, str] | None = None,
-    nvidia: NodeLayout | None = None,
     lease_duration_s: int = DEFAULT_LEASE_DURATION_S,
     pod_resources: PodResourcesOptions | None = None,
+    plugin_call_timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
     options = pod_resources or PodResourcesOptions()
 
@@ -261,12 +219,29 @@ def main_for(
         rt = Runtime(ctx.store, actor=f"kubelet/{node}", node=node)
         await rt.start()
         heartbeat: asyncio.Task[None] | None = None
+        watching: asyncio.Task[None] | None = None
+        releasing: asyncio.Task[None] | None = None
         server: PodResourcesServer | None = None
+        registry = PluginRegistry()
+        watcher = RegistrationWatcher(
+            registry_dir(ctx.settings.data_dir, node),
+            registry,
+            call_timeout_s=plugin_call_timeout_s,
+            on_change=rt.kick,  # pods waiting for their driver are tried again at once
+        )
         try:
-            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, nvidia)
+            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, registry)
+            # plugins that registered while we were down register again (their sockets are still
+            # there); the claims of vanished pods are unprepared once their drivers answer
+            await watcher.scan()
+            watching = asyncio.create_task(watcher.run(ctx.stop))
             # what the log no longer has is unprepared before anything else (after a restart, and
             # after a stream reset, when the log folded is the new one): no stale CDI specs
             await kubelet.release_vanished()
+            # what a plugin could not release yet (it is still starting, or restarting: it
+            # registers in its own time) is tried again until the sync passes take over
+            syncing = asyncio.Event()
+            releasing = asyncio.create_task(kubelet.release_vanished(until=syncing))
             # PodResources answers from the checkpointed state at once, before any new event
             socket = options.socket or default_socket_path(ctx.settings.data_dir, node)
             server = PodResourcesServer(
@@ -279,19 +254,19 @@ def main_for(
             await server.start()
             print(f"kubelet {node}: pod-resources API on {server.address}", flush=True)
             await rt.wait_for_apiserver()
+            syncing.set()
+            await releasing
             await kubelet.register()
             # the node lease: its own task, renewed every lease_duration_s / 4 until we stop
             heartbeat = asyncio.create_task(NodeHeartbeat(rt, node, lease_duration_s).run(ctx.stop))
-            if nvidia is not None:
-                await publish_nvidia_slice(rt, node, kubelet.plugins["gpu.nvidia.com"])
-            extra = f", {nvidia.gpus} gpu.nvidia.com GPUs ({nvidia.mig_gpus} in MIG mode)" if nvidia else ""
-            print(f"kubelet {node}: registered, {gpus} GPUs{extra}", flush=True)
+            print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+            for task in (heartbeat, watching, releasing):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             if server is not None:
                 await server.stop()
             await rt.stop()
@@ -313,9 +288,9 @@ if __name__ == "__main__":
         args.gpus,
         args.labels,
         args.device_plugin,
-        args.nvidia,
         args.node_lease_duration_seconds,
         PodResourcesOptions(args.pod_resources_socket, args.pod_resources_qps, args.pod_resources_burst),
+        args.plugin_call_timeout,
     )
     # A stream reset (deleted and created again) is rebuilt in place: the kubelet's node-local
     # effects (prepared devices, CDI specs) must follow the new log, not wait for a restart.

@@ -1,21 +1,26 @@
 """Calling the node's DRA driver plugins for a pod: one batch per driver, bounded retries.
 
 The plan/record halves live in ``DRAManager``; this module only makes the calls in between, so the
-kubelet shell (and tests) can hand in any ``DRAPlugin`` — the in-process example driver now, a gRPC
-client later. A failed claim is asked for again (only the failed ones, up to ``attempts`` calls per
-driver); whatever is still failing after that is reported and the shell retries the whole pod later
-(every call is idempotent, and prepared claims are skipped).
+kubelet shell (and tests) can hand in any plugin: a registered plugin's gRPC client
+(``draflow.services.kubelet.plugins.client``, whose calls are awaited) or a ``DRAPlugin`` object
+called in-process. A failed claim is asked for again (only the failed ones, up to ``attempts``
+calls per driver); a whole call that failed (``PluginError``: the plugin is gone, timed out,
+refused the call) is retried after ``retry_s``, doubling. Whatever is still failing after that is
+reported and the shell retries the whole pod later (every call is idempotent, and prepared claims
+are skipped).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
-from draflow.services.dra.kubeletplugin import DRAPlugin, PluginError
+from draflow.services.dra.kubeletplugin import PluginError
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.kubelet.manager import DRAManager, ManagerError, Plan
 
@@ -34,12 +39,19 @@ class Outcome:
         return not self.errors
 
 
-Invoke = Callable[[DRAPlugin, list[ClaimRef]], Any]
+Invoke = Callable[[Any, list[ClaimRef]], Any]
 Record = Callable[[Plan, str, Sequence[ClaimRef], Any], list[str]]
+DEFAULT_RETRY_S = 0.1  # the wait before a failed call's first retry (it doubles)
 
 
-def _run(
-    plan: Plan, plugins: Mapping[str, DRAPlugin], attempts: int, rpc: str, invoke: Invoke, record: Record
+async def _run(
+    plan: Plan,
+    plugins: Mapping[str, Any],
+    attempts: int,
+    rpc: str,
+    invoke: Invoke,
+    record: Record,
+    retry_s: float,
 ) -> Outcome:
     outcome = Outcome()
     for driver in sorted(plan.batches):
@@ -48,13 +60,19 @@ def _run(
             outcome.errors.append(f"DRA driver {driver} is not registered")
             continue
         last: list[str] = []
-        for _ in range(max(1, attempts)):
+        delay = retry_s
+        for attempt in range(max(1, attempts)):
             asked = plan.outstanding(driver)
             if not asked:
                 break
+            if attempt and last and last[0].startswith(f"{rpc}: "):  # the whole call failed: back off
+                await asyncio.sleep(delay)
+                delay *= 2
             outcome.calls[driver] = outcome.calls.get(driver, 0) + 1
             try:
                 response = invoke(plugin, asked)
+                if inspect.isawaitable(response):
+                    response = await response
             except PluginError as exc:
                 last = [f"{rpc}: {exc}"]
                 continue
@@ -64,45 +82,49 @@ def _run(
     return outcome
 
 
-def prepare_pod(
+async def prepare_pod(
     manager: DRAManager,
     pod: Pod,
     claims: Sequence[ResourceClaim],
-    plugins: Mapping[str, DRAPlugin],
+    plugins: Mapping[str, Any],
     *,
     attempts: int = 3,
+    retry_s: float = DEFAULT_RETRY_S,
 ) -> Outcome:
     """Prepare an admitted pod's claims (``admission.admit(...).claims``)."""
     try:
         plan = manager.plan_prepare(pod, claims)
     except ManagerError as exc:
         return Outcome(errors=[str(exc)])
-    return _run(
+    return await _run(
         plan,
         plugins,
         attempts,
         "NodePrepareResources",
         lambda plugin, refs: plugin.node_prepare_resources(refs),
         manager.record_prepared,
+        retry_s,
     )
 
 
-def unprepare_pod(
+async def unprepare_pod(
     manager: DRAManager,
     pod_uid: str,
     namespace: str,
     claim_names: Iterable[str],
-    plugins: Mapping[str, DRAPlugin],
+    plugins: Mapping[str, Any],
     *,
     attempts: int = 3,
+    retry_s: float = DEFAULT_RETRY_S,
 ) -> Outcome:
     """Release a pod's claims on this node; idempotent (a second call finds nothing to do)."""
     plan = manager.plan_unprepare(pod_uid, namespace, claim_names)
-    return _run(
+    return await _run(
         plan,
         plugins,
         attempts,
         "NodeUnprepareResources",
         lambda plugin, refs: plugin.node_unprepare_resources(refs),
         manager.record_unprepared,
+        retry_s,
     )

@@ -35,12 +35,13 @@ the claims of pods that vanished meanwhile are unprepared. A corrupt checkpoint 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -48,7 +49,6 @@ from draflow.events.api.core_v1 import Pod
 from draflow.events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from draflow.events.node import PodContainerStatusesReported
 from draflow.services.dra.invariants import pod_claim_findings
-from draflow.services.dra.kubeletplugin import DRAPlugin
 from draflow.services.kubelet import devices as device_plugin
 from draflow.services.kubelet.admission import FAILED_PREPARE, Reject, admit, release_reservations
 from draflow.services.kubelet.backoff import DEFAULT_BASE_S, DEFAULT_MAX_S, PrepareBackoff
@@ -103,7 +103,7 @@ class KubeletService:
         rt: Runtime,
         node_name: str,
         state_dir: Path,
-        plugins: Mapping[str, DRAPlugin],
+        plugins: Mapping[str, Any],
         *,
         node_labels: Mapping[str, str] | None = None,
         retry_base_s: float = DEFAULT_BASE_S,
@@ -121,7 +121,9 @@ class KubeletService:
             rt.kinds = KINDS | {"ClassicResourceClaim", "Node"}
         self.node_name = node_name
         self.state_dir = state_dir
-        self.plugins = dict(plugins)
+        # driver -> its plugin: a live registry of registered plugins (draflow.services.kubelet.plugins)
+        # in the kubelet process, or plugin objects handed in by tests
+        self.plugins = plugins
         self.node_labels = dict(node_labels or {})
         self.capacity = dict(capacity) if capacity else None  # None: the default capacity
         self.retry_base_s = retry_base_s
@@ -138,10 +140,29 @@ class KubeletService:
         # (pod uid, claim, message) already reported by _notice_lost_claims
         self._warned: set[tuple[str, ...]] = set()
 
-    async def register(self) -> None:
+    async def register(self, *, retry_s: float = 0.5, attempts: int = 40) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
         Node keeps its spec (taints, cordon: not the kubelet's to undo, as upstream); a Node that
-        was not Ready (its kubelet was gone) gets a ``NodeReady`` Event."""
+        was not Ready (its kubelet was gone) gets a ``NodeReady`` Event.
+
+        The Node must then be in the log the kubelet follows: an apiserver that has not noticed a
+        stream reset yet answers an unchanged apply from its old state and appends nothing. Then
+        the kubelet registers again (``attempts`` times, ``retry_s`` apart) until the apiserver of
+        the new log has it."""
+        for _ in range(attempts):
+            await self._register_once()
+            if self.rt.get("Node", "", self.node_name) is not None:
+                return
+            log.warning(
+                "%s: the apiserver accepted the Node but the log does not have it (an apiserver still "
+                "on a reset stream?); registering again",
+                self.node_name,
+            )
+            await asyncio.sleep(retry_s)
+            await self.rt.wait_for_apiserver()
+        raise RuntimeError(f"cannot register Node {self.node_name}: it never reached the log")
+
+    async def _register_once(self) -> None:
         node = node_object(self.node_name, datetime.now(UTC), labels=self.node_labels, capacity=self.capacity)
         existing = self.rt.get("Node", "", self.node_name)
         if existing is not None:
@@ -254,7 +275,7 @@ class KubeletService:
         if classic is not None:
             outcome = classic.prepare(self.rt, pod)
         else:
-            outcome = prepare_pod(self.manager, pod, decision.claims, self.plugins)
+            outcome = await prepare_pod(self.manager, pod, decision.claims, self.plugins)
         self._checkpoint()
         if not outcome.ok:
             await self._retry_later(pod, f"Failed to prepare dynamic resources: {'; '.join(outcome.errors)}")
@@ -321,7 +342,7 @@ class KubeletService:
         if self.classic is not None and self.classic.holds(uid) and not await self._release_classic(pod):
             return
         names = [n for cns, n in self.manager.claims_of_pod(uid) if cns == ns]
-        outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+        outcome = await unprepare_pod(self.manager, uid, ns, names, self.plugins)
         if self.devices is not None:
             self.devices.release(uid)
         self._checkpoint()
@@ -347,9 +368,18 @@ class KubeletService:
         meta = pod.metadata
         await self.rt.delete("Pod", meta.namespace, meta.name, uid=meta.uid, grace_period_seconds=0)
 
-    async def release_vanished(self) -> None:
-        """Unprepare the claims of every pod the checkpoint holds that the log no longer has."""
-        await self._unprepare_vanished(self.rt.items("Pod"))
+    async def release_vanished(self, *, until: asyncio.Event | None = None, retry_s: float = 0.5) -> None:
+        """Unprepare the claims of every pod the checkpoint holds that the log no longer has.
+
+        With ``until``: keep trying (every ``retry_s``) while some are left and ``until`` is not set
+        — at start the drivers' plugins register in their own time (or restart themselves), and
+        the sync passes, which retry this too, only begin once the apiserver answers."""
+        while True:
+            await self._unprepare_vanished(self.rt.items("Pod"))
+            if until is None or until.is_set() or not vanished_pods(self.manager, self.rt.items("Pod")):
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(until.wait(), retry_s)
 
     async def _unprepare_vanished(self, pods: list[Pod]) -> None:
         """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""
@@ -366,7 +396,7 @@ class KubeletService:
             for ns, name in self.manager.claims_of_pod(uid):
                 by_ns.setdefault(ns, []).append(name)
             for ns, names in by_ns.items():
-                outcome = unprepare_pod(self.manager, uid, ns, names, self.plugins)
+                outcome = await unprepare_pod(self.manager, uid, ns, names, self.plugins)
                 if not outcome.ok:
                     log.warning("%s: unprepare for vanished pod %s: %s", self.node_name, uid, outcome.errors)
             self._checkpoint()

@@ -76,8 +76,12 @@ async def main() -> int:
             except OSError as exc:
                 if exc.errno != errno.EADDRINUSE:
                     raise
-                log.warning("%s:%d is in use (a Jaeger or another receiver?): not receiving %s here",
-                            host, port, proto)
+                log.warning(
+                    "%s:%d is in use (a Jaeger or another receiver?): not receiving %s here",
+                    host,
+                    port,
+                    proto,
+                )
                 continue
             scheme = "http" if proto == "OTLP/HTTP" else "grpc"
             listening.append(f"{scheme}://{host}:{bound}")

@@ -33,7 +33,11 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
 _REASONS = {
-    200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 413: "Payload Too Large",
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
     500: "Internal Server Error",
 }
 JSON = "application/json"

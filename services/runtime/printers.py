@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import yaml
@@ -17,7 +19,17 @@ import yaml
 from draflow.events.api.classic_pod import POD_RESOURCES_ANNOTATION, encode_classic
 from draflow.events.api.codec import decode_object
 
-__all__ = ["age", "as_shown", "columns", "format_table", "human_duration", "row", "to_json", "to_yaml"]
+__all__ = [
+    "age",
+    "as_shown",
+    "clock_at",
+    "columns",
+    "format_table",
+    "human_duration",
+    "row",
+    "to_json",
+    "to_yaml",
+]
 
 Obj = dict[str, Any]
 Getter = Callable[[Obj], str]
@@ -62,11 +74,26 @@ def human_duration(seconds: float) -> str:
     return f"{years}y"
 
 
+# The "now" ages are counted from: unset, the wall clock; in an as-of view (``get --as-of-*``),
+# the time of the point of the log shown, so a pod 5s old then says 5s, not hours.
+_AS_OF: ContextVar[datetime.datetime | None] = ContextVar("draflow_printers_as_of", default=None)
+
+
+@contextmanager
+def clock_at(when: datetime.datetime | None) -> Iterator[None]:
+    """Count every AGE printed inside the block from ``when`` (None: from now)."""
+    token = _AS_OF.set(when)
+    try:
+        yield
+    finally:
+        _AS_OF.reset(token)
+
+
 def age(timestamp: Any, now: datetime.datetime | None = None) -> str:
     t = _parse_time(timestamp)
     if t is None:
         return "<unknown>"
-    now = now or datetime.datetime.now(datetime.UTC)
+    now = now or _AS_OF.get() or datetime.datetime.now(datetime.UTC)
     return human_duration((now - t).total_seconds())
 
 

@@ -129,8 +129,7 @@ def sync_deployment(
     old = [
         p
         for p in owned
-        if p.metadata.labels.get(POD_TEMPLATE_HASH_LABEL) != template_hash
-        and not is_pod_terminal(p)
+        if p.metadata.labels.get(POD_TEMPLATE_HASH_LABEL) != template_hash and not is_pod_terminal(p)
     ]
     current = [
         p for p in owned if is_active(p) and p.metadata.labels.get(POD_TEMPLATE_HASH_LABEL) == template_hash

@@ -29,7 +29,7 @@ from tests.e2e.demo import (
     check_workloads,
 )
 from tests.helpers import wait_for
-from tests.processes import Proc, Service, running_system
+from tests.processes import Proc, Service, node_services, running_system
 from tests.shells import manifests
 
 pytestmark = pytest.mark.kep4381
@@ -40,10 +40,7 @@ SERVICES: tuple[Service, ...] = (
     ("draflow.services.workloads", [], "workloads: following"),
     ("draflow.services.garbage_collector", [], "garbage-collector: following"),
     ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    *(
-        ("draflow.services.kubelet", ["--node", n, "--gpus", str(GPUS_PER_NODE)], f"kubelet {n}: registered")
-        for n in NODES
-    ),
+    *(service for n in NODES for service in node_services(n, GPUS_PER_NODE)),
 )
 
 

@@ -26,7 +26,7 @@ from draflow.infra.config import Settings
 from draflow.services.runtime.controller import Runtime
 from tests.builders.manifests import REALWORLD
 from tests.helpers import wait_for
-from tests.processes import ROOT, Proc, stop_cleanly
+from tests.processes import ROOT, Proc, node_services, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 pytestmark = pytest.mark.kep5004
@@ -40,7 +40,7 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("draflow.services.claim_controller", [], "claim-controller: following"),
     ("draflow.services.scheduler", [], None),
     ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    ("draflow.services.kubelet", ["--node", NODE, "--gpus", "8"], f"kubelet {NODE}: registered"),
+    *node_services(NODE, 8),
 )
 
 

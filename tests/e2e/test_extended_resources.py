@@ -34,7 +34,7 @@ from draflow.services.runtime.controller import Runtime
 from tests.e2e.test_demo import _prepared_everywhere
 from tests.helpers import wait_for
 from tests.paths import ROOT
-from tests.processes import Service, running_system
+from tests.processes import Service, node_services, running_system
 from tests.shells import manifests
 
 pytestmark = pytest.mark.kep5004
@@ -51,7 +51,7 @@ SERVICES: tuple[Service, ...] = (
     ("draflow.services.workloads", [], "workloads: following"),
     ("draflow.services.garbage_collector", [], "garbage-collector: following"),
     ("draflow.services.quota_reconciler", [], "quota-reconciler: following"),
-    ("draflow.services.kubelet", ["--node", DRA_NODE, "--gpus", "8"], f"kubelet {DRA_NODE}: registered"),
+    *node_services(DRA_NODE, 8),
     (
         "draflow.services.kubelet",
         ["--node", PLUGIN_NODE, "--gpus", "0", "--device-plugin", f"{GPU}=2"],

@@ -31,7 +31,7 @@ from draflow.infra.config import Settings
 from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
 from tests.paths import ROOT
-from tests.processes import Proc, draflow_out, stop_cleanly
+from tests.processes import GPU_PLUGIN, Proc, draflow_out, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 EXAMPLE = ROOT / "examples" / "node-lifecycle" / "unreachable.yaml"
@@ -66,11 +66,15 @@ async def cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, list[Proc]
                 "draflow.services.node_lifecycle",
                 ["--node-monitor-grace-period", "3s", "--node-monitor-period", "250ms"],
             ),
+            # each node's gpu.example.com plugin (its own process: it outlives a stopped kubelet)
+            *(Proc(settings, GPU_PLUGIN, ["--node", n, "--gpus", "4"]) for n in ("node-1", "node-5")),
             kubelet(settings, "node-1"),
-            kubelet(settings, "node-5"),
+            kubelet(settings, "node-5"),  # last: a test stops it and starts it again
         ]
         await asyncio.to_thread(procs[4].expect, "node-lifecycle-controller: watching", 90)
-        for proc in procs[5:]:
+        for proc in procs[5:7]:
+            await asyncio.to_thread(proc.expect, "gpu.example.com plugin on ", 90)
+        for proc in procs[7:]:
             await asyncio.to_thread(proc.expect, "kubelet ", 90)
         probe, events = await start_runtime(settings, "e2e-probe")
         try:

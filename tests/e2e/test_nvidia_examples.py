@@ -1,8 +1,9 @@
 """NVIDIA's DRA manifests run on the simulated ``gpu.nvidia.com`` driver, end to end.
 
-Real processes: apiserver, claim controller, scheduler and one kubelet started with
-``--nvidia-gpus 4 --nvidia-mig-gpus 1`` (three full GH200s and seven ``1g.12gb`` MIG devices), which
-hosts the simulated NVIDIA node plugin and publishes the node's ResourceSlice itself. Applied
+Real processes: apiserver, claim controller, scheduler, one kubelet and the simulated NVIDIA
+driver's kubelet plugin for its node, started with ``--gpus 4 --mig-gpus 1`` (three full GH200s and
+seven ``1g.12gb`` MIG devices), which publishes the node's ResourceSlice itself and serves only the
+older ``v1beta1.DRAPlugin`` API (as drivers in the wild still do): the kubelet talks v1beta1 to it. Applied
 unchanged from ``tests/data/realworld/NVIDIA__k8s-dra-driver-gpu/``: the chart's DeviceClasses, the
 two extended-resource examples (``nvidia.com/gpu`` on a full GPU, ``nvidia.com/mig-1g.12gb`` on a MIG
 instance) and ``gpu-test1`` (two pods, a distinct GPU each, from a ResourceClaimTemplate). Every
@@ -55,13 +56,15 @@ async def nvidia_node(settings: Settings) -> AsyncIterator[Runtime]:
         procs += [
             Proc(settings, "draflow.services.claim_controller"),
             Proc(settings, "draflow.services.scheduler"),
+            Proc(settings, "draflow.services.kubelet", ["--node", NODE, "--gpus", "0"]),
             Proc(
                 settings,
-                "draflow.services.kubelet",
-                ["--node", NODE, "--gpus", "0", "--nvidia-gpus", "4", "--nvidia-mig-gpus", "1"],
+                "draflow.services.drivers.nvidia_sim.node",
+                ["--node", NODE, "--gpus", "4", "--mig-gpus", "1", "--dra-version", "v1beta1.DRAPlugin"],
             ),
         ]
-        await asyncio.to_thread(procs[-1].expect, f"kubelet {NODE}: registered", 60)
+        await asyncio.to_thread(procs[-2].expect, f"kubelet {NODE}: registered", 60)
+        await asyncio.to_thread(procs[-1].expect, f"{DRIVER} plugin on {NODE}: serving v1beta1.DRAPlugin", 60)
         probe, events = await start_runtime(settings, "e2e-probe")
         try:
             await wait_for(lambda: len(probe.items("ResourceSlice")) == 1 or [], 30, "the node's slice")

@@ -22,7 +22,7 @@ from draflow.services.cli.verify import verify_records
 from draflow.services.runtime.controller import Runtime
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.helpers import wait_for
-from tests.processes import Service, draflow_out, running_system
+from tests.processes import Service, draflow_out, node_services, running_system
 
 pytestmark = pytest.mark.kep4381
 
@@ -32,7 +32,7 @@ SERVICES: tuple[Service, ...] = (
     ("draflow.services.claim_controller", [], "claim-controller: following"),
     ("draflow.services.scheduler", [], None),
     ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    ("draflow.services.kubelet", ["--node", "node-1", "--gpus", "2"], "kubelet node-1: registered"),
+    *node_services("node-1", 2),
 )
 
 

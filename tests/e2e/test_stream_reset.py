@@ -18,7 +18,7 @@ from draflow.infra.eventstore import EventStore
 from draflow.infra.service import EXIT_STREAM_RESET
 from tests.helpers import wait_for
 from tests.paths import ROOT
-from tests.processes import Proc, stop_cleanly
+from tests.processes import GPU_PLUGIN, Proc, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 NODE = "node-1"
@@ -82,8 +82,10 @@ async def test_a_recreated_stream_stops_the_control_plane_and_rebuilds_the_kubel
 ) -> None:
     procs = await _start_control_plane(settings)
     kubelet = Proc(settings, "draflow.services.kubelet", ["--node", NODE, "--gpus", "2"])
+    plugin = Proc(settings, GPU_PLUGIN, ["--node", NODE, "--gpus", "2"])
     try:
         await asyncio.to_thread(kubelet.expect, f"kubelet {NODE}: registered", 90)
+        await asyncio.to_thread(plugin.expect, f"gpu.example.com plugin on {NODE}: serving", 90)
         await _run_examples(settings)
         before = _claim_specs(settings)
         assert _checkpoint_entries(settings) == 2
@@ -108,6 +110,7 @@ async def test_a_recreated_stream_stops_the_control_plane_and_rebuilds_the_kubel
 
         # the kubelet rebuilt in place: nothing of the vanished claims is left on the node
         assert kubelet.proc.poll() is None, kubelet.stderr[-10:]
+        assert plugin.proc.poll() is None, plugin.stderr[-10:]  # its plugin rebuilt in place too
         await wait_for(
             lambda: _claim_specs(settings) == [] and _checkpoint_entries(settings) == 0,
             30,
@@ -119,4 +122,4 @@ async def test_a_recreated_stream_stops_the_control_plane_and_rebuilds_the_kubel
         await _run_examples(settings)
         assert kubelet.proc.poll() is None
     finally:
-        await stop_cleanly([p for p in [*procs, kubelet] if p.proc.poll() is None])
+        await stop_cleanly([p for p in [*procs, plugin, kubelet] if p.proc.poll() is None])

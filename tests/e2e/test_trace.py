@@ -14,7 +14,7 @@ from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.drivers.gpu_example import DEVICE_CLASS_MANIFEST
 from draflow.services.drivers.gpu_example.publisher import SlicePublisher
 from tests.infra.test_tracing import Collector
-from tests.processes import Proc
+from tests.processes import GPU_PLUGIN, Proc
 from tests.services.test_shells import TEMPLATE_POD
 from tests.shells import eventually, manifests, run, start_runtime
 
@@ -41,6 +41,7 @@ async def test_kubelet_starts_the_pod_in_the_schedulers_trace(
     procs = [
         Proc(settings, "draflow.services.kubelet", ["--node", "node-1"], env),
         Proc(settings, "draflow.services.scheduler", [], env),
+        Proc(settings, GPU_PLUGIN, ["--node", "node-1"], env),
     ]
     try:
         await asyncio.to_thread(procs[0].expect, "kubelet node-1: registered")

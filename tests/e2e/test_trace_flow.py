@@ -21,7 +21,7 @@ from draflow.infra.config import Settings
 from draflow.services.cli.trace import trace_ids_from_log
 from tests.helpers import wait_until
 from tests.paths import ROOT
-from tests.processes import Proc, draflow_out
+from tests.processes import GPU_PLUGIN, Proc, draflow_out
 from tests.services.otlp.test_trace import Receiver
 
 EXAMPLE = (
@@ -55,6 +55,7 @@ def system(settings: Settings) -> Iterator[tuple[Settings, Receiver]]:
             ("draflow.services.scheduler", []),
             ("draflow.services.drivers.gpu_example", []),
             ("draflow.services.kubelet", ["--node", "node-1", "--gpus", "2"]),
+            (GPU_PLUGIN, ["--node", "node-1", "--gpus", "2"]),
         ):
             procs.append(Proc(settings, module, args, env))
         wait_until(

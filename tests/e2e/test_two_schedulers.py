@@ -29,7 +29,7 @@ from draflow.infra.eventstore import EventStore
 from draflow.projections.objects import fold
 from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
-from tests.processes import ROOT, Proc, stop_cleanly
+from tests.processes import ROOT, Proc, node_services, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 pytestmark = pytest.mark.kep5004
@@ -57,11 +57,10 @@ async def race_cluster(settings: Settings) -> AsyncIterator[tuple[Runtime, Event
                 (Proc(settings, "draflow.services.drivers.gpu_example"), "gpu-example-driver: publishing"),
             ]
             services += [
-                (
-                    Proc(settings, "draflow.services.kubelet", ["--node", n, "--gpus", "18"]),
-                    f"kubelet {n}: registered",
-                )
+                (Proc(settings, module, args), ready)
                 for n in NODES
+                for module, args, ready in node_services(n, 18)
+                if ready is not None
             ]
             schedulers += [
                 Proc(settings, "draflow.services.scheduler", DRAFLOW_SCHEDULER_ID=i) for i in INSTANCES

@@ -34,7 +34,7 @@ from draflow.services.runtime.controller import Runtime
 from draflow.services.runtime.protocol import StatusError
 from tests.conftest import settings_for
 from tests.helpers import wait_for
-from tests.processes import Proc, service_env, stop_cleanly
+from tests.processes import Proc, node_services, service_env, stop_cleanly
 from tests.shells import start_runtime
 
 NODES = ("node-1", "node-2")
@@ -48,10 +48,7 @@ SERVICES: tuple[tuple[str, list[str], str | None], ...] = (
     ("draflow.services.garbage_collector", [], "garbage-collector: following"),
     ("draflow.services.device_taint_eviction", [], "device-taint-eviction-controller: following"),
     ("draflow.services.drivers.gpu_example", [], "gpu-example-driver: publishing"),
-    *(
-        ("draflow.services.kubelet", ["--node", n, "--gpus", str(GPUS)], f"kubelet {n}: registered")
-        for n in NODES
-    ),
+    *(service for n in NODES for service in node_services(n, GPUS)),
 )
 
 

@@ -11,7 +11,7 @@ from nats.js.errors import APIError
 from draflow.events.codec import decode
 from draflow.infra.config import Settings
 from draflow.infra.errors import ConcurrencyError
-from draflow.infra.eventstore import ERR_WRONG_LAST_SEQUENCE, AppendRequest, EventStore
+from draflow.infra.eventstore import ERR_WRONG_LAST_SEQUENCE, AppendRequest, EventStore, acting_for
 from draflow.infra.reader import CHAIN_LIMIT
 from tests.widgets import Widget, WidgetCreated, WidgetResized, apply_widget
 
@@ -68,6 +68,23 @@ async def test_append_returns_stream_sequences_and_load_folds(event_store: Event
     assert last.id.endswith("#1") and last.actor == "test" and last.type == "WidgetResized"
     assert await event_store.last_seq(event_store.subject("Widget", "default", "missing")) == 0
     assert await event_store.last(event_store.subject("Widget", "default", "missing")) is None
+
+
+async def test_the_actor_is_whose_request_it_serves(event_store: EventStore) -> None:
+    """The Kubernetes API serves a user's request: what it appends names the user; an explicit
+    actor (a kubelet's facts) still wins, and outside the request the store's own name is used."""
+    subject = event_store.subject("Widget", "default", "w")
+    token = acting_for.set("user:alice")
+    try:
+        (s1,) = await event_store.append(subject, WidgetCreated(name="w", size=1), expected_last_seq=0)
+        (s2,) = await event_store.append(
+            subject, WidgetResized(size=2), expected_last_seq=s1, actor="kubelet-node-1"
+        )
+    finally:
+        acting_for.reset(token)
+    await event_store.append(subject, WidgetResized(size=3), expected_last_seq=s2)
+    actors = [env.actor async for batch in event_store.read(subject) for env in batch]
+    assert actors == ["user:alice", "kubelet-node-1", "test"]
 
 
 async def test_conflict_is_typed_and_writes_nothing(event_store: EventStore) -> None:

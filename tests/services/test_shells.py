@@ -11,8 +11,8 @@ from draflow.infra.config import Settings
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.drivers.gpu_example import GpuExamplePlugin
-from draflow.services.drivers.gpu_example.plugin import FailureSwitches
 from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL, SlicePublisher
+from draflow.services.drivers.kubeletplugin.faults import FailureSwitches, Faulty
 from draflow.services.kubelet.service import KubeletService
 from tests.builders.manifests import gpu_template_yaml
 from tests.shells import Running, eventually, manifests, run, schedule, start_runtime
@@ -46,14 +46,16 @@ def kubelet_builder(settings: Settings, node: str, failures: FailureSwitches | N
             c = rt.get("ResourceClaim", ref.namespace, ref.name)
             return c if c is not None and c.metadata.uid == ref.uid else None
 
-        plugin = GpuExamplePlugin(
+        switches = failures or FailureSwitches()
+        driver = GpuExamplePlugin(
             node,
             settings.data_dir / "cdi" / node,
             get_claim,
             num_gpus=8,
             state_dir=state / "plugin",
-            failures=failures,
+            failures=switches,
         )
+        plugin = Faulty(driver, switches)  # in-process: the kubelet's gRPC path has its own tests
         return KubeletService(
             rt, node, state, {plugin.driver_name: plugin}, node_labels={GPUS_LABEL: "8"}, **kw
         )

@@ -3,20 +3,19 @@
 On first start the server creates, under ``$DRAFLOW_DATA_DIR/kubeapi/``, a self-signed CA
 (``ca.crt``/``ca.key``), a serving certificate for the listen address plus ``localhost`` and
 ``127.0.0.1`` signed by it, and ``tokens.csv`` in kube-apiserver's ``--token-auth-file`` format
-(``token,user,uid,"group1,group2"``) with one random token for the user ``admin``
-(``system:masters``). It then writes ``$DRAFLOW_DATA_DIR/kubeconfig`` (cluster ``draflow``, the CA
+(``token,user,uid,"group1,group2"``, ``kubeapi.tokens``) with one random token for the user
+``admin`` (``system:masters``). It then writes ``$DRAFLOW_DATA_DIR/kubeconfig`` (cluster ``draflow``, the CA
 embedded, the admin's token), so ``KUBECONFIG=$DRAFLOW_DATA_DIR/kubeconfig kubectl ...`` works.
 Later starts reuse the CA and tokens (kubeconfigs handed out stay valid) and renew the serving
-certificate when the address changed. Requests without a known token get 401 Unauthorized.
+certificate when the address changed. Requests without a known token get 401 Unauthorized;
+what a known user may do is ``kubeapi.authz``'s.
 """
 
 from __future__ import annotations
 
-import csv
+import base64
 import datetime
 import ipaddress
-import os
-import secrets
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,18 +26,20 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["Credentials", "User", "load_or_create", "write_kubeconfig"]
+from draflow.services.apiserver.kubeapi.tokens import (
+    ADMIN,
+    TOKENS_FILE,
+    TokenFile,
+    User,
+    admin_line,
+    write_private,
+)
+
+__all__ = ["Credentials", "User", "kubeconfig", "load_or_create", "write_kubeconfig"]
 
 CLUSTER = "draflow"
-ADMIN = "admin"
 _VALID = datetime.timedelta(days=3650)
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    uid: str
-    groups: tuple[str, ...]
+_write_private = write_private
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,11 @@ class Credentials:
     ca_pem: bytes
     cert_file: Path
     key_file: Path
-    tokens: dict[str, User]
+    token_file: TokenFile
+
+    @property
+    def tokens(self) -> dict[str, User]:
+        return self.token_file.tokens()
 
     def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -58,19 +63,7 @@ class Credentials:
         return next(t for t, u in self.tokens.items() if u.name == user)
 
     def authenticate(self, authorization: str) -> User | None:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token:
-            return None
-        return self.tokens.get(token.strip())
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """Write a secret readable by its owner only, atomically (a concurrent reader sees all or nothing)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+        return self.token_file.authenticate(authorization)
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -166,17 +159,6 @@ def _create_serving(directory: Path, host: str) -> None:
     (directory / "server.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def _read_tokens(path: Path) -> dict[str, User]:
-    out: dict[str, User] = {}
-    with path.open(newline="") as f:
-        for row in csv.reader(f):
-            if len(row) < 3 or row[0].startswith("#"):
-                continue
-            groups = tuple(g for g in (row[3] if len(row) > 3 else "").split(",") if g)
-            out[row[0]] = User(row[1], row[2], groups)
-    return out
-
-
 def load_or_create(directory: Path, host: str) -> Credentials:
     """The CA, serving certificate and tokens under ``directory`` (created on first use)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -184,22 +166,20 @@ def load_or_create(directory: Path, host: str) -> Credentials:
         _create_ca(directory)
     if not _cert_covers(directory / "server.crt", host) or not (directory / "server.key").exists():
         _create_serving(directory, host)
-    tokens = directory / "tokens.csv"
+    tokens = directory / TOKENS_FILE
     if not tokens.exists():
-        line = f'{secrets.token_urlsafe(32)},{ADMIN},{ADMIN},"system:masters,system:authenticated"\n'
-        _write_private(tokens, line.encode())
+        _write_private(tokens, admin_line())
     return Credentials(
         directory=directory,
         ca_pem=(directory / "ca.crt").read_bytes(),
         cert_file=directory / "server.crt",
         key_file=directory / "server.key",
-        tokens=_read_tokens(tokens),
+        token_file=TokenFile(tokens),
     )
 
 
-def kubeconfig(creds: Credentials, server_url: str, user: str = ADMIN) -> dict[str, object]:
-    import base64
-
+def kubeconfig(ca_pem: bytes, server_url: str, user: str, token: str) -> dict[str, object]:
+    """A kubeconfig with one cluster (the CA embedded), one user (its token) and one context."""
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -208,20 +188,21 @@ def kubeconfig(creds: Credentials, server_url: str, user: str = ADMIN) -> dict[s
                 "name": CLUSTER,
                 "cluster": {
                     "server": server_url,
-                    "certificate-authority-data": base64.b64encode(creds.ca_pem).decode(),
+                    "certificate-authority-data": base64.b64encode(ca_pem).decode(),
                 },
             }
         ],
-        "users": [{"name": user, "user": {"token": creds.token_of(user)}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": CLUSTER, "context": {"cluster": CLUSTER, "user": user}}],
         "current-context": CLUSTER,
         "preferences": {},
     }
 
 
-def write_kubeconfig(creds: Credentials, server_url: str, path: Path) -> None:
-    """Write (or refresh) the admin's kubeconfig: same content -> file untouched."""
-    text = yaml.safe_dump(kubeconfig(creds, server_url), sort_keys=False).encode()
+def write_kubeconfig(creds: Credentials, server_url: str, path: Path, user: str = ADMIN) -> None:
+    """Write (or refresh) a user's kubeconfig (the admin's by default): same content -> untouched."""
+    config = kubeconfig(creds.ca_pem, server_url, user, creds.token_of(user))
+    text = yaml.safe_dump(config, sort_keys=False).encode()
     try:
         if path.read_bytes() == text:
             return

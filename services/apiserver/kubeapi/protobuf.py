@@ -5,8 +5,9 @@ client (``kubectl create namespace|deployment|job``); everything else it sends a
 ``k8s\\x00`` and a ``runtime.Unknown`` (``typeMeta`` 1: apiVersion 1, kind 2; ``raw`` 2) whose raw
 bytes are the object. The object is decoded with the field numbers of Kubernetes'
 ``generated.proto`` for what those generators fill in (``_SCHEMAS``: Namespace, Deployment and Job
-with their pod template's containers); fields outside the table are skipped, any other kind is
-refused with 415, so the client says what it could not send.
+with their pod template's containers, and the reviews of ``kubectl auth whoami|can-i``); fields
+outside the table are skipped, any other kind is refused with 415, so the client says what it
+could not send.
 """
 
 from __future__ import annotations
@@ -109,6 +110,23 @@ _SCHEMAS: dict[str, dict[int, tuple[str, str]]] = {
         5: ("workingDir", "string"),
         14: ("imagePullPolicy", "string"),
     },
+    # kubectl auth whoami / can-i (authentication.k8s.io/v1, authorization.k8s.io/v1)
+    "SelfSubjectReview": {1: ("metadata", "ObjectMeta")},
+    "SelfSubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "SelfSubjectAccessReviewSpec")},
+    "SelfSubjectAccessReviewSpec": {
+        1: ("resourceAttributes", "ResourceAttributes"),
+        2: ("nonResourceAttributes", "NonResourceAttributes"),
+    },
+    "ResourceAttributes": {
+        1: ("namespace", "string"),
+        2: ("verb", "string"),
+        3: ("group", "string"),
+        4: ("version", "string"),
+        5: ("resource", "string"),
+        6: ("subresource", "string"),
+        7: ("name", "string"),
+    },
+    "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
 }
 
 

@@ -27,13 +27,23 @@ from aiohttp import web
 
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import object_meta
-from draflow.services.apiserver.kubeapi import discovery, openapi
+from draflow.infra.eventstore import acting_for
+from draflow.services.apiserver.kubeapi import discovery, identity, openapi
 from draflow.services.apiserver.kubeapi.auth import Credentials
+from draflow.services.apiserver.kubeapi.authz import (
+    Attributes,
+    ImpersonationError,
+    allowed,
+    forbidden_message,
+    impersonate,
+    verb_of,
+)
 from draflow.services.apiserver.kubeapi.encoding import EncodingCache, list_json
 from draflow.services.apiserver.kubeapi.http import JSON, ApiError, Target, dump, json_response
 from draflow.services.apiserver.kubeapi.resources import by_path
 from draflow.services.apiserver.kubeapi.scale import SCALABLE
 from draflow.services.apiserver.kubeapi.tables import table_json
+from draflow.services.apiserver.kubeapi.tokens import User
 from draflow.services.apiserver.kubeapi.watch import WatchCache, serve_watch
 from draflow.services.apiserver.kubeapi.writes import Writes
 from draflow.services.apiserver.server import ApiServer
@@ -44,6 +54,7 @@ __all__ = ["KubeApi"]
 log = logging.getLogger(__name__)
 
 _PUBLIC = frozenset({"/version", "/healthz", "/livez", "/readyz", "/version/"})
+USER = web.RequestKey("user", User)  # the authenticated user of a request (absent without TLS/tokens)
 
 
 def _wants_table(request: web.Request) -> bool:
@@ -109,9 +120,28 @@ class KubeApi(Writes):
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        user: User | None = None
         if self.credentials is not None and request.path not in _PUBLIC:
-            if self.credentials.authenticate(request.headers.get("Authorization", "")) is None:
+            user = self.credentials.authenticate(request.headers.get("Authorization", ""))
+            if user is None:
                 return ApiError(401, "Unauthorized", "Unauthorized").response()
+        actor = f"user:{user.name}" if user is not None else None
+        if user is not None and (
+            "Impersonate-User" in request.headers or "Impersonate-Group" in request.headers
+        ):
+            try:
+                as_user = impersonate(
+                    user,
+                    request.headers.get("Impersonate-User", ""),
+                    request.headers.getall("Impersonate-Group", []),
+                    request.headers.get("Impersonate-Uid", ""),
+                )
+            except ImpersonationError as exc:
+                return ApiError(exc.code, exc.reason, str(exc), exc.details).response()
+            actor, user = f"user:{user.name} as {as_user.name}", as_user
+        if user is not None:
+            request[USER] = user
+        token = acting_for.set(actor)
         try:
             return await handler(request)
         except ApiError as exc:
@@ -125,6 +155,8 @@ class KubeApi(Writes):
             return ApiError(
                 500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}"
             ).response()
+        finally:
+            acting_for.reset(token)
 
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -134,9 +166,15 @@ class KubeApi(Writes):
             doc = self._static(path, parts, request)
             if doc is not None:
                 return doc
+        user = request.get(USER)
+        review = identity.review_kind(parts)
+        if review is not None and method == "POST":
+            return await identity.answer(request, review, user)
         target = self._target(parts)
         if target is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        if user is not None:
+            self._authorize(request, user, target)
         if target.sub == "scale" and target.res.kind in SCALABLE and target.name:
             return await self._scale(request, target)
         if target.sub and target.sub != "status":
@@ -161,11 +199,37 @@ class KubeApi(Writes):
             405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
         )
 
+    @staticmethod
+    def _authorize(request: web.Request, user: User, target: Target) -> None:
+        """403 Forbidden unless the user's groups allow the request (``kubeapi.authz``)."""
+        watch = request.query.get("watch") in ("1", "true", "True")
+        attrs = Attributes(
+            verb=verb_of(request.method, bool(target.name), watch and not target.name),
+            group=target.res.group,
+            resource=target.res.plural,
+            namespaced=target.res.namespaced,
+            namespace=target.namespace or "",
+            name=target.name,
+            subresource=target.sub,
+        )
+        if not allowed(user, attrs):
+            details: dict[str, Any] = {"kind": target.res.plural}
+            if target.name:
+                details["name"] = target.name
+            if target.res.group:
+                details["group"] = target.res.group
+            raise ApiError(403, "Forbidden", forbidden_message(user, attrs), details)
+
     def _static(self, path: str, parts: list[str], request: web.Request) -> web.StreamResponse | None:
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
         if path == "/version":
             return dump(discovery.version_info())
+        aggregated = discovery.wants_aggregated(request.headers.get("Accept", ""))
+        if path in ("/api", "/apis") and aggregated is not None:
+            body = discovery.aggregated_json(path == "/api", aggregated)  # built once
+            headers = {"Content-Type": discovery.aggregated_type(aggregated), "Vary": "Accept"}
+            return web.Response(body=body, headers=headers)
         if path == "/api":
             return dump(discovery.api_versions(f"{request.host}"))
         if path == "/apis":

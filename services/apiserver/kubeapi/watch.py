@@ -36,7 +36,12 @@ from draflow.services.runtime.store import ApiStore
 __all__ = ["WatchCache", "serve_watch"]
 
 BOOKMARK_EVERY_S = 5.0
+# watchers are woken together, not before this long after their last writes: the changes released
+# meanwhile go out in one write per watcher (one TLS record, one send) instead of one each, and the
+# apiserver's own work runs in between; after a quiet window a change goes out at once
+COALESCE_S = 0.005
 _LINES = 4096  # encoded event lines shared by watchers
+_DIRECT_LIMIT = 256 * 1024  # bytes a connection may have unsent and still be written to directly
 MAX_BACKLOG = 50_000  # a watcher this far behind is closed (it lists and watches again)
 _encode = msgspec.json.Encoder().encode
 
@@ -61,15 +66,20 @@ class Watcher:
     queue: deque[Entry] = field(default_factory=deque)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     overflowed: bool = False
+    # writes the queued changes to the connection at once (unselected JSON watches); False when
+    # the connection is backed up: the watcher's own task then writes and waits for the client
+    sink: Callable[[], bool] | None = None
+    last_write: float = 0.0
 
-    def push(self, entry: Entry) -> None:
+    def push(self, entry: Entry) -> bool:
+        """Queue a released change; True when the watcher has something to do."""
         if entry.seq <= self.since:
-            return  # released after the watch began, but older than the version it asked for
+            return False  # released after the watch began, but older than the version it asked for
         if len(self.queue) >= MAX_BACKLOG:
             self.overflowed = True
         else:
             self.queue.append(entry)
-        self.wake.set()
+        return True
 
 
 class WatchCache:
@@ -79,9 +89,11 @@ class WatchCache:
         encodings: EncodingCache,
         capacity: int = 100_000,
         bookmark_every_s: float = BOOKMARK_EVERY_S,
+        coalesce_s: float = COALESCE_S,
     ) -> None:
         self.store = store
         self.bookmark_every_s = bookmark_every_s
+        self.coalesce_s = coalesce_s
         self.encodings = encodings
         self.ring: deque[Entry] = deque()
         self.capacity = capacity
@@ -94,6 +106,10 @@ class WatchCache:
         self._started = False
         self._catching_up: asyncio.Future[None] | None = None
         self._lines: dict[tuple[int, str, str], bytes] = {}
+        self._dirty: set[Watcher] = set()  # watchers with changes they have not been woken for
+        self._blocks: dict[tuple[int, int, int, str, str | None, str], bytes] = {}
+        self._flush: asyncio.Handle | None = None
+        self.flushed_at = -1e9
         self.closed = asyncio.Event()
 
     def start(self) -> None:
@@ -111,6 +127,9 @@ class WatchCache:
 
     async def stop(self) -> None:
         self.closed.set()
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
         for watchers in self._watchers.values():
             for w in watchers:
                 w.wake.set()
@@ -157,14 +176,46 @@ class WatchCache:
             return
         self._pending = [e for e in self._pending if e.seq > position]
         ready.sort(key=lambda e: e.seq)
+        dirty = self._dirty
         for entry in ready:
             self.ring.append(entry)
             for w in self._watchers.get(entry.kind, ()):
-                if w.namespace is None or w.namespace == entry.namespace:
-                    w.push(entry)
+                if (w.namespace is None or w.namespace == entry.namespace) and w.push(entry):
+                    dirty.add(w)
         while len(self.ring) > self.capacity:
             self.floor = self.ring.popleft().seq
         self.position = max(self.position, position)
+        if dirty and self._flush is None:
+            loop = asyncio.get_running_loop()
+            delay = self.flushed_at + self.coalesce_s - loop.time()
+            if delay <= 0:
+                self._flush = loop.call_soon(self._wake)
+            else:
+                self._flush = loop.call_later(delay, self._wake)
+
+    def _wake(self) -> None:
+        """Write to or wake every watcher with released changes, all at once (``COALESCE_S``):
+        unselected JSON watchers get the same bytes, built once, written here without a task
+        switch; the others (and backed-up connections) are woken to write themselves."""
+        self._flush = None
+        self._blocks.clear()
+        dirty, self._dirty = self._dirty, set()
+        for w in dirty:
+            if w.sink is None or not w.sink():
+                w.wake.set()
+        self.flushed_at = asyncio.get_running_loop().time()  # and again after each woken one writes
+
+    def block(self, queue: deque[Entry], version: str, res: Resource, namespace: str | None) -> bytes:
+        """The HTTP chunk of the queued changes for an unselected JSON watcher, built once per
+        wake-up for every watcher with the same changes (same first and last change and count:
+        watchers of a kind see subsets of one sequence, so equal keys are equal contents)."""
+        key = (queue[0].seq, queue[-1].seq, len(queue), queue[0].kind, namespace, version)
+        data = self._blocks.get(key)
+        if data is None:
+            body = b"".join([self.line(e, version, res) for e in queue])
+            data = b"%x\r\n" % len(body) + body + b"\r\n"
+            self._blocks[key] = data
+        return data
 
     async def consistent(self, attempts: int = 3) -> None:
         """Until the store has folded everything up to the newest change it holds: a LIST read
@@ -209,6 +260,7 @@ class WatchCache:
 
     def unsubscribe(self, watcher: Watcher) -> None:
         self._watchers.get(watcher.kind, set()).discard(watcher)
+        self._dirty.discard(watcher)
 
 
 def _event(kind: str, obj: bytes) -> bytes:
@@ -290,6 +342,9 @@ async def serve_watch(
 
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    # one timer wakes the watcher for bookmarks and its deadline (no timeout context per wake-up)
+    tick = _Ticker(loop, watcher.wake, cache.bookmark_every_s)
+    end = loop.call_at(deadline, watcher.wake.set)
     try:
         if synthetic:
             chunks = []
@@ -304,17 +359,28 @@ async def serve_watch(
         out = [c for c in (translate(e) for e in backlog) if c is not None]
         if out:
             await resp.write(b"".join(out))
+        watcher.last_write = loop.time()
+        transport = request.transport
+        if everything and not as_table and transport is not None:
+
+            def sink() -> bool:
+                if transport.is_closing() or transport.get_write_buffer_size() > _DIRECT_LIMIT:
+                    return False
+                queue = watcher.queue
+                if queue:
+                    data = cache.block(queue, version, res, namespace)
+                    queue.clear()
+                    transport.write(data)  # the headers went out with prepare(): chunks may follow
+                    watcher.last_write = loop.time()
+                return True
+
+            watcher.sink = sink
         last_bookmark = loop.time()
         while not cache.closed.is_set():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
             if not watcher.queue:
                 watcher.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(min(remaining, cache.bookmark_every_s)):
-                        await watcher.wake.wait()
-            if watcher.overflowed:
+                await watcher.wake.wait()
+            if loop.time() >= deadline or watcher.overflowed:
                 break
             batch = []
             while watcher.queue:
@@ -323,16 +389,35 @@ async def serve_watch(
                     batch.append(chunk)
             if batch:
                 await resp.write(b"".join(batch))
-            elif bookmarks and loop.time() - last_bookmark >= cache.bookmark_every_s:
+                watcher.last_write = cache.flushed_at = loop.time()  # the next window starts after it
+            elif bookmarks and loop.time() - max(last_bookmark, watcher.last_write) >= cache.bookmark_every_s:
                 await resp.write(bookmark(cache.position))
                 last_bookmark = loop.time()
     except (ConnectionResetError, asyncio.CancelledError):
         pass
     finally:
+        watcher.sink = None
+        tick.cancel()
+        end.cancel()
         cache.unsubscribe(watcher)
     with contextlib.suppress(ConnectionResetError, RuntimeError):
         await resp.write_eof()
     return resp
+
+
+class _Ticker:
+    """Sets ``wake`` every ``every_s`` seconds until cancelled."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, wake: asyncio.Event, every_s: float) -> None:
+        self.loop, self.wake, self.every_s = loop, wake, every_s
+        self.handle = loop.call_later(every_s, self._fire)
+
+    def _fire(self) -> None:
+        self.wake.set()
+        self.handle = self.loop.call_later(self.every_s, self._fire)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
 
 
 def _definitions_bytes(table: bytes) -> bytes:

@@ -43,8 +43,9 @@ MAX_NAME: Final = 63  # driver names, attribute domains and ids
 MAX_VALUE: Final = 64  # DeviceAttributeMaxValueLength
 STRING_FACTOR: Final = 0.1  # common.StringTraversalCostFactor
 REGEX_FACTOR: Final = 0.25  # common.RegexStringLengthCostFactor
-_SIZED_ONE = frozenset({"bool", "int", "uint", "double", "null_type", "google.protobuf.Duration",
-                        "google.protobuf.Timestamp"})
+_SIZED_ONE = frozenset(
+    {"bool", "int", "uint", "double", "null_type", "google.protobuf.Duration", "google.protobuf.Timestamp"}
+)
 _ORDERING = frozenset({"_<_", "_<=_", "_>_", "_>=_"})
 _SIZED = frozenset({"string", "bytes", "list", "map", "dyn"})
 # Kubernetes' string library: the result is at most as long as the text, walked once

@@ -38,6 +38,7 @@ IN_MEMORY_CLAIM_NAME: Final = "<extended-resources>"
 CLAIM_COUNT_KEY: Final = "count/resourceclaims.resource.k8s.io"
 DEVICES_SUFFIX: Final = ".deviceclass.resource.k8s.io/devices"
 
+
 def is_dra_extended_resource_name(name: str) -> bool:
     """Scheduler util ``IsDRAExtendedResourceName``: an extended name or an implicit class name.
 

@@ -5,9 +5,10 @@
     results = alloc.allocate(node, [claim], timeout=0.5)   # list[AllocationResult] or None
 
 ``allocate`` returns one AllocationResult per claim (same order) or None when the claims do not
-fit on the node. It raises ``NodeAllocationError`` when the node has invalid pools and nothing
-else fits (other nodes may work), ``InvalidInputError`` for broken input (abort the pod's
-attempt), and ``AllocationTimeout`` when the time/step budget runs out.
+fit on the node; then ``last_diagnosis`` says why, per (sub)request (``diagnosis.py``). It
+raises ``NodeAllocationError`` when the node has invalid pools and nothing else fits (other
+nodes may work), ``InvalidInputError`` for broken input (abort the pod's attempt), and
+``AllocationTimeout`` when the time/step budget runs out.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from draflow.events.api.resource_v1 import AllocationResult, DeviceClass, ResourceClaim, ResourceSlice
+from draflow.events.dra import RequestDiagnosis
 from draflow.services.dra import cel
 from draflow.services.dra.structured.capacity import CapacityLedger
 from draflow.services.dra.structured.counters import CounterLedger
+from draflow.services.dra.structured.diagnosis import diagnose
 from draflow.services.dra.structured.model import (
     AllocatedState,
     Features,
@@ -63,6 +66,8 @@ class Allocator:
         self.share_ids = share_ids if share_ids is not None else seeded_share_ids()
         self._counter_cache: dict[Pool, tuple[dict[tuple[str, str], int], bool]] = {}
         self.last_steps = 0
+        # after an allocate() that found no fit: one line per (sub)request saying why
+        self.last_diagnosis: list[RequestDiagnosis] = []
 
     def allocate(
         self,
@@ -81,6 +86,8 @@ class Allocator:
         ``max_steps`` bounds the number of search steps (deterministic, for replays);
         ``cancelled`` is polled with the clock (every 64 steps) and aborts the search when true.
         """
+        if self.last_diagnosis:
+            self.last_diagnosis = []
         if timeout is not None:
             until = time.monotonic() + timeout
             deadline = until if deadline is None else min(deadline, until)
@@ -92,11 +99,12 @@ class Allocator:
             claim_data = validate_claims(
                 list(claims), self._class, features, self._all_devices_fn(pools, capacity)
             )
+        counters = CounterLedger(self.state, self._counter_cache)
         search = Search(
             claim_data,
             pools,
             self.state,
-            CounterLedger(self.state, self._counter_cache),
+            counters,
             capacity,
             features,
             deadline,
@@ -118,6 +126,9 @@ class Allocator:
             if sys.getrecursionlimit() != old_limit:
                 sys.setrecursionlimit(old_limit)
         if not found:
+            self.last_diagnosis = diagnose(
+                claim_data, node_name, pools, self.state, counters, capacity, features
+            )
             if pools.has_invalid:
                 invalid = [(str(p), p.invalid_reason) for p in pools.pools if p.invalid]
                 raise NodeAllocationError("invalid resource pools were encountered", invalid)

@@ -34,6 +34,13 @@ class Constraint:
         self.lists = lists
         self.stack: list[AttrValue] = []
 
+    kind = "constraint"
+
+    @property
+    def label(self) -> str:
+        """How the diagnosis names it: ``matchAttribute gpu.example.com/model``."""
+        return f"{self.kind} {self.attribute}"
+
     def covers(self, request: str, subrequest: str | None) -> bool:
         if not self.requests:
             return True
@@ -52,6 +59,7 @@ class MatchAttribute(Constraint):
     """All covered devices share a value (lists: a common element)."""
 
     __slots__ = ()
+    kind = "matchAttribute"
 
     def add(self, device: PreparedDevice) -> bool:
         value = device.qattrs.get(self.attribute)
@@ -77,6 +85,7 @@ class DistinctAttribute(Constraint):
     """No two covered devices share a value (lists: pairwise disjoint)."""
 
     __slots__ = ()
+    kind = "distinctAttribute"
 
     def add(self, device: PreparedDevice) -> bool:
         value = device.qattrs.get(self.attribute)

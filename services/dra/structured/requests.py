@@ -21,7 +21,7 @@ from draflow.services.dra.structured.constraints import Constraint, DistinctAttr
 from draflow.services.dra.structured.model import RESULTS_MAX_SIZE, Features, InvalidInputError
 from draflow.services.dra.structured.prepared import PreparedDevice
 
-__all__ = ["ClaimData", "RequestData", "RequestSlot", "claim_ref", "validate_claims"]
+__all__ = ["ClaimData", "RequestData", "RequestSlot", "check_claims", "claim_ref", "validate_claims"]
 
 
 def claim_ref(claim: ResourceClaim) -> str:
@@ -43,13 +43,17 @@ class RequestData:
         "class_",
         "class_selectors",
         "constraints",
+        "exceeded",
         "label",
+        "misses",
         "name",
         "num_devices",
+        "reached",
         "request_selectors",
         "selectable",
         "sub",
         "tolerations",
+        "tried",
         "usable",
     )
 
@@ -81,6 +85,13 @@ class RequestData:
         self.selectable: dict[PreparedDevice, bool] = {}
         # Device -> search verdict: 0 unusable, 1 usable, 2 usable if its capacity still fits.
         self.usable: dict[PreparedDevice, int] = {}
+        # What the search learnt, for the diagnosis of a failed Allocate (see diagnosis.py):
+        # whether it looked for devices, the most it held at once, whether the claim's 32-results
+        # limit stopped it, and constraint -> devices that constraint turned away.
+        self.tried = False
+        self.reached = 0
+        self.exceeded = False
+        self.misses: dict[str, set[tuple[str, str, str]]] | None = None
 
 
 class RequestSlot:
@@ -222,3 +233,12 @@ def validate_claims(
                 rd.constraints = tuple(c for c in cd.constraints if c.covers(rd.base, rd.sub))
         out.append(cd)
     return out
+
+
+def check_claims(
+    claims: list[ResourceClaim], classes: Callable[[str], DeviceClass | None], features: Features
+) -> None:
+    """The checks of ``validate_claims`` that do not depend on a node's devices (feature gates,
+    classes, count modes, the 32-results limit counting All requests as no device, constraints):
+    raises the InvalidInputError every Allocate call would raise for these claims on any node."""
+    validate_claims(claims, classes, features, lambda rd: [])

@@ -135,12 +135,16 @@ class Search:
         if di >= rd.num_devices:
             return self._one(ci, ri + 1, 0, 0, False, 0)
         if len(claim.results) + rd.num_devices - di > RESULTS_MAX_SIZE:
+            rd.exceeded = True
             return EXCEEDED
 
+        rd.tried = True
         if rd.all_mode:
             undo = self._take(claim, rd, rd.all_devices[di], True)
             if undo is None:
                 return FAIL
+            if di >= rd.reached:
+                rd.reached = di + 1
             result = self._one(ci, ri, si, di + 1, in_sub, 0)
             if result != OK:
                 self._give_back(claim, undo)
@@ -169,6 +173,8 @@ class Search:
             undo = self._take(claim, rd, dev, False)
             if undo is None:
                 continue
+            if di >= rd.reached:
+                rd.reached = di + 1
             result = self._one(ci, ri, si, di + 1, in_sub, index + 1)
             if result == OK:
                 return OK
@@ -208,6 +214,10 @@ class Search:
                         f"claim {claim.ref}, request {rd.label}: cannot add device {dev.id} "
                         "because a claim constraint would not be satisfied"
                     )
+                misses = rd.misses
+                if misses is None:
+                    misses = rd.misses = {}
+                misses.setdefault(con.label, set()).add(dev.id)
                 for undo_con in rd.constraints[:added]:
                     undo_con.remove()
                 self._release_counters(dev, counted)

@@ -25,6 +25,7 @@ __all__ = [
     "USABLE",
     "attribute_value",
     "is_selectable",
+    "selectors_match",
     "taint_blocks",
     "tolerates",
     "usability",
@@ -100,7 +101,7 @@ def _evaluate(expression: str, dev: PreparedDevice, where: str) -> bool | str:
     return verdict
 
 
-def _selectors_match(
+def selectors_match(
     selectors: tuple[str | None, ...], dev: PreparedDevice, label: Callable[[int], str]
 ) -> bool:
     """All selectors true? (``label(i)`` names selector i in errors; only built on an error.)"""
@@ -130,9 +131,9 @@ def is_selectable(
         return False
     cls = rd.class_
     assert cls is not None
-    ok = _selectors_match(rd.class_selectors, dev, lambda i: f"class {cls.metadata.name}: selector #{i}")
+    ok = selectors_match(rd.class_selectors, dev, lambda i: f"class {cls.metadata.name}: selector #{i}")
     if ok and rd.request_selectors:
-        ok = _selectors_match(rd.request_selectors, dev, lambda i: f"claim {claim_ref}: selector #{i}")
+        ok = selectors_match(rd.request_selectors, dev, lambda i: f"claim {claim_ref}: selector #{i}")
     if ok and dev.slice.per_device and dev.id in pools.device_off_node:
         problem = pools.device_off_node[dev.id]
         if problem is not None:

@@ -10,7 +10,8 @@ plugin remembers prepared claims in its own checkpoint, so a repeated call (kube
 restart) returns the same devices without redoing anything; unprepare removes the spec and is a
 no-op for unknown claims.
 
-``FailureSwitches`` let tests break it on purpose: a claim, a device, or the next N whole calls.
+It reads ``FailureSwitches.prepare_devices`` itself (a device that fails to prepare); the claim- and
+call-level switches are applied around any plugin by ``draflow.services.drivers.kubeletplugin.faults``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,10 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from draflow.events.api.resource_v1 import ResourceClaim
-from draflow.services.dra.kubeletplugin import Device, PluginError, PrepareResult
+from draflow.services.dra.kubeletplugin import Device, PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers import cdi
 from draflow.services.drivers.gpu_example.config import (
@@ -35,6 +35,7 @@ from draflow.services.drivers.gpu_example.config import (
     relevant_configs,
 )
 from draflow.services.drivers.gpu_example.slices import DRIVER, gpu_devices
+from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
 
 __all__ = ["CDI_CLASS", "CDI_VENDOR", "COMMON_DEVICE", "FailureSwitches", "GpuExamplePlugin"]
 
@@ -44,17 +45,6 @@ COMMON_DEVICE = "common"
 PLUGIN_CHECKPOINT = "checkpoint.json"
 CALLS_KEPT = 256  # how many of the last prepare/unprepare calls a plugin remembers
 _NON_WORD = re.compile(r"[^a-zA-Z0-9]+")
-
-
-@dataclass
-class FailureSwitches:
-    """Injected failures. Claims are matched by uid or name."""
-
-    prepare_claims: set[str] = field(default_factory=set)
-    prepare_devices: set[str] = field(default_factory=set)
-    unprepare_claims: set[str] = field(default_factory=set)
-    fail_prepare_calls: int = 0
-    fail_unprepare_calls: int = 0
 
 
 class GpuExamplePlugin:
@@ -109,9 +99,6 @@ class GpuExamplePlugin:
     def node_prepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
         with self._lock:
             self.calls.append(("prepare", tuple(c.uid for c in claims)))
-            if self.failures.fail_prepare_calls > 0:
-                self.failures.fail_prepare_calls -= 1
-                raise PluginError("injected failure: NodePrepareResources unavailable")
             results = {ref.uid: self._prepare(ref) for ref in claims}
             self._save()
             return results
@@ -119,14 +106,8 @@ class GpuExamplePlugin:
     def node_unprepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, str | None]:
         with self._lock:
             self.calls.append(("unprepare", tuple(c.uid for c in claims)))
-            if self.failures.fail_unprepare_calls > 0:
-                self.failures.fail_unprepare_calls -= 1
-                raise PluginError("injected failure: NodeUnprepareResources unavailable")
             results: dict[str, str | None] = {}
             for ref in claims:
-                if {ref.uid, ref.name} & self.failures.unprepare_claims:
-                    results[ref.uid] = f"injected failure: cannot unprepare claim {ref.name}"
-                    continue
                 cdi.remove_spec(self.cdi_root, self._spec_name(ref.uid))
                 self._prepared.discard(ref.uid)
                 results[ref.uid] = None
@@ -140,8 +121,6 @@ class GpuExamplePlugin:
 
     def _prepare(self, ref: ClaimRef) -> PrepareResult:
         prefix = f"error preparing devices for claim {ref.uid}"
-        if {ref.uid, ref.name} & self.failures.prepare_claims:
-            return PrepareResult(error=f"{prefix}: injected failure for claim {ref.name}")
         claim = self.get_claim(ref)
         if claim is None or claim.metadata.uid != ref.uid:
             return PrepareResult(error=f"{prefix}: ResourceClaim {ref.namespace}/{ref.name} not found")

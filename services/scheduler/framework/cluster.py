@@ -46,6 +46,7 @@ from draflow.services.scheduler.framework.resources import pod_requests
 
 __all__ = ["ClusterState", "is_assigned"]
 
+
 def is_assigned(pod: Pod) -> bool:
     """Bound to a node and still holding its resources there."""
     return bool(pod.spec.node_name) and not is_pod_terminal(pod)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from draflow.events.api.core_v1 import Pod
-from draflow.events.dra import MAX_NODE_NAMES
+from draflow.events.dra import MAX_NODE_NAMES, RequestDiagnosis
 from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.config import SchedulerConfig, num_feasible_nodes_to_find
 from draflow.services.scheduler.framework.decisions import (
@@ -351,6 +351,11 @@ def _unschedulable(
         if outcome.delete_claim is not None and delete_claim is None:
             delete_claim = outcome.delete_claim
     diagnosis.post_filter_message = ", ".join(messages)
+    requests: tuple[RequestDiagnosis, ...] = ()
+    for candidate in profile.plugins:
+        explain = getattr(candidate, "request_diagnosis", None)
+        if explain is not None:
+            requests += explain(state, pod, diagnosis.node_statuses)
     return Unschedulable(
         pod=PodRef.of(pod),
         message=diagnosis.message(num_nodes),
@@ -363,6 +368,7 @@ def _unschedulable(
         post_filter_message=diagnosis.post_filter_message,
         deallocate=deallocate,
         delete_claim=delete_claim,
+        requests=requests,
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import RequestDiagnosis
 from draflow.services.dra.resourceclaim import ClaimRef
 
 __all__ = [
@@ -103,6 +104,8 @@ class Unschedulable:
     deallocate: ClaimRef | None = None
     # KEP-5004: a special claim left over from an earlier cycle, which PostFilter deletes
     delete_claim: ClaimRef | None = None
+    # per claim request: the allocator's diagnosis of the nodes that had no room (grouped)
+    requests: tuple[RequestDiagnosis, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

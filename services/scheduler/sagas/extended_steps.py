@@ -34,6 +34,7 @@ __all__ = [
     "pod_without_claim_status",
 ]
 
+
 def persisted_claim(node_claim: ResourceClaim, taken: Container[str]) -> ResourceClaim:
     """The claim PreBind creates: generated name (not in ``taken``), no uid, no status.
 

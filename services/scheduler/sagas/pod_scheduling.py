@@ -158,7 +158,6 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
 Ctx = StepContext[PodSchedulingInput, SchedulerHost]
 
 
-
 def _needs_history(claim: ResourceClaim, plan: PodSchedulingInput, c: ClaimPlan) -> bool:
     """Whether PreBind must look at who wrote the claim's state before relying on it: when the pod
     is reserved on it already, when it is allocated although this decision allocates it, or when
@@ -169,7 +168,6 @@ def _needs_history(claim: ResourceClaim, plan: PodSchedulingInput, c: ClaimPlan)
         or (c.allocation is not None and status.allocation is not None)
         or (is_extended_resource_claim(claim) and not plan.creates(c))
     )
-
 
 
 def _check_owner(
@@ -197,8 +195,6 @@ def _check_owner(
             raise SchedulingConflict(
                 f"claim {key} is reserved for pod {plan.key} by another scheduling attempt (saga {writer})"
             )
-
-
 
 
 def current_pod(rt: DecisionView, plan: PodSchedulingInput) -> Pod | None:
@@ -287,9 +283,7 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
             return
         events: list[Event] = []
         if c.allocation is not None and claim.status.allocation is None:
-            events.append(
-                ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid)
-            )
+            events.append(ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid))
         elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
             finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
             events.append(finalizers_changed("ResourceClaim", finalizers))

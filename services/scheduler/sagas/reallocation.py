@@ -67,9 +67,7 @@ async def deallocate(ctx: StepContext[ReallocationInput, SchedulerHost]) -> dict
     pod = Pod(metadata=ObjectMeta(namespace=inp.pod_namespace, name=inp.pod_name, uid=inp.pod_uid))
     subject = rt.subject("ResourceClaim", inp.claim_namespace, inp.claim_name)
     for attempt in range(MAX_CONFLICTS):
-        claim, version, history = await read_object(
-            rt, "ResourceClaim", inp.claim_namespace, inp.claim_name
-        )
+        claim, version, history = await read_object(rt, "ResourceClaim", inp.claim_namespace, inp.claim_name)
         if _deallocated_by(history, ctx.saga_id):
             return {"deallocated": True}  # a re-run: ours landed, what came after is not ours
         if not isinstance(claim, ResourceClaim):

@@ -9,7 +9,9 @@
    ``Reserved`` starts a PodScheduling saga (a task; up to ``max_sagas`` in flight, the rest of
    the queue waits), ``Unschedulable`` appends ``PodUnschedulable`` and records a Warning
    ``FailedScheduling`` event (and starts a Reallocation saga when PostFilter chose a claim to
-   free), ``SchedulingError`` does the same with reason ``SchedulerError``. The loop sleeps until
+   free), ``SchedulingError`` does the same with reason ``SchedulerError``; a request the
+   allocator's diagnosis found lacking also gets a Warning ``CannotAllocate`` event on the pod
+   and on its claim. The loop sleeps until
    a log batch, a finished saga or the next backoff expiry wakes it.
 
 Decisions use no wall clock or randomness: only the consumed events (the snapshot position is part
@@ -41,6 +43,7 @@ from draflow.infra import metrics, tracing
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import EventStore
 from draflow.sagas.engine import SagaEngine, SagaState, SagaStatus
+from draflow.services.dra.structured.diagnosis import event_message
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.scheduler.framework import (
@@ -69,6 +72,8 @@ __all__ = ["SchedulerService", "instance_name"]
 log = logging.getLogger(__name__)
 
 COMPONENT = "default-scheduler"  # reportingController / source.component of scheduler Events
+# draflow's own Event reason (no upstream counterpart): what one claim request lacked
+CANNOT_ALLOCATE = "CannotAllocate"
 # cycle outcome -> the allocation histogram's result label
 _RESULT_LABEL = {"Reserved": "scheduled", "Unschedulable": "unschedulable", "SchedulingError": "error"}
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -260,9 +265,7 @@ class SchedulerService:
         if isinstance(result, Reserved):
             plan = PodSchedulingInput.of(result)
             saga_id = self._saga_id("ps", plan.uid or plan.name)
-            self._spawn(
-                self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True
-            )
+            self._spawn(self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True)
             return
         self.outcomes["unschedulable"] += 1
         self._spawn(self._unschedulable(pod, diagnosis_event(result, position, self.instance), traceparent))
@@ -292,9 +295,7 @@ class SchedulerService:
                 pod_uid=pod.metadata.uid,
             )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
-            self._spawn(
-                self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True
-            )
+            self._spawn(self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True)
 
     async def _saga(
         self, saga_type: str, saga_id: str, inp: msgspec.Struct, position: int = 0, traceparent: str = ""
@@ -355,6 +356,23 @@ class SchedulerService:
                 else:
                     self.appended()
         await self._event("FailedScheduling", message, meta.namespace, meta.name, "Warning")
+        # kube-scheduler's message above is kept as upstream has it; what each request lacked
+        # goes into Events of its own, on the pod and on the claim (``describe`` shows both)
+        for line in ev.requests:
+            if line.outcome == "fits":
+                continue
+            claim_ns, _, claim_name = line.claim.rpartition("/")
+            pod_text = event_message(line, f"claim {line.claim}")
+            await self._event(CANNOT_ALLOCATE, pod_text, meta.namespace, meta.name, "Warning")
+            claim_text = event_message(line, f"pod {meta.namespace}/{meta.name}")
+            await self._event(
+                CANNOT_ALLOCATE,
+                claim_text,
+                claim_ns or meta.namespace,
+                claim_name,
+                "Warning",
+                "ResourceClaim",
+            )
 
     @property
     def reporting_instance(self) -> str:
@@ -362,12 +380,14 @@ class SchedulerService:
         shape, with the instance id (``DRAFLOW_SCHEDULER_ID``) as the host part."""
         return f"{COMPONENT}-{self.instance}"
 
-    async def _event(self, reason: str, message: str, namespace: str, name: str, type_: str) -> None:
+    async def _event(
+        self, reason: str, message: str, namespace: str, name: str, type_: str, kind: str = "Pod"
+    ) -> None:
         if self.api is None:
             return
         try:
             await self.api.record_event(
-                "Pod",
+                kind,
                 name,
                 reason,
                 message,
@@ -377,7 +397,7 @@ class SchedulerService:
                 reporting_instance=self.reporting_instance,
             )
         except Exception as exc:  # events are best effort, as upstream's recorder
-            log.warning("cannot record %s event for pod %s/%s: %s", reason, namespace, name, exc)
+            log.warning("cannot record %s event for %s %s/%s: %s", reason, kind, namespace, name, exc)
 
 
 def diagnosis_event(
@@ -418,4 +438,5 @@ def diagnosis_event(
         post_filter_message=result.post_filter_message,
         snapshot_seq=position,
         instance=instance,
+        requests=result.requests,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -83,6 +84,24 @@ def test_as_of_seq_shows_each_past_state(draflow: Draflow, tmp_path: Path) -> No
     assert json.loads(by_time.out)["items"][0]["metadata"]["labels"]["app"] == "train"
     early = draflow("get", "ns", "--as-of-time", "2000-01-01T00:00:00Z")
     assert early.code == 0 and early.err == "No resources found\n"
+
+
+def test_as_of_ages_count_from_the_as_of_time(draflow: Draflow, tmp_path: Path) -> None:
+    """AGE in a view of the past is the age the object had then, not its age now."""
+    assert draflow("apply", "-f", write(tmp_path, "all.yaml", CLASS + "---\n" + NS_AND_CLAIM)).code == 0
+    created = _last(draflow)
+    when = datetime.datetime.fromisoformat(str(_log(draflow)[-1]["time"]))
+
+    def age_at(*bound: str) -> str:
+        res = draflow("get", "rc", "gpu", "-n", "team-a", *bound)
+        assert res.code == 0, res.err
+        return res.out.splitlines()[1].split()[-1]
+
+    later = (when + datetime.timedelta(seconds=90)).isoformat().replace("+00:00", "Z")
+    assert age_at("--as-of-time", later) == "90s"  # now, it is a second old at most
+    assert age_at("--as-of-seq", str(created)) == "0s"
+    hours = (when + datetime.timedelta(hours=5, seconds=1)).isoformat().replace("+00:00", "Z")
+    assert age_at("--as-of-time", hours) == "5h"
 
 
 def test_as_of_bad_arguments_are_one_line_errors(draflow: Draflow, tmp_path: Path) -> None:

@@ -85,6 +85,31 @@ def test_replay_builds_every_projection_to_a_point(
     sagas = [json.loads(v) for v in rows(db, "sagas").values()]
     assert sorted(s["status"] for s in sagas) == ["Completed", "Completed"]
 
+    # the summary names the tables a user can open, and --query reads them
+    assert "  p_objects_pod " in out and "\n  objects_pod " not in out
+    assert f'query them: draflow replay --data-dir {out_dir} --query "SELECT key FROM p_objects_pod"' in out
+    code, out, err = run(
+        capsys, "replay", "--data-dir", str(out_dir), "--query", "SELECT key FROM p_objects_pod ORDER BY key"
+    )
+    assert code == 0, err
+    listed = out.splitlines()
+    assert listed[0].strip() == "KEY" and len(listed) == len(pods) + 1
+    code, out, err = run(
+        capsys,
+        "replay",
+        "--data-dir",
+        str(out_dir),
+        "--query",
+        "SELECT json_extract(CAST(value AS TEXT), '$.status') AS status FROM p_sagas",
+    )
+    assert code == 0 and out.split() == ["STATUS", "Completed", "Completed"], err
+    code, _, err = run(capsys, "replay", "--data-dir", str(out_dir), "--query", "DELETE FROM p_heads")
+    assert code == 1 and err.startswith("error: --query: attempt to write a readonly database"), err
+    code, _, err = run(capsys, "replay", "--data-dir", str(out_dir), "--query", "SELECT * FROM objects_pod")
+    assert code == 1 and err == "error: --query: no such table: objects_pod\n"
+    code, _, err = run(capsys, "replay", "--data-dir", str(tmp_path / "none"), "--query", "SELECT 1")
+    assert code == 1 and "no projections there" in err
+
     code, _, err = run(capsys, "replay", "--data-dir", str(out_dir))
     assert code == 1 and "is not empty" in err
     code, _, err = run(capsys, "replay", "--to-seq", "9999", "--data-dir", str(tmp_path / "x"))
@@ -113,7 +138,7 @@ def test_replay_to_time_and_rebuild_in_place(
     assert out.startswith("rebuilt objects_resourceclaim from 66 events (sequences 1..66): ")
     assert rows(db, "objects_resourceclaim") == before[0]
     assert rows(db, "heads") != before[1]  # only the named projection was rebuilt
-    assert run(capsys, "rebuild", "heads", "--data-dir", str(full))[0] == 0
+    assert run(capsys, "rebuild", "p_heads", "--data-dir", str(full))[0] == 0  # the table's name works too
     assert rows(db, "heads") == before[1]
 
     code, _, err = run(capsys, "rebuild", "objects_widget", "--data-dir", str(full))

@@ -39,7 +39,17 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
         cmds["kubelet_node_6"]
         == "DRAFLOW_METRICS_SLOT=16 exec python -m draflow.services.kubelet --node node-6 --gpus 2"
     )
-    assert [n for n, _ in procfile(nodes=0)] == [n for n in default if not n.startswith("kubelet_node_")]
+    # each kubelet with its gpu.example.com plugin process, right after it
+    assert names[names.index("kubelet_node_6") + 1] == "gpu_plugin_node_6"
+    assert cmds["gpu_plugin_node_6"] == (
+        "exec python -m draflow.services.drivers.gpu_example.node --node node-6 --gpus 2"
+    )
+    plugins = [n for n in names if n.startswith("gpu_plugin_node_")]
+    assert plugins == [f"gpu_plugin_node_{i}" for i in range(1, 7)]
+    assert "gpu_plugin_node_1" not in dict(procfile(nodes=2, gpus=0))
+    assert [n for n, _ in procfile(nodes=0)] == [
+        n for n in default if not n.startswith(("kubelet_node_", "gpu_plugin_node_"))
+    ]
     # the server's launcher makes exactly these kubelets' credentials up front
     nodes = ",".join(f"node-{i}" for i in range(1, 7))
     assert cmds["nats"] == f"exec python -m draflow.infra.natsd --nodes {nodes}"

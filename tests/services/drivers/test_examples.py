@@ -70,7 +70,7 @@ def _load(name: str) -> list:
     return objs
 
 
-def test_basic_resourceclaimtemplate_walks_the_node_path(tmp_path: Path) -> None:
+async def test_basic_resourceclaimtemplate_walks_the_node_path(tmp_path: Path) -> None:
     objs = _load("basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml")
     templates = [o for o in objs if isinstance(o, ResourceClaimTemplate)]
     pods = {o.metadata.name: o for o in objs if isinstance(o, Pod)}
@@ -113,7 +113,7 @@ def test_basic_resourceclaimtemplate_walks_the_node_path(tmp_path: Path) -> None
     for pod in pods.values():
         decision = admit(pod, claims.values(), registered_drivers=plugins)
         assert isinstance(decision, Admit)
-        assert prepare_pod(manager, pod, decision.claims, plugins).ok
+        assert (await prepare_pod(manager, pod, decision.claims, plugins)).ok
     pod0 = pods["pod0"]
     uid0 = claims[pod0.status.resource_claim_statuses[0].resource_claim_name or ""].metadata.uid
     assert manager.pod_cdi_devices(pod0) == {
@@ -122,9 +122,9 @@ def test_basic_resourceclaimtemplate_walks_the_node_path(tmp_path: Path) -> None
 
     # pod0 is deleted: unprepare, drop the reservation, then the claim controller cleans up.
     claim0 = next(c for c in claims.values() if c.metadata.uid == uid0)
-    assert unprepare_pod(
+    assert (await unprepare_pod(
         manager, pod0.metadata.uid, "basic-resourceclaimtemplate", [claim0.metadata.name], plugins
-    ).ok
+    )).ok
     release = release_reservations(pod0, claims.values())
     assert [type(a).__name__ for a in release] == ["RemoveReservedFor", "Deallocate", "RemoveFinalizer"]
     for action in release:

@@ -30,6 +30,7 @@ from draflow.services.drivers.gpu_example import (
     sync_pool,
 )
 from draflow.services.drivers.gpu_example.config import ConfigError, parse_gpu_config
+from draflow.services.drivers.kubeletplugin.faults import Faulty
 from tests.builders import make_allocation, make_claim
 from tests.paths import TESTS
 
@@ -311,7 +312,7 @@ def test_failure_switches(tmp_path: Path) -> None:
     a = make_claim("a", allocation=make_allocation(("gpu", "gpu-0")))
     b = make_claim("b", allocation=make_allocation(("gpu", "gpu-1")))
     switches = FailureSwitches(prepare_claims={"a"}, prepare_devices={"gpu-1"}, fail_prepare_calls=1)
-    plugin = plugin_for(tmp_path, a, b, failures=switches)
+    plugin = Faulty(plugin_for(tmp_path, a, b, failures=switches), switches)
     with pytest.raises(PluginError, match="injected"):
         plugin.node_prepare_resources([ref(a)])
     results = plugin.node_prepare_resources([ref(a), ref(b)])

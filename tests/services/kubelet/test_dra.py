@@ -12,7 +12,8 @@ from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.services.dra.kubeletplugin import Device, PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
-from draflow.services.drivers.gpu_example import FailureSwitches, GpuExamplePlugin
+from draflow.services.drivers.gpu_example import GpuExamplePlugin
+from draflow.services.drivers.kubeletplugin.faults import FailureSwitches, Faulty
 from draflow.services.kubelet import (
     ClaimInfo,
     CorruptCheckpointError,
@@ -42,13 +43,15 @@ class Env:
     ) -> None:
         self.tmp = tmp_path
         self.claims = {c.metadata.uid: c for c in claims}
-        self.plugin = GpuExamplePlugin(
+        switches = failures or FailureSwitches()
+        driver = GpuExamplePlugin(
             "node-1",
             tmp_path / "cdi",
             lambda ref: self.claims.get(ref.uid),
             state_dir=tmp_path / "plugin",
-            failures=failures,
+            failures=switches,
         )
+        self.plugin = Faulty(driver, switches)
         self.plugins = {"gpu.example.com": self.plugin}
         self.manager = DRAManager()
 
@@ -69,25 +72,25 @@ def shared_setup(tmp_path: Path):
     return Env(tmp_path, claim), claim, pods
 
 
-def test_shared_claim_is_prepared_once_and_unprepared_with_the_last_pod(tmp_path: Path) -> None:
+async def test_shared_claim_is_prepared_once_and_unprepared_with_the_last_pod(tmp_path: Path) -> None:
     env, claim, (p0, p1) = shared_setup(tmp_path)
-    assert env.prepare(p0, claim).ok
-    assert env.prepare(p1, claim).ok
+    assert (await env.prepare(p0, claim)).ok
+    assert (await env.prepare(p1, claim)).ok
     assert list(env.plugin.calls) == [("prepare", ("c1",))]
     assert env.manager.get("default", "shared").pod_uids == {"uid-p0", "uid-p1"}
 
-    assert env.unprepare(p0, "shared").ok
+    assert (await env.unprepare(p0, "shared")).ok
     assert list(env.plugin.calls) == [("prepare", ("c1",))]  # still used by p1
     assert not env.manager.has_pod_reference("uid-p0") and env.manager.has_pod_reference("uid-p1")
 
-    assert env.unprepare(p1, "shared").ok
+    assert (await env.unprepare(p1, "shared")).ok
     assert env.plugin.calls[-1] == ("unprepare", ("c1",))
     assert env.manager.get("default", "shared") is None
     assert not (tmp_path / "cdi" / "k8s.gpu.example.com-gpu_c1.json").exists()
-    assert env.unprepare(p1, "shared").ok and len(env.plugin.calls) == 2  # idempotent
+    assert (await env.unprepare(p1, "shared")).ok and len(env.plugin.calls) == 2  # idempotent
 
 
-def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
+async def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     class OtherDriver:
         """A second driver that prepares anything, recording its batches."""
 
@@ -112,7 +115,7 @@ def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     other = OtherDriver()
     env.plugins["net.example.com"] = other  # type: ignore[assignment]
     pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
-    outcome = env.prepare(pod, mixed, gpu_only)
+    outcome = await env.prepare(pod, mixed, gpu_only)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 1, "net.example.com": 1}
     assert list(env.plugin.calls) == [("prepare", ("uid-a", "uid-b"))]
     assert other.batches == [("uid-a",)]
@@ -124,7 +127,7 @@ def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     )
 
 
-def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
+async def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
     claim = make_claim(
         "c",
         "gpu",
@@ -140,7 +143,7 @@ def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
         make_container("none"),
     ]
     pod = make_pod("p", claims={"mine": "c"}, containers=containers, node_name="node-1")
-    assert env.prepare(pod, claim).ok
+    assert (await env.prepare(pod, claim)).ok
     assert env.manager.pod_cdi_devices(pod) == {
         "all": [COMMON, "k8s.gpu.example.com/gpu=u-gpu-1", COMMON, "k8s.gpu.example.com/gpu=u-gpu-2"],
         "gpu": [COMMON, "k8s.gpu.example.com/gpu=u-gpu-1"],  # subrequest result counts for "gpu"
@@ -149,30 +152,30 @@ def test_per_container_cdi_ids_follow_requests(tmp_path: Path) -> None:
     }
 
 
-def test_whole_call_failures_are_retried(tmp_path: Path) -> None:
+async def test_whole_call_failures_are_retried(tmp_path: Path) -> None:
     claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0")))
     pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
     env = Env(tmp_path, claim, failures=FailureSwitches(fail_prepare_calls=2))
-    outcome = env.prepare(pod, claim, attempts=3)
+    outcome = await env.prepare(pod, claim, attempts=3)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 3}
 
     env2 = Env(tmp_path / "b", claim, failures=FailureSwitches(fail_prepare_calls=2))
-    failed = env2.prepare(pod, claim, attempts=2)
+    failed = await env2.prepare(pod, claim, attempts=2)
     assert not failed.ok and failed.errors == [
         "NodePrepareResources: injected failure: NodePrepareResources unavailable"
     ]
     info = env2.manager.get("default", "c")
     assert info is not None and not info.prepared
-    assert env2.prepare(pod, claim, attempts=1).ok  # the shell's later retry
+    assert (await env2.prepare(pod, claim, attempts=1)).ok  # the shell's later retry
 
 
-def test_per_claim_error_fails_the_pod_and_only_that_claim_is_asked_again(tmp_path: Path) -> None:
+async def test_per_claim_error_fails_the_pod_and_only_that_claim_is_asked_again(tmp_path: Path) -> None:
     a = make_claim("a", allocation=make_allocation(("gpu", "gpu-0")))
     b = make_claim("b", allocation=make_allocation(("gpu", "gpu-1")))
     switches = FailureSwitches(prepare_claims={"a"})
     env = Env(tmp_path, a, b, failures=switches)
     pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
-    outcome = env.prepare(pod, a, b, attempts=2)
+    outcome = await env.prepare(pod, a, b, attempts=2)
     assert not outcome.ok
     assert outcome.errors == [
         "NodePrepareResources failed for ResourceClaim a: error preparing devices for claim uid-a: "
@@ -180,41 +183,41 @@ def test_per_claim_error_fails_the_pod_and_only_that_claim_is_asked_again(tmp_pa
     ]
     assert list(env.plugin.calls) == [("prepare", ("uid-a", "uid-b")), ("prepare", ("uid-a",))]
     switches.prepare_claims.clear()
-    assert env.prepare(pod, a, b).ok
+    assert (await env.prepare(pod, a, b)).ok
     assert env.plugin.calls[-1] == ("prepare", ("uid-a",))
 
 
-def test_unprepare_failures_keep_the_pod_reference_until_it_succeeds(tmp_path: Path) -> None:
+async def test_unprepare_failures_keep_the_pod_reference_until_it_succeeds(tmp_path: Path) -> None:
     env, claim, (p0, _) = shared_setup(tmp_path)
-    env.prepare(p0, claim)
+    await env.prepare(p0, claim)
     env.plugin.failures.unprepare_claims.add("shared")
-    assert not env.unprepare(p0, "shared", attempts=2).ok
+    assert not (await env.unprepare(p0, "shared", attempts=2)).ok
     assert env.manager.has_pod_reference("uid-p0")
     env.plugin.failures.unprepare_claims.clear()
-    assert env.unprepare(p0, "shared").ok and not env.manager.has_pod_reference("uid-p0")
+    assert (await env.unprepare(p0, "shared")).ok and not env.manager.has_pod_reference("uid-p0")
 
 
-def test_missing_plugin_and_reused_claim_name_are_errors(tmp_path: Path) -> None:
+async def test_missing_plugin_and_reused_claim_name_are_errors(tmp_path: Path) -> None:
     claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0", "none.example.com")))
     env = Env(tmp_path, claim)
     pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
-    assert env.prepare(pod, claim).errors == ["DRA driver none.example.com is not registered"]
+    assert (await env.prepare(pod, claim)).errors == ["DRA driver none.example.com is not registered"]
 
     env2 = Env(tmp_path / "b")
     first = make_claim("c", uid="old", allocation=make_allocation(("gpu", "gpu-0")))
     env2.claims["old"] = first
-    assert env2.prepare(pod, first).ok
+    assert (await env2.prepare(pod, first)).ok
     second = make_claim("c", uid="new", allocation=make_allocation(("gpu", "gpu-0")))
-    outcome = env2.prepare(make_pod("q", claims={"gpu": "c"}, node_name="node-1"), second)
+    outcome = await env2.prepare(make_pod("q", claims={"gpu": "c"}, node_name="node-1"), second)
     assert outcome.errors == [
         "old ResourceClaim with same name c and different UID old still exists (previous pod force-deleted?)"
     ]
 
 
-def test_state_survives_a_kubelet_restart_through_the_checkpoint(tmp_path: Path) -> None:
+async def test_state_survives_a_kubelet_restart_through_the_checkpoint(tmp_path: Path) -> None:
     env, claim, (p0, p1) = shared_setup(tmp_path)
-    env.prepare(p0, claim)
-    env.prepare(p1, claim)
+    await env.prepare(p0, claim)
+    await env.prepare(p1, claim)
     write_checkpoint(tmp_path / "kubelet", env.manager.entries())
     before = env.manager.pod_cdi_devices(p0)
 
@@ -225,8 +228,8 @@ def test_state_survives_a_kubelet_restart_through_the_checkpoint(tmp_path: Path)
     shared = restarted.manager.get("default", "shared")
     assert shared is not None and shared.pod_uids == {"uid-p0", "uid-p1"}
     # Re-syncing a running pod re-asks the driver (prepared is not persisted), which is idempotent.
-    assert restarted.prepare(p0, claim).ok and list(restarted.plugin.calls) == [("prepare", ("c1",))]
-    assert restarted.unprepare(p0, "shared").ok and restarted.unprepare(p1, "shared").ok
+    assert (await restarted.prepare(p0, claim)).ok and list(restarted.plugin.calls) == [("prepare", ("c1",))]
+    assert (await restarted.unprepare(p0, "shared")).ok and (await restarted.unprepare(p1, "shared")).ok
     assert restarted.plugin.calls[-1] == ("unprepare", ("c1",))
 
 

@@ -14,7 +14,7 @@ from draflow.infra.config import Settings
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
 from draflow.services.runtime.controller import Runtime
-from tests.processes import Proc
+from tests.processes import GPU_PLUGIN, Proc
 from tests.services.test_shells import TEMPLATE_POD
 from tests.shells import eventually, manifests, run, schedule, start_runtime
 
@@ -56,8 +56,12 @@ async def _kubelet(settings: Settings) -> Proc:
 async def test_kubelet_killed_and_restarted_unprepares_from_its_checkpoint(
     apiserver: ApiServer, settings: Settings
 ) -> None:
+    """The node's gpu.example.com plugin (its own process) stays up while the kubelet is killed;
+    the restarted kubelet finds its registration socket again and unprepares through it."""
     ctl, _ = await run(settings, "claim-controller", ClaimControllerService)
     probe, probe_events = await start_runtime(settings, "probe")
+    plugin = Proc(settings, GPU_PLUGIN, ["--node", "node-1", "--gpus", "8"])
+    await asyncio.to_thread(plugin.expect, "gpu.example.com plugin on node-1: serving")
     kubelet = await _kubelet(settings)
     try:
         for result in await probe.api.apply(manifests(TEMPLATE_POD) + manifests(POD1)):
@@ -104,6 +108,7 @@ async def test_kubelet_killed_and_restarted_unprepares_from_its_checkpoint(
         )
     finally:
         assert await asyncio.to_thread(kubelet.terminate) in (0, -signal.SIGKILL)
+        assert await asyncio.to_thread(plugin.terminate) == 0
         await ctl.stop()
         await probe.stop()
         await probe_events.close()

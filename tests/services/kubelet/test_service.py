@@ -18,7 +18,7 @@ from draflow.events.dra import ClaimAllocated, PodBound
 from draflow.infra.config import Settings
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
-from draflow.services.drivers.gpu_example.plugin import FailureSwitches
+from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
 from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.controller import Runtime
 from tests.services.test_shells import TEMPLATE_POD, kubelet_builder

@@ -34,7 +34,7 @@ def test_steps_for_pods_on_and_off_the_node() -> None:
     assert next_step(make_pod(node_name="n1", deleting=True), "n1", manager) is Step.FINISH_DELETION
 
 
-def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
+async def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
     claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0")), reserved_for=["p"])
     pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
     plugin = GpuExamplePlugin("node-1", tmp_path / "cdi", lambda ref: claim)
@@ -42,7 +42,7 @@ def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
     manager = DRAManager()
     decision = admit(pod, [claim], registered_drivers=plugins)
     assert isinstance(decision, Admit)
-    assert prepare_pod(manager, pod, decision.claims, plugins).ok
+    assert (await prepare_pod(manager, pod, decision.claims, plugins)).ok
     running = msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, phase="Running"))
     assert next_step(running, "node-1", manager) is Step.RUN
     done = msgspec.structs.replace(pod, status=msgspec.structs.replace(pod.status, phase="Succeeded"))
@@ -55,6 +55,6 @@ def test_pods_holding_claims_are_released_first(tmp_path: Path) -> None:
     restarted = DRAManager(read_checkpoint(tmp_path / "state"))
     assert vanished_pods(restarted, []) == ["uid-p"]
     assert restarted.claims_of_pod("uid-p") == [("default", "c")]
-    assert unprepare_pod(restarted, "uid-p", "default", ["c"], plugins).ok
+    assert (await unprepare_pod(restarted, "uid-p", "default", ["c"], plugins)).ok
     assert vanished_pods(restarted, []) == [] and plugin.prepared == frozenset()
     assert next_step(deleting, "node-1", restarted) is Step.FINISH_DELETION

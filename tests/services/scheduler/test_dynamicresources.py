@@ -234,7 +234,12 @@ def test_constraint_failure_is_cached_per_node_until_room_comes_back() -> None:
         assert isinstance(result, Unschedulable)
         assert result.message == "0/1 nodes are available: 1 cannot allocate all claims."
     assert len(plugin._negative) == 1  # the same spec on the same node: one entry, reused
-    (stamp,) = plugin._negative.values()
+    (entry,) = plugin._negative.values()
+    stamp = entry.stamp
+    assert stamp == core.cluster.devices.release_stamp("n1")
+    # the second pod's diagnosis came from the cached verdict, named after its own claim
+    assert isinstance(result, Unschedulable)
+    assert [x.claim for x in result.requests] == ["default/q-gpu"]
     core.observe(make_claim("z", allocation=make_allocation("dev-0", node="n1", pool="n1")))
     core.observe_deleted("ResourceClaim", "default", "z")  # a release on n1
     assert core.cluster.devices.release_stamp("n1") != stamp

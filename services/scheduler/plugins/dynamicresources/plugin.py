@@ -43,6 +43,7 @@ import msgspec
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
+from draflow.events.dra import RequestDiagnosis
 from draflow.services.dra.extended.claim import (
     MSG_STALE_CLAIM,
     NodeDecision,
@@ -65,12 +66,14 @@ from draflow.services.dra.structured import (
     NodeAllocationError,
 )
 from draflow.services.dra.structured.nodeselector import CompiledNodeSelector, NodeSelectorParseError
+from draflow.services.dra.structured.requests import check_claims
 from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.decisions import ClaimBinding, ExtendedClaim
 from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
 from draflow.services.scheduler.plugins.dynamicresources import simulation
+from draflow.services.scheduler.plugins.dynamicresources.diagnosis import Negative, explain_nodes, refs
 from draflow.services.scheduler.plugins.dynamicresources.events import queue_keys, registrations
 from draflow.services.scheduler.plugins.dynamicresources.indexed import IndexedPrecheck, indexed_precheck
 from draflow.services.scheduler.plugins.dynamicresources.precheck import (
@@ -102,6 +105,7 @@ class DRAState:
     __slots__ = (
         "allocator",
         "claims",
+        "diagnoses",
         "estimates",
         "ext_allocation",
         "ext_nodes",
@@ -109,6 +113,7 @@ class DRAState:
         "extended",
         "fingerprint",
         "indexed",
+        "invalid",
         "node_allocations",
         "selectors",
         "slots",
@@ -129,6 +134,11 @@ class DRAState:
         self.allocator: Allocator | None = None
         self.fingerprint: tuple[bytes, ...] | None = None
         self.node_allocations: dict[str, list[AllocationResult]] = {}
+        # node -> the allocator's per-request diagnosis where it found no fit
+        self.diagnoses: dict[str, list[RequestDiagnosis]] = {}
+        # why the allocator would refuse the claims on any node (e.g. over 32 devices): Filter's
+        # error; None until a node is turned away by the precheck (only then is it looked for)
+        self.invalid: str | None = None
         # nodes that passed Filter where a selector fails on some device (see ``suspects``)
         self.suspects: list[NodeInfo] = []
         # KEP-5004: the special claim PreFilter found or made (None: no DRA extended resources),
@@ -190,8 +200,9 @@ class DynamicResources:
     weight = 1
 
     def __init__(self) -> None:
-        # (node, claim specs) -> release stamp of the node when the allocator said no.
-        self._negative: dict[tuple[str, tuple[bytes, ...]], tuple[int, int, int]] = {}
+        # (node, claim specs) -> release stamp of the node when the allocator said no, and what it
+        # said (the claims it was about and its diagnosis)
+        self._negative: dict[tuple[str, tuple[bytes, ...]], Negative] = {}
 
     def events_to_register(self) -> list[EventRegistration]:
         return registrations()
@@ -277,7 +288,7 @@ class DynamicResources:
             else:
                 estimate = precheck(state.cluster.devices, node, data.slots)
             if estimate is None:
-                return _CANNOT_ALLOCATE
+                return _no_fit(state, data)
             data.estimates[node.name] = estimate
             devices = state.cluster.devices
             if devices.any_errors and selector_errors(devices, node, data.slots):
@@ -291,7 +302,13 @@ class DynamicResources:
     ) -> list[NodeInfo]:
         data: DRAState = state.data[NAME]
         if data.indexed is not None and not data.selectors and data.extended is None:
-            return data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
+            before = len(rejected)
+            kept = data.indexed.filter_nodes(nodes, rejected, _CANNOT_ALLOCATE, data.estimates)
+            if len(rejected) > before:
+                refused = _no_fit(state, data)
+                if refused is not _CANNOT_ALLOCATE:
+                    rejected[before:] = [(node, refused) for node, _ in rejected[before:]]
+            return kept
         kept = []
         for node in nodes:
             status = self.filter(state, pod, node)
@@ -326,7 +343,9 @@ class DynamicResources:
             fingerprint = (*fingerprint, msgspec.json.encode(claims[-1].spec))
         key = (node.name, fingerprint)
         stamp = cluster.devices.release_stamp(node.name)
-        if self._negative.get(key) == stamp:
+        cached = self._negative.get(key)
+        if cached is not None and cached.stamp == stamp:
+            data.diagnoses[node.name] = cached.lines_for(claims)
             return _CANNOT_ALLOCATE
         allocator = data.allocator
         if allocator is None:
@@ -352,10 +371,24 @@ class DynamicResources:
         if results is None or len(results) != len(claims):
             if len(self._negative) >= _NEGATIVE_CACHE_MAX:
                 self._negative.clear()
-            self._negative[key] = stamp
+            lines = allocator.last_diagnosis
+            data.diagnoses[node.name] = lines
+            self._negative[key] = Negative(stamp, refs(claims), lines)
             return _CANNOT_ALLOCATE
         data.node_allocations[node.name] = results
         return None
+
+    def request_diagnosis(
+        self, state: CycleState, pod: Pod, statuses: Mapping[str, Status]
+    ) -> tuple[RequestDiagnosis, ...]:
+        """Per request, why the nodes this plugin rejected with "cannot allocate all claims" had
+        no room (``diagnosis.py``). Asked once per failed cycle."""
+        data: DRAState | None = state.data.get(NAME)
+        if data is None or not data.to_allocate:
+            return ()
+        rejected = [n for n, st in statuses.items() if st.plugin == NAME and st.reasons == (CANNOT_ALLOCATE,)]
+        orders = data.indexed.orders if data.indexed is not None else None
+        return explain_nodes(state.cluster, rejected, data.diagnoses, data.slots, orders)
 
     # -- ClusterAutoScalerPlugin (KEP-4381; see simulation.py) ------------------------------------
     def start_simulation(self, state: CycleState) -> Status | None:
@@ -469,6 +502,22 @@ class DynamicResources:
         if data is None or data.ext_plan is None or data.ext_plan[0] != node_name:
             return None
         return data.ext_plan[1]
+
+
+def _no_fit(state: CycleState, data: DRAState) -> Status:
+    """The precheck turned a node away: "cannot allocate all claims", unless the allocator would
+    refuse these claims on any node (the checks that need no node: over 32 devices, disabled
+    features...). Upstream's allocator raises that on every node its Filter asks about, an error
+    that aborts the attempt; the precheck must not turn it into "no fit". Looked for once per
+    cycle, and only here: on a node that passes the precheck the allocator raises it itself."""
+    if data.invalid is None:
+        try:
+            check_claims(data.to_allocate, state.cluster.classes.get, state.config.features)
+        except InvalidInputError as exc:
+            data.invalid = str(exc)
+        else:
+            data.invalid = ""
+    return error(data.invalid, plugin=NAME) if data.invalid else _CANNOT_ALLOCATE
 
 
 def _check_classes(claim: ResourceClaim, classes: Mapping[str, object]) -> Status | None:

@@ -14,9 +14,12 @@ matching devices stay free after the pod takes its share (the bin-packing criter
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
+from draflow.events.dra import MAX_NODE_NAMES, DeviceElimination, RequestDiagnosis
+from draflow.services.dra.structured.diagnosis import ALLOCATED, natural, outcome
 from draflow.services.scheduler.framework.devices import DeviceIndex, Sig
 from draflow.services.scheduler.framework.devorder import SigOrder
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
@@ -30,6 +33,7 @@ __all__ = [
     "compile_indexed",
     "compile_slots",
     "evaluate",
+    "index_diagnosis",
     "precheck",
     "selector_errors",
 ]
@@ -43,7 +47,7 @@ Counts = tuple[int, int, int]
 
 
 class Option:
-    __slots__ = ("admin", "all_mode", "cls", "count", "sig")
+    __slots__ = ("admin", "all_mode", "claim", "cls", "count", "request", "sig")
 
     def __init__(self, sig: Sig, cls: DeviceClass, count: int, all_mode: bool, admin: bool) -> None:
         self.sig = sig
@@ -51,6 +55,9 @@ class Option:
         self.count = count
         self.all_mode = all_mode
         self.admin = admin
+        # who asks, for the diagnosis: "namespace/name" and the (sub)request's name
+        self.claim = ""
+        self.request = ""
 
 
 class Slot:
@@ -86,6 +93,8 @@ def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClas
     """Slots for the precheck; None when some request cannot be prechecked (allocator only)."""
     slots: list[Slot] = []
     for claim in claims:
+        meta = claim.metadata
+        ref = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
         for req in claim.spec.devices.requests:
             ex = req.exactly
             if ex is not None:
@@ -94,6 +103,7 @@ def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClas
                 opt = _option(ex.device_class_name, ex.selectors, mode, ex.count, admin, classes)
                 if opt is None:
                     return None
+                opt.claim, opt.request = ref, req.name
                 slots.append(Slot((opt,), False))
                 continue
             options: list[Option] = []
@@ -102,6 +112,7 @@ def compile_slots(claims: Sequence[ResourceClaim], classes: dict[str, DeviceClas
                 opt = _option(sub.device_class_name, sub.selectors, mode, sub.count, False, classes)
                 if opt is None:
                     return None
+                opt.claim, opt.request = ref, f"{req.name}/{sub.name}"
                 options.append(opt)
             if not options:
                 return None
@@ -121,6 +132,104 @@ def precheck(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> Estim
         return (entry.free, len(entry.devices), entry.multi)
 
     return evaluate(slots, counts)
+
+
+def index_diagnosis(
+    index: DeviceIndex,
+    nodes: Iterable[NodeInfo],
+    slots: Sequence[Slot],
+    orders: Mapping[Sig, SigOrder] | None = None,
+) -> list[RequestDiagnosis]:
+    """Why the precheck turned ``nodes`` away, per (sub)request, from the index counts it used:
+    devices of the class, of those the ones the request's selectors accept, how many are
+    allocated, and what was left after the pod's earlier requests took their share (the order
+    ``evaluate`` takes them in). Nodes with the same counts make one line (grouped here, before
+    any line is built: hundreds of nodes cost a few dict entries each). Only asked about
+    rejected nodes, after the cycle failed."""
+    # (slot, option, the option, its class-only signature or None when it has no selectors of its own)
+    plan = [
+        (si, oi, opt, (opt.sig[0], ()) if opt.sig[1] else None)
+        for si, slot in enumerate(slots)
+        for oi, opt in enumerate(slot.options)
+    ]
+    # only a signature several requests ask for needs the running "taken by earlier requests" count
+    sigs = [opt.sig for _, _, opt, _ in plan]
+    shared = {sig for sig in sigs if sigs.count(sig) > 1}
+    entry_of = index.entry
+    groups: dict[tuple[int, int, int, int, int, int, int], list[str]] = {}
+    if orders is not None and not shared and all(c is None and not o.all_mode for _, _, o, c in plan):
+        # the best-fit indexes' per-node lists (the precheck's own counts): list lookups per node
+        for si, oi, opt, _ in plan:
+            order = orders[opt.sig]
+            frees, totals, asked = order.free, order.total, opt.count
+            for node in nodes:
+                position = node.index
+                selected = totals[position]
+                allocated = 0 if opt.admin else selected - frees[position]
+                usable = selected - allocated
+                key = (si, oi, selected, selected, allocated, asked if usable > asked else usable, asked)
+                names = groups.get(key)
+                if names is None:
+                    groups[key] = [node.name]
+                else:
+                    names.append(node.name)
+        nodes = ()
+    for node in nodes:
+        name = node.name
+        nd = index.node(name, node.labels)
+        if nd.error is not None:
+            continue
+        needed: dict[Sig, int] = {}
+        chosen_slot = -1
+        for si, oi, opt, class_sig in plan:
+            entry = entry_of(nd, name, opt.sig, opt.cls)
+            selected = entry.total
+            class_total = entry_of(nd, name, class_sig, opt.cls).total if class_sig is not None else selected
+            allocated = 0 if opt.admin else len(entry.devices) - entry.free
+            usable = selected - allocated
+            if opt.all_mode:
+                asked = selected
+                found = usable if chosen_slot != si else 0
+            else:
+                asked = opt.count
+                found = usable - needed.get(opt.sig, 0) if shared else usable
+                found = asked if found > asked else max(found, 0)
+            if chosen_slot != si and found >= asked and (asked > 0 or not opt.all_mode):
+                chosen_slot = si
+                if shared and opt.sig in shared and not opt.admin and not opt.all_mode:
+                    needed[opt.sig] = needed.get(opt.sig, 0) + asked
+            key = (si, oi, class_total, selected, allocated, found, asked)
+            names = groups.get(key)
+            if names is None:
+                groups[key] = [name]
+            else:
+                names.append(name)
+    out: list[RequestDiagnosis] = []
+    for (si, oi, class_total, selected, allocated, found, asked), names in groups.items():
+        opt = slots[si].options[oi]
+        usable = selected - allocated
+        out.append(
+            RequestDiagnosis(
+                claim=opt.claim,
+                request=opt.request,
+                device_class=opt.sig[0],
+                asked=asked,
+                all_devices=opt.all_mode,
+                admin_access=opt.admin,
+                class_matched=class_total,
+                selected=selected,
+                eliminated=(DeviceElimination(reason=ALLOCATED, devices=allocated),) if allocated else (),
+                usable=usable,
+                found=found,
+                outcome=outcome(
+                    asked, opt.all_mode, class_total, selected, usable, found, device_class=opt.sig[0]
+                ),
+                source="device index",
+                nodes=len(names),
+                node_names=tuple(heapq.nsmallest(MAX_NODE_NAMES, names, key=natural)),
+            )
+        )
+    return out
 
 
 def selector_errors(index: DeviceIndex, node: NodeInfo, slots: Sequence[Slot]) -> bool:

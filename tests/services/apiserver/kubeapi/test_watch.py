@@ -10,6 +10,7 @@ import ssl
 from typing import Any
 
 import aiohttp
+import pytest
 
 from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
@@ -202,3 +203,92 @@ async def test_too_old_resource_version_is_gone_and_bookmarks(
         assert events[-1]["object"]["metadata"]["annotations"] == {"k8s.io/initial-events-end": "true"}
     finally:
         await small.stop()
+
+
+async def test_a_burst_goes_out_in_one_write_and_a_change_after_quiet_at_once(
+    apiserver: ApiServer, api: ApiClient, kube: Kube
+) -> None:
+    """Watchers are woken together, not sooner than ``coalesce_s`` after their last write: the
+    changes of a burst reach a watcher together; a change after a quiet moment goes out at once."""
+    slow = KubeApi(apiserver, port=0, credentials=kube.credentials)
+    slow.watches.coalesce_s = 0.6
+    await slow.start()
+    loop = asyncio.get_running_loop()
+    try:
+        rv = await _list_rv(Kube(slow, kube.kubeconfig, kube.credentials), "/api/v1/namespaces")
+        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+        received: list[tuple[str, float]] = []
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{slow.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
+                headers={"Authorization": f"Bearer {kube.token}"},
+                ssl=ctx,
+            ) as resp,
+        ):
+
+            async def read() -> None:
+                async for line in resp.content:
+                    received.append((json.loads(line)["object"]["metadata"]["name"], loop.time()))
+
+            reader = asyncio.create_task(read())
+            await asyncio.sleep(0.7)  # quiet for longer than the window
+            sent = loop.time()
+            await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}}])
+            await assert_eventually(lambda: len(received) == 1)
+            assert received[0][0] == "first" and received[0][1] - sent < 0.4  # at once
+            for name in ("b1", "b2", "b3"):  # a burst right after that write
+                await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+            await assert_eventually(lambda: len(received) == 4)
+            reader.cancel()
+        names = [n for n, _ in received]
+        assert names == ["first", "b1", "b2", "b3"]
+        burst = [t for _, t in received[1:]]
+        assert max(burst) - min(burst) < 0.1  # together, in one write
+        assert min(burst) - received[0][1] >= 0.5  # after the window, not one by one
+    finally:
+        await slow.stop()
+
+
+async def test_a_backed_up_connection_is_written_by_its_own_task_in_order(
+    kube: Kube, api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unselected JSON watchers are written to directly at each wake-up; a connection with too
+    much unsent is left to its own task (which waits for the client), and back again: the events
+    arrive once each, in order, either way."""
+    from draflow.services.apiserver.kubeapi import watch
+
+    rv = await _list_rv(kube, "/api/v1/namespaces")
+    ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+    names: list[tuple[str, str]] = []
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(
+            f"{kube.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
+            headers={"Authorization": f"Bearer {kube.token}"},
+            ssl=ctx,
+        ) as resp,
+    ):
+
+        async def read() -> None:
+            async for line in resp.content:
+                ev = json.loads(line)
+                names.append((ev["type"], ev["object"]["metadata"]["name"]))
+
+        reader = asyncio.create_task(read())
+
+        async def create(name: str) -> None:
+            await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+
+        await create("direct-1")
+        await assert_eventually(lambda: len(names) == 1)
+        monkeypatch.setattr(watch, "_DIRECT_LIMIT", -1)  # every connection counts as backed up
+        for name in ("task-1", "task-2"):
+            await create(name)
+        await assert_eventually(lambda: len(names) == 3)
+        monkeypatch.setattr(watch, "_DIRECT_LIMIT", 256 * 1024)
+        await create("direct-2")
+        await assert_eventually(lambda: len(names) == 4)
+        await asyncio.sleep(0.2)
+        reader.cancel()
+    assert names == [("ADDED", n) for n in ("direct-1", "task-1", "task-2", "direct-2")]

@@ -27,7 +27,7 @@ from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 from draflow.services.runtime.controller import Runtime
 from tests.conftest import settings_for
 from tests.helpers import wait_for
-from tests.processes import ROOT, Proc, stop_cleanly
+from tests.processes import GPU_PLUGIN, ROOT, Proc, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 NODE = "node-1"
@@ -82,17 +82,24 @@ async def cluster(settings: Settings, *kubelet_args: str) -> AsyncIterator[tuple
             for proc, (_, _, ready) in zip(procs[1:], SERVICES, strict=True):
                 if ready:
                     await asyncio.to_thread(proc.expect, ready, 90)
+            # the node's gpu.example.com plugin, its own process (before the kubelet: the kubelet
+            # stays last in procs, so a test may replace it)
+            procs.append(Proc(settings, GPU_PLUGIN, ["--node", NODE, "--gpus", "8"]))
+            await asyncio.to_thread(procs[-1].expect, f"gpu.example.com plugin on {NODE}: serving", 60)
             procs.append(start_kubelet(settings, *kubelet_args))
             await kubelet_ready(procs[-1])
             await wait_for(lambda: len(probe.items("ResourceSlice")) == 1 or [], 60, "the node's slice")
             yield probe, procs
         finally:
             await probe.stop()
-            with contextlib.suppress(Exception):  # the shared test server keeps no stream of ours
+            # every process stops before its stream goes (one that sees its stream deleted stops
+            # with exit 3 instead of 0); then the shared test server keeps no stream of ours
+            await stop_cleanly([p for p in procs if p.proc.poll() is None])
+            with contextlib.suppress(Exception):
                 await events.js.delete_stream(settings.stream)
             await events.close()
     finally:
-        await stop_cleanly(procs)
+        await stop_cleanly([p for p in procs if p.proc.poll() is None])
         shutil.rmtree(settings.data_dir, ignore_errors=True)
 
 

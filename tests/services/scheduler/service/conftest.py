@@ -14,7 +14,12 @@ from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import encode_object
 from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
 from draflow.events.api.meta import ObjectMeta
-from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceClaimTemplateSpec
+from draflow.events.api.resource_v1 import (
+    DeviceRequest,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceClaimTemplateSpec,
+)
 from draflow.events.dra import PodClaimStatusesRecorded
 from draflow.infra.eventstore import EventStore
 from draflow.sagas.engine import SagaEngine, Step, StepContext
@@ -48,16 +53,17 @@ class Cluster:
             objs += [make_node(f"node-{i}"), make_slice(f"node-{i}", devices)]
         await self.apply(*objs)
 
-    async def pod(self, name: str, **kw: Any) -> tuple[Pod, str]:
+    async def pod(self, name: str, *requests: DeviceRequest, **kw: Any) -> tuple[Pod, str]:
         """A pod with the template claim ``gpu`` and its generated claim (as the claim controller
-        would create it: owned by the pod, recorded in the pod's resourceClaimStatuses)."""
+        would create it: owned by the pod, recorded in the pod's resourceClaimStatuses);
+        ``requests``: the claim's requests (default: one GPU)."""
         claim_name = f"{name}-gpu"
         await self.apply(
             make_pod(name, template_claims={"gpu": "gpu-template"}, statuses={"gpu": claim_name}, **kw)
         )
         pod = await self.api.get_object("Pod", name, namespace="default")
         assert isinstance(pod, Pod)
-        await self.apply(make_claim(claim_name, exact(), owner=pod))
+        await self.apply(make_claim(claim_name, *(requests or (exact(),)), owner=pod))
         subject = self.store.subject("Pod", "default", name)
         statuses = (PodResourceClaimStatus(name="gpu", resource_claim_name=claim_name),)
         await self.store.append(subject, PodClaimStatusesRecorded(statuses=statuses), expected_last_seq=None)

@@ -17,8 +17,8 @@ from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
-from draflow.services.drivers.gpu_example.plugin import FailureSwitches
 from draflow.services.drivers.gpu_example.publisher import SlicePublisher
+from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
 from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.client import ApiClient
 from draflow.services.scheduler.service import SchedulerService
@@ -89,6 +89,10 @@ async def test_prepare_failure_through_the_real_scheduler_keeps_the_pod_pending_
         assert types[-1] == "ResourceClaimDeleted", trail
         events = await _log(settings, "--subject", f"{settings.root}.ev.Event.default.>", "-o", "json")
         assert "FailedPrepareDynamicResources" in events
+        # explain names the pod whose reservation was released, and who released it
+        told = await asyncio.to_thread(draflow_out, settings, "explain", "pod", "pod0")
+        (released,) = [x for x in told.splitlines() if "reservations released" in x]
+        assert "reservations released (1): pods/pod0  by kubelet" in released, told
     finally:
         stop.set()
         await asyncio.wait({sched_task}, timeout=10)

@@ -1,0 +1,73 @@
+"""``python -m draflow.services.drivers.nvidia_sim.node --node NAME --gpus N [--mig-gpus K]``: the
+simulated NVIDIA driver's kubelet plugin for one node, its own process.
+
+As NVIDIA's kubelet plugin does, it publishes its own node's ``gpu.nvidia.com`` ResourceSlice
+(owned by the Node, applied at every start: unchanged while the layout is), then serves the DRA
+node service and registers with the node's kubelet (``draflow.services.drivers.kubeletplugin``).
+Its checkpoint is ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins/gpu.nvidia.com/checkpoint.json``.
+"""
+
+from __future__ import annotations
+
+if __name__ == "__main__":
+    # run as a service: a SIGTERM or Ctrl-C that arrives while the imports below load is recorded,
+    # then stops the service cleanly (draflow.infra.signals)
+    from draflow.infra.signals import install_early
+
+    install_early()
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+
+from draflow.services.dra.kubeletplugin import DRAPlugin
+from draflow.services.drivers.kubeletplugin.host import (
+    PluginContext,
+    add_plugin_args,
+    options_from_args,
+    run_plugin,
+)
+from draflow.services.drivers.nvidia_sim.devices import DRIVER, LayoutError, NodeLayout, node_slice
+from draflow.services.drivers.nvidia_sim.plugin import NvidiaGpuPlugin
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m draflow.services.drivers.nvidia_sim.node", description=__doc__
+    )
+    add_plugin_args(p)
+    p.add_argument("--gpus", type=int, required=True, metavar="N", help="simulated GH200 GPUs on this node")
+    p.add_argument("--mig-gpus", type=int, default=0, metavar="K", help="of those, the last K in MIG mode")
+    args = p.parse_args(argv)
+    try:
+        args.layout = NodeLayout(args.gpus, args.mig_gpus)
+    except LayoutError as exc:
+        p.error(str(exc))
+    return args
+
+
+def driver_for(layout: NodeLayout) -> Callable[[PluginContext], NvidiaGpuPlugin]:
+    def make(ctx: PluginContext) -> NvidiaGpuPlugin:
+        return NvidiaGpuPlugin(
+            ctx.node, layout, ctx.cdi_root, ctx.get_claim, state_dir=ctx.plugins_dir / DRIVER
+        )
+
+    return make
+
+
+async def publish_slice(ctx: PluginContext, driver: DRAPlugin) -> None:
+    """The node's slice, owned by its Node once the kubelet registered it. A refusal is fatal: a
+    plugin whose devices nobody can see is useless."""
+    assert isinstance(driver, NvidiaGpuPlugin)
+    node = ctx.rt.get("Node", "", ctx.node)
+    while node is None:  # the kubelet registers the Node; the slice names it as its owner
+        await asyncio.sleep(0.2)
+        node = ctx.rt.get("Node", "", ctx.node)
+    if not await ctx.rt.apply(node_slice(ctx.node, driver.devices, node.metadata.uid)):
+        raise RuntimeError(f"{DRIVER} plugin on {ctx.node}: cannot publish its ResourceSlice")
+
+
+if __name__ == "__main__":
+    args = parse_args(sys.argv[1:])
+    sys.exit(run_plugin("nvidia-plugin", driver_for(args.layout), options_from_args(args), publish_slice))

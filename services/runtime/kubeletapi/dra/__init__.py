@@ -1,0 +1,1 @@
+"""The DRA node service, one package per released version."""

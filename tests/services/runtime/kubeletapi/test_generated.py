@@ -1,0 +1,58 @@
+"""The generated modules of the kubelet plugin APIs are what grpcio-tools makes of the committed
+protos (regenerated into a temporary directory and compared byte for byte), and the wire names
+are upstream's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from draflow.services.runtime.kubeletapi.gen import GENERATED, PROTOS, ROOT, generate
+
+pytestmark = pytest.mark.kep4381
+
+
+def test_generated_code_is_up_to_date(tmp_path: Path) -> None:
+    written = generate(tmp_path)
+    assert len(written) == len(PROTOS) * len(GENERATED)
+    for path in written:
+        committed = ROOT / "draflow" / path.relative_to(tmp_path / "draflow")
+        assert committed.read_bytes() == path.read_bytes(), (
+            f"{committed} is stale: run python -m draflow.services.runtime.kubeletapi.gen"
+        )
+
+
+def test_services_and_fields_are_upstreams() -> None:
+    from draflow.services.runtime.kubeletapi.dra.v1 import api_pb2 as v1
+    from draflow.services.runtime.kubeletapi.dra.v1beta1 import api_pb2 as v1beta1
+    from draflow.services.runtime.kubeletapi.pluginregistration.v1 import api_pb2 as reg
+
+    registration = reg.DESCRIPTOR.services_by_name["Registration"]
+    assert registration.full_name == "pluginregistration.Registration"
+    assert [m.name for m in registration.methods] == ["GetInfo", "NotifyRegistrationStatus"]
+    info = reg.PluginInfo.DESCRIPTOR
+    assert [(f.name, f.number) for f in info.fields] == [
+        ("type", 1),
+        ("name", 2),
+        ("endpoint", 3),
+        ("supported_versions", 4),
+    ]
+    for module, package in (
+        (v1, "k8s.io.kubelet.pkg.apis.dra.v1"),
+        (v1beta1, "k8s.io.kubelet.pkg.apis.dra.v1beta1"),
+    ):
+        service = module.DESCRIPTOR.services_by_name["DRAPlugin"]
+        assert service.full_name == f"{package}.DRAPlugin"
+        assert [m.name for m in service.methods] == ["NodePrepareResources", "NodeUnprepareResources"]
+        device = module.Device.DESCRIPTOR
+        assert [(f.name, f.number) for f in device.fields] == [
+            ("request_names", 1),
+            ("pool_name", 2),
+            ("device_name", 3),
+            ("cdi_device_ids", 4),
+        ]
+        claim = module.Claim.DESCRIPTOR
+        assert [(f.name, f.number) for f in claim.fields] == [("namespace", 1), ("uid", 2), ("name", 3)]
+        result = module.NodePrepareResourceResponse.DESCRIPTOR
+        assert [(f.name, f.number) for f in result.fields] == [("devices", 1), ("error", 2)]
