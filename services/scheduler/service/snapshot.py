@@ -28,11 +28,12 @@ from draflow.events.api.codec import object_meta
 from draflow.events.codec import DecodeError, decode
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
-from draflow.infra.snapshots import SnapshotPolicy, load_snapshot
+from draflow.infra.snapshots import SnapshotPolicy
 from draflow.projections.objects import ObjectIndex, fold
-from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, schema
+from draflow.projections.snapshot import OBJECTS
 from draflow.services.dra.numeric.claims import is_numeric_class
 from draflow.services.dra.numeric.plans import LEDGER_KIND
+from draflow.services.runtime.snapshot_start import load_objects
 from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
@@ -111,21 +112,18 @@ class Snapshot:
         Pods restored this way start a new trace (a snapshot keeps objects, not envelopes)."""
         if self.position or not self.policy.load:
             return False
-        loaded = await load_snapshot(self.store.snapshots, OBJECTS, schema(), self.store.identity, last_seq)
+        loaded = await load_objects(self.store, last_seq, KINDS | NUMERIC_KINDS)
         if loaded is None:
             return False
-        try:
-            index = await asyncio.to_thread(decode_index, loaded.body, KINDS | NUMERIC_KINDS)
-        except SnapshotDecodeError as exc:
-            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
-            return False
+        position, index = loaded
         if any(is_numeric_class(c) for c in index.items(cv.CLASS_KIND) if isinstance(c, cv.ResourceClass)):
-            # KEP-4381: numeric claims read parameter objects of any kind (CRDs), which a
-            # snapshot of the object fold does not hold: fold the log from the start instead
-            log.info("snapshot %s at %d not used: numeric classes exist", OBJECTS, loaded.header.position)
+            # KEP-4381: numeric claims read parameter objects of any kind (CRDs), which this
+            # scheduler's kind filter does not keep: fold the log from the start instead
+            log.info("snapshot %s at %d not used: numeric classes exist", OBJECTS, position)
             return False
         self.index.adopt(index)
-        self.position = self.snapshot_position = loaded.header.position
+        self.position = self.snapshot_position = position
+        self.index.settle(position)
         order = {k: i for i, k in enumerate(_RESTORE_ORDER)}
         for kind in sorted(index.kinds(), key=lambda k: order.get(k, len(order))):
             for obj in index.items(kind):
@@ -220,6 +218,7 @@ class Snapshot:
                 log.exception("cannot apply event %d on %s", rec.seq, subject)
         if records:
             self.position = max(self.position, records[-1].seq)
+            self.index.settle(self.position)
             self._advanced.set()
             self._advanced = asyncio.Event()
             if self.on_batch is not None:
