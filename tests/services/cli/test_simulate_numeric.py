@@ -6,13 +6,12 @@ capacity cloned) and from a template file holding a NodeResourceCapacity."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from draflow.events.api.registry import custom_crds, unregister_custom
 from tests.builders.numeric import FROB_API, FROB_DRIVER, kep_pod, node_capacity, numeric_claim
 from tests.paths import EXAMPLES
 from tests.services.cli.conftest import Result
@@ -21,14 +20,6 @@ from tests.services.cli.test_cli import write
 pytestmark = pytest.mark.kep4381
 
 Draflow = Callable[..., Result]
-
-
-@pytest.fixture(autouse=True)
-def _forget_custom_kinds() -> Iterator[None]:
-    before = set(custom_crds())
-    yield
-    for name in set(custom_crds()) - before:
-        unregister_custom(name)
 
 
 def _node(name: str) -> dict[str, object]:
