@@ -44,8 +44,12 @@ from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers.acme_gpu.node import AcmeGpuNodePlugin
 from draflow.services.drivers.classic_node import ClassicNodePlugin, read_json, write_json
 from draflow.services.drivers.fpga_example.node import FpgaNodePlugin
+from draflow.services.drivers.frobnicator import CAPACITY_LABEL as FROB_LABEL
+from draflow.services.drivers.frobnicator import DRIVER_NAME as FROB_DRIVER
+from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
 from draflow.services.kubelet.admission import Admit, Reject
 from draflow.services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
+from draflow.services.kubelet.numeric_capacity import publish_capacity
 from draflow.services.kubelet.prepare import Outcome
 from draflow.services.runtime.controller import Runtime
 
@@ -92,6 +96,14 @@ class ClassicKubelet:
                 state_dir=dirs["gpu.acme.com"],
             )
             plugins = {p.driver_name: p for p in (fpga, acme)}
+            if node_labels.get(FROB_LABEL):  # KEP-4381's numeric example driver
+                frob = FrobnicatorNodePlugin(
+                    node_name=node_name,
+                    node_labels=node_labels,
+                    cdi_root=cdi_root,
+                    state_dir=state_dir / FROB_DRIVER if state_dir is not None else None,
+                )
+                plugins[frob.driver_name] = frob
         self.plugins: dict[str, ClassicNodePlugin] = dict(plugins)
         self._checkpoint = state_dir / PODS_CHECKPOINT if state_dir is not None else None
         saved: dict[str, ClassicPodState] = (
@@ -109,6 +121,10 @@ class ClassicKubelet:
             for uid in sorted(self._prepared)
         }
         write_json(self._checkpoint, state)
+
+    async def publish_capacity(self, rt: Runtime) -> None:
+        """KEP-4381: the node plugins' reported capacity as this node's NodeResourceCapacity."""
+        await publish_capacity(rt, self.node_name, self.plugins)
 
     @staticmethod
     def handles(pod: c1.Pod) -> bool:

@@ -199,6 +199,8 @@ class KubeletService:
         return self.devices is not None and self.devices.holds(pod_uid)
 
     async def sync(self) -> None:
+        if self.classic is not None:
+            await self.classic.publish_capacity(self.rt)
         pods = self.rt.items("Pod")
         await self._unprepare_vanished(pods)
         for pod in pods:
