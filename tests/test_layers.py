@@ -51,8 +51,9 @@ EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     f"{SERVICES}.kubelet": (
         (f"{SERVICES}.drivers",),
-        "the kubelet hosts the classic (KEP-3063) drivers' node plugins in-process and writes the "
-        "device plugin's CDI specs with the drivers' CDI helper (structured drivers are plugin processes)",
+        "the kubelet writes the device plugin's CDI specs with the drivers' CDI helper, labels the "
+        "Node with gpu.example.com's label name, and checkpoints with the classic drivers' JSON "
+        "helper (every driver's node side is a plugin process)",
     ),
 }
 

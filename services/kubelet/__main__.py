@@ -1,8 +1,9 @@
 """``python -m draflow.services.kubelet --node NAME [--gpus N]``: one node's kubelet until SIGTERM.
 
 DRA drivers' node plugins are their own processes (``python -m
-draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, or any plugin
-built from Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
+draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, the classic
+drivers' ``...classic_plugin --driver fpga.example.com|gpu.acme.com``, or any plugin built from
+Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
 for their registration sockets and calls their DRA node service (v1 or v1beta1) over gRPC, each
 call with a deadline of ``--plugin-call-timeout`` seconds (``draflow.services.kubelet.plugins``).
 ``--gpus N`` labels the Node ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane
@@ -171,10 +172,10 @@ def build(
     labels: dict[str, str] = dict(extra_labels or {})
     if gpus > 0:
         labels[GPUS_LABEL] = str(gpus)
-    # KEP-3063 drivers' node plugins (fpga.example.com, gpu.acme.com) for Pods with classic claims
-    classic = ClassicKubelet(
-        node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node, state_dir=state_dir / "classic"
-    )
+    registry = plugins if plugins is not None else PluginRegistry()
+    # Pods with classic (KEP-3063) claims: their drivers' plugins (fpga.example.com, gpu.acme.com,
+    # processes of their own: draflow.services.drivers.classic_plugin) are registered like any other
+    classic = ClassicKubelet(node, registry, state_dir=state_dir / "classic")
     devices = None
     if device_plugin:
         counts = device_counts(device_plugin)
@@ -183,7 +184,7 @@ def build(
         rt,
         node,
         state_dir,
-        plugins if plugins is not None else PluginRegistry(),
+        registry,
         node_labels=labels,
         classic=classic,
         capacity={**DEFAULT_CAPACITY, **(device_plugin or {})},

@@ -273,7 +273,7 @@ class KubeletService:
                 await self._fail(pod, reason, str(exc), reason)
                 return
         if classic is not None:
-            outcome = classic.prepare(self.rt, pod)
+            outcome = await classic.prepare(self.rt, pod)
         else:
             outcome = await prepare_pod(self.manager, pod, decision.claims, self.plugins)
         self._checkpoint()
@@ -384,7 +384,7 @@ class KubeletService:
     async def _unprepare_vanished(self, pods: list[Pod]) -> None:
         """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""
         if self.classic is not None:
-            errors = self.classic.release_vanished(pods)
+            errors = await self.classic.release_vanished(pods)
             if errors:
                 log.warning("%s: classic unprepare for vanished pods: %s", self.node_name, errors)
         if self.devices is not None:
