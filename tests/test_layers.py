@@ -75,6 +75,7 @@ PURE = (
     "draflow.services.kubelet.backoff",
     "draflow.services.kubelet.containers",
     "draflow.services.kubelet.classic_admission",
+    "draflow.services.kubelet.devicehealth",
     "draflow.services.quota_reconciler.reconcile",
     "draflow.services.scheduler.autoscaler",
     "draflow.services.scheduler.framework",

@@ -162,7 +162,7 @@ def main_for(
             await server.start()
             if options.admin:
                 path = admin_path(pctx.plugins_dir, driver.driver_name, options.instance)
-                admin = AdminEndpoint(path, pctx.failures, server.calls)
+                admin = AdminEndpoint(path, pctx.failures, server.calls, on_change=server.health_changed)
                 await admin.start()
             if after_start is not None:
                 await rt.wait_for_apiserver()
