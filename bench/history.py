@@ -186,6 +186,7 @@ def start_service(
     *,
     snapshots: bool = True,
     until: re.Pattern[str] = CAUGHT_UP,
+    extra_env: dict[str, str] | None = None,
 ) -> Start:
     """Spawn the service, wait for its caught-up line (or ``until``), read its RSS, stop it."""
     env = dict(
@@ -198,6 +199,7 @@ def start_service(
         DRAFLOW_LOG_LEVEL="INFO",
     )
     env.pop("DRAFLOW_METRICS_PORT", None)
+    env.update(extra_env or {})
     if not snapshots:  # the whole log folded, as before snapshots
         env.update(DRAFLOW_SNAPSHOT_LOAD="0", DRAFLOW_SNAPSHOT_EVERY_EVENTS="0", DRAFLOW_SNAPSHOT_EVERY_S="0")
     began = time.monotonic()
@@ -285,7 +287,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     # the apiserver writes the object fold's snapshot (every 20k events by
                     # default): let it write one at the log's end, as a running system would have
                     wrote = start_service(
-                        "apiserver", settings, work / "data" / "w", args.timeout, until=SNAPSHOT_WRITTEN
+                        "apiserver",
+                        settings,
+                        work / "data" / "w",
+                        args.timeout,
+                        until=SNAPSHOT_WRITTEN,
+                        extra_env={"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "1"},  # at once, whatever the size
                     )
                     print(f"  snapshot of the objects at {wrote.position} written by the apiserver")
                 for service in services:

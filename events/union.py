@@ -35,6 +35,14 @@ from draflow.events.node import (
     PodContainerStatusesReported,
     PodDisruptionTargeted,
 )
+from draflow.events.numeric import (
+    NumericCapacityCommitted,
+    NumericClaimAllocated,
+    NumericClaimConditionRecorded,
+    NumericClaimDeallocated,
+    NumericClaimReservationsReleased,
+    NumericClaimReserved,
+)
 from draflow.events.objects import (
     CUSTOM_EVENT_TYPES,
     KubeEventDeleted,
@@ -69,6 +77,13 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     PodStarted,
     PodFailed,
     PodSucceeded,
+    # KEP-4381 numeric claims (draflow.events.numeric)
+    NumericClaimAllocated,
+    NumericClaimReserved,
+    NumericClaimDeallocated,
+    NumericClaimConditionRecorded,
+    NumericClaimReservationsReleased,
+    NumericCapacityCommitted,
     # node and pod facts of the node plane (draflow.events.node)
     PodContainerStatusesReported,
     LeaseRenewed,

@@ -29,6 +29,7 @@ caches, the scheduler's snapshot)::
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -60,6 +61,7 @@ from draflow.events.objects import (
 )
 from draflow.projections.dra import REDUCERS as DRA_REDUCERS
 from draflow.projections.node import REDUCERS as NODE_REDUCERS
+from draflow.projections.numeric import REDUCERS as NUMERIC_REDUCERS
 
 __all__ = [
     "Change",
@@ -209,7 +211,7 @@ def _assemble() -> None:
             except KeyError:  # e.g. no StatusUpdated for a kind without status
                 continue
             reducer(cls)(fn)
-    for table in (_OBJECT_EVENTS, DRA_REDUCERS, NODE_REDUCERS):
+    for table in (_OBJECT_EVENTS, DRA_REDUCERS, NODE_REDUCERS, NUMERIC_REDUCERS):
         for event_type, fn in table.items():
             reducer(event_type)(fn)
 
@@ -256,16 +258,23 @@ Key = tuple[str, str]  # (namespace or "", name)
 
 
 class ObjectIndex:
-    """Objects by kind and key, with each subject's version (kept after deletion, as a tombstone).
+    """Objects by kind and key, with each subject's version.
 
     ``apply`` ignores events at or below the subject's version, so the same event may arrive
-    twice (applied locally right after an append, then again from the log) without harm.
+    twice (applied locally right after an append, then again from the log) without harm. A
+    deleted object's version stays as a *tombstone* until :meth:`settle` says the log has been
+    folded past it: from then on every event at or below that position counts as seen (the
+    *floor*), so the tombstone is no longer needed and goes. A process that follows the log
+    settles after each batch, so it holds live objects only, not its history; one that never
+    settles (a fold in a test, a tool) keeps every tombstone.
     """
 
     def __init__(self) -> None:
         self._objects: dict[str, dict[Key, ApiStruct]] = {}
         self._versions: dict[tuple[str, str, str], int] = {}
         self._ns_counts: Counter[str] = Counter()
+        self._floor = 0  # every event at or below it has been folded (see settle)
+        self._tombstones: list[tuple[int, tuple[str, str, str]]] = []  # heap of (version, subject)
 
     def version(self, kind: str, namespace: str, name: str) -> int:
         """The subject's version: sequence of its last event, 0 if it has none."""
@@ -293,7 +302,7 @@ class ObjectIndex:
     ) -> Change | None:
         """Fold one event into the object it addresses; the resulting change, if any."""
         vkey = (kind, namespace, name)
-        if seq <= self._versions.get(vkey, 0):
+        if seq <= self._versions.get(vkey, self._floor):
             return None
         self._versions[vkey] = seq
         objs = self._objects.setdefault(kind, {})
@@ -301,11 +310,12 @@ class ObjectIndex:
         old = objs.get(key)
         new = fold(old, type_name, event, seq)
         if new is None:
+            heapq.heappush(self._tombstones, (seq, vkey))
             if old is None:
                 return None
             del objs[key]
             if namespace and kind != EVENT_KIND:
-                self._ns_counts[namespace] -= 1
+                self._uncount(namespace)
             return Change("DELETED", old, seq)
         objs[key] = new
         if old is None:
@@ -325,6 +335,39 @@ class ObjectIndex:
     def apply_envelope(self, kind: str, namespace: str, name: str, env: Envelope[Event]) -> Change | None:
         return self.apply(kind, namespace, name, env.type, env.data, env.seq)
 
+    def _uncount(self, namespace: str) -> None:
+        left = self._ns_counts[namespace] - 1
+        if left > 0:
+            self._ns_counts[namespace] = left
+        else:
+            del self._ns_counts[namespace]
+
+    def settle(self, position: int) -> None:
+        """Every event up to ``position`` has been folded (the log delivers in order): forget the
+        tombstones at or below it, which the floor now stands for."""
+        if position <= self._floor:
+            return
+        self._floor = position
+        heap = self._tombstones
+        while heap and heap[0][0] <= position:
+            seq, vkey = heapq.heappop(heap)
+            if self._versions.get(vkey) == seq and self.get(*vkey) is None:
+                del self._versions[vkey]
+
+    def tombstones(self) -> int:
+        """How many deleted subjects' versions are still held (not yet settled)."""
+        return len(self._tombstones)
+
+    def sizes(self) -> dict[str, int]:
+        """Entries held, per structure (what memory in proportion to live state is checked by)."""
+        return {
+            "objects": sum(len(objs) for objs in self._objects.values()),
+            "kinds": sum(1 for objs in self._objects.values() if objs),
+            "versions": len(self._versions),
+            "namespaces": len(self._ns_counts),
+            "tombstones": len(self._tombstones),
+        }
+
     def image(self) -> tuple[dict[str, dict[Key, ApiStruct]], dict[tuple[str, str, str], int]]:
         """A consistent copy of the state (the objects are immutable, so shallow copies do): what
         a snapshot encodes while this index goes on folding."""
@@ -341,11 +384,14 @@ class ObjectIndex:
         for kind, objs in index._objects.items():
             if kind != EVENT_KIND:
                 index._ns_counts.update(ns for ns, _ in objs if ns)
+        index._tombstones = [(v, vkey) for vkey, v in index._versions.items() if index.get(*vkey) is None]
+        heapq.heapify(index._tombstones)
         return index
 
     def adopt(self, other: ObjectIndex) -> None:
         """Take ``other``'s state in place (holders of this index see it: a snapshot loaded at start)."""
         self._objects, self._versions, self._ns_counts = other._objects, other._versions, other._ns_counts
+        self._floor, self._tombstones = other._floor, other._tombstones
 
     def touch(self, kind: str, namespace: str, name: str, seq: int) -> Change | None:
         """An event this process cannot decode moved the subject: keep the version in step."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from draflow.events.api.apiextensions_v1 import CustomObject
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.registry import resource_types
 from draflow.events.objects import EVENT_KIND, KubeEvent
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 OBJECTS = "objects"  # the snapshot's name
-FORMAT = 1
+FORMAT = 2  # 2: custom objects (of CRDs) are held too
 
 
 class SnapshotDecodeError(ValueError):
@@ -48,19 +49,22 @@ class _Image(msgspec.Struct, frozen=True, array_like=True):
     objects: dict[str, list[tuple[str, str, msgspec.Raw]]]
     # (kind, namespace, name, version): every subject's version, deleted objects' included
     versions: list[tuple[str, str, str, int]]
+    # the kinds of ``objects`` that are custom (a CRD's): stored as CustomObject, whatever the kind
+    custom: list[str] = []
 
 
 @functools.cache
 def _structs() -> dict[str, type[Any]]:
-    # the built-in kinds only: custom kinds come and go with their CRDs, so a fold holding custom
-    # objects is not snapshotted in this format (its snapshot does not decode: a full fold)
+    # the built-in kinds; a custom kind (a CRD's) comes and goes with its CRD, so the image names
+    # its custom kinds and every one of them is a CustomObject
     out: dict[str, type[Any]] = {rt.kind: rt.struct for rt in resource_types() if not rt.crd}
     out[EVENT_KIND] = KubeEvent
     return out
 
 
 def stored_kinds() -> frozenset[str]:
-    """The kinds the object fold keeps (every served kind and Kubernetes Events)."""
+    """The built-in kinds the object fold keeps (every one and Kubernetes Events); it also keeps
+    the custom kinds of the CRDs it holds."""
     return frozenset(_structs())
 
 
@@ -69,12 +73,15 @@ def _decoders() -> dict[str, msgspec.msgpack.Decoder[Any]]:
     return {kind: msgspec.msgpack.Decoder(struct) for kind, struct in _structs().items()}
 
 
+_custom_decoder = msgspec.msgpack.Decoder(CustomObject)
+
+
 @functools.cache
 def schema() -> str:
     """The version a snapshot of the object fold is written and read with."""
     structs = _structs()
     kinds = sorted(structs)
-    (_, components) = msgspec.json.schema_components([structs[k] for k in kinds])
+    (_, components) = msgspec.json.schema_components([structs[k] for k in kinds] + [CustomObject])
     text = msgspec.json.encode([FORMAT, kinds, components], order="sorted")
     return f"{FORMAT}-{hashlib.sha256(text).hexdigest()[:16]}"
 
@@ -94,6 +101,7 @@ def encode_index(
             for kind, objs in objects.items()
         },
         versions=[(k, ns, n, v) for (k, ns, n), v in versions.items()],
+        custom=sorted(kind for kind in objects if kind not in _structs()),
     )
     return _encoder.encode(image)
 
@@ -103,17 +111,16 @@ def decode_index(data: bytes, kinds: frozenset[str] | None = None) -> ObjectInde
     try:
         image = _image_decoder.decode(data)
         decoders = _decoders()
+        custom = frozenset(image.custom)
         objects: dict[str, dict[tuple[str, str], ApiStruct]] = {}
         for kind, items in image.objects.items():
             if kinds is not None and kind not in kinds:
                 continue
-            decoder = decoders.get(kind)
+            decoder = _custom_decoder if kind in custom else decoders.get(kind)
             if decoder is None:
                 raise SnapshotDecodeError(f"kind {kind!r} is not served")
             objects[kind] = {(ns, name): decoder.decode(raw) for ns, name, raw in items}
-        versions = {
-            (k, ns, n): v for k, ns, n, v in image.versions if kinds is None or k in kinds
-        }
+        versions = {(k, ns, n): v for k, ns, n, v in image.versions if kinds is None or k in kinds}
     except (msgspec.DecodeError, TypeError, ValueError) as exc:
         if isinstance(exc, SnapshotDecodeError):
             raise

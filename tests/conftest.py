@@ -23,6 +23,7 @@ from types import ModuleType
 
 import pytest
 
+from draflow.events.api import registry
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
@@ -61,6 +62,15 @@ if not any(isinstance(finder, OneImportRoot) for finder in sys.meta_path):
 # listen). The processes tests start trace only when a test asks for it with
 # OTEL_TRACES_EXPORTER=otlp and an endpoint of its own (see tests/infra/test_tracing.py).
 os.environ["OTEL_TRACES_EXPORTER"] = "none"
+
+
+@pytest.fixture(autouse=True)
+def _no_custom_kind_left() -> Iterator[None]:
+    """Custom kinds (CRDs) are registered per process, as a real apiserver serves one set: a test
+    that started an apiserver in this process and left CRDs behind must not shape the next one."""
+    yield
+    for crd in list(registry.custom_crds()):
+        registry.unregister_custom(crd)
 
 
 @pytest.fixture(autouse=True)

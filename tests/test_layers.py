@@ -52,8 +52,9 @@ EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     f"{SERVICES}.kubelet": (
         (f"{SERVICES}.drivers",),
         "the kubelet writes the device plugin's CDI specs with the drivers' CDI helper, labels the "
-        "Node with gpu.example.com's label name, and checkpoints with the classic drivers' JSON "
-        "helper (every driver's node side is a plugin process)",
+        "Node with gpu.example.com's label name, checkpoints with the classic drivers' JSON helper, "
+        "and hosts KEP-4381's frobnicator node plugin (its capacity report has no gRPC API; every "
+        "other driver's node side is a plugin process)",
     ),
 }
 
@@ -66,6 +67,7 @@ PURE = (
     "draflow.sagas.state",
     "draflow.sagas.view",
     "draflow.services.claim_controller.controller",
+    "draflow.services.claim_controller.numeric",
     "draflow.services.device_taint_eviction.planner",
     "draflow.services.driver_controller.controller",
     "draflow.services.driver_controller.sagas",
@@ -83,6 +85,8 @@ PURE = (
     "draflow.services.scheduler.plugins.classic.plugin",
     "draflow.services.scheduler.plugins.classic.scheduling",
     "draflow.services.scheduler.plugins.classic.writes",
+    "draflow.services.scheduler.plugins.numeric.books",
+    "draflow.services.scheduler.plugins.numeric.plugin",
     "draflow.services.runtime.programs",
     "draflow.services.workloads.deployment",
     "draflow.services.workloads.job",

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from draflow.events.api.base import ApiStruct, Int32
-from draflow.events.api.meta import NodeSelector, ObjectMeta, OwnerReference
+from draflow.events.api.meta import Condition, NodeSelector, ObjectMeta, OwnerReference
 
 __all__ = [
     "ALLOCATED",
@@ -40,8 +40,11 @@ __all__ = [
     "WIRE_CLAIM_KIND",
     "ClaimTemplate",
     "DriverSchedulingStatus",
+    "NumericAllocation",
+    "NumericParameterType",
     "PodResourceClaim",
     "ResourceClaim",
+    "ResourceClaimParametersReference",
     "ResourceClaimSpec",
     "ResourceClaimStatus",
     "ResourceClass",
@@ -68,8 +71,21 @@ PHASES = (PENDING, ALLOCATED, REALLOCATE)
 UNLIMITED = -1  # userLimit value: any number of users
 
 
+class NumericParameterType(ApiStruct, frozen=True):
+    """KEP-4381: one claim parameter type a numeric class accepts, and the CEL template that maps
+    an object of that type onto a numeric model's parameter type."""
+
+    api_version: str = ""  # group/version of the vendor parameter object
+    kind: str = ""
+    cel_template: str = ""
+    shareable: bool = False  # copied into the allocation (any number of pods may use the claim)
+
+
 class ResourceClass(ApiStruct, frozen=True):
-    """Cluster-scoped; created by the administrator next to the driver deployment."""
+    """Cluster-scoped; created by the administrator next to the driver deployment.
+
+    ``numericParameters`` (KEP-4381) set: claims of this class are allocated by the scheduler's
+    builtin controllers from published node capacity, with no driver controller."""
 
     API_VERSION: ClassVar[str] = API_VERSION
     KIND: ClassVar[str] = CLASS_KIND
@@ -78,6 +94,15 @@ class ResourceClass(ApiStruct, frozen=True):
     driver_name: str = ""
     # runtime.RawExtension: any JSON value, kept as decoded; the driver interprets it.
     parameters: Any = None
+    numeric_parameters: tuple[NumericParameterType, ...] = ()
+
+
+class ResourceClaimParametersReference(ApiStruct, frozen=True):
+    """The claim's parameter object, in the claim's namespace (a vendor CRD object)."""
+
+    api_group: str = ""  # "" for the core group
+    kind: str = ""
+    name: str = ""
 
 
 class ResourceClaimSpec(ApiStruct, frozen=True):
@@ -86,6 +111,7 @@ class ResourceClaimSpec(ApiStruct, frozen=True):
     resource_class_name: str = ""
     parameters: Any = None
     allocation_mode: str = ""
+    parameters_ref: ResourceClaimParametersReference | None = None
 
 
 class SchedulerSchedulingStatus(ApiStruct, frozen=True):
@@ -104,10 +130,30 @@ class SchedulingStatus(ApiStruct, frozen=True):
     driver: DriverSchedulingStatus = msgspec.field(default_factory=DriverSchedulingStatus)
 
 
+class NumericAllocation(ApiStruct, frozen=True):
+    """KEP-4381's allocation result of a numeric claim (written by the scheduler).
+
+    It embeds everything the node plugin needs so the claim stays usable after its class and
+    parameter object are deleted: the whole ``resourceClass`` and ``parameters`` object as they
+    were, the model parameters the template expanded to, and the model's allocation type
+    (``apiVersion``/``kind``/``data``: which instances and how much of each)."""
+
+    node_name: str = ""
+    driver_name: str = ""
+    api_version: str = ""  # of the model's allocation type
+    kind: str = ""
+    data: Any = None
+    model_parameters: Any = None
+    resource_class: Any = None
+    parameters: Any = None
+    shareable: bool = False
+
+
 class ResourceClaimStatus(ApiStruct, frozen=True):
     """Written by the scheduler and the driver only (the status subresource upstream).
 
     ``userLimit`` is ``None`` until defaulted to 1 by the API server; -1 means unlimited.
+    ``numericAllocation`` and ``conditions`` belong to numeric claims (KEP-4381).
     """
 
     phase: str = ""
@@ -116,6 +162,8 @@ class ResourceClaimStatus(ApiStruct, frozen=True):
     attributes: dict[str, str] = {}
     user_limit: Int32 | None = None
     reserved_for: tuple[OwnerReference, ...] = ()
+    numeric_allocation: NumericAllocation | None = None
+    conditions: tuple[Condition, ...] = ()
 
 
 class ResourceClaim(ApiStruct, frozen=True):
@@ -142,9 +190,11 @@ class ClaimTemplate(ApiStruct, frozen=True):
     resource_class_name: str = ""
     parameters: Any = None
     allocation_mode: str = ""
+    parameters_ref: ResourceClaimParametersReference | None = None
 
     def has_flat_fields(self) -> bool:
-        return bool(self.resource_class_name or self.allocation_mode) or self.parameters is not None
+        flat = self.parameters is not None or self.parameters_ref is not None
+        return bool(self.resource_class_name or self.allocation_mode) or flat
 
 
 def template_spec(template: ClaimTemplate) -> ResourceClaimSpec:
@@ -155,6 +205,7 @@ def template_spec(template: ClaimTemplate) -> ResourceClaimSpec:
         resource_class_name=template.resource_class_name,
         parameters=template.parameters,
         allocation_mode=template.allocation_mode,
+        parameters_ref=template.parameters_ref,
     )
 
 

@@ -6,7 +6,8 @@ so the node in the subject *is* the caller, as the ``system:node:<node>`` user i
 The rules follow Kubernetes' NodeRestriction admission plugin and Node authorizer:
 
 * its own Node (create, update, status, delete) and its own Lease in ``kube-node-lease``;
-* ResourceSlices whose ``spec.nodeName`` is itself (a node plugin publishing its devices);
+* ResourceSlices whose ``spec.nodeName`` is itself (a node plugin publishing its devices), and
+  NodeResourceCapacity objects whose ``nodeName`` is itself (KEP-4381);
 * Pods bound to it (``spec.nodeName``): status facts (prepared, started, containers, failed,
   succeeded), deletion, finalizers; no Pod created, none bound elsewhere touched;
 * claims (structured and classic): only dropping reservations of pods bound to it, and the
@@ -136,6 +137,9 @@ class NodeRestriction:
                 if d.kind in ("Pod", "pods", "pod"):
                     self._pod_on(node, d.namespace, d.name, "delete pods")
                     continue
+                if d.kind in ("NodeResourceCapacity", "noderesourcecapacities"):
+                    self._own_capacity(node, d.name)
+                    continue
                 raise self._cannot(node, "delete", d.kind, d.name, d.namespace)
         elif verb == "finalize":
             assert isinstance(req, FinalizeRequest)
@@ -171,7 +175,25 @@ class NodeRestriction:
                     f"expected {node}, got {got}",
                 )
             return
+        if kind == "NodeResourceCapacity":  # KEP-4381: the node's capacity, as its ResourceSlices
+            got = manifest.get("nodeName") or ""
+            if got != node:
+                raise forbidden(
+                    kind,
+                    name,
+                    "can only create NodeResourceCapacity with the same NodeName as the requesting node, "
+                    f"expected {node}, got {got}",
+                )
+            self._own_capacity(node, name)
+            return
         raise self._cannot(node, verb, kind, name, namespace)
+
+    def _own_capacity(self, node: str, name: str) -> None:
+        existing = self._get("NodeResourceCapacity", "", name)
+        other = getattr(existing, "node_name", node) if existing is not None else node
+        if other != node:
+            reason = f'node "{node}" cannot modify the capacity of node "{other}"'
+            raise forbidden("NodeResourceCapacity", name, reason)
 
     def _admit_status(self, node: str, req: StatusRequest) -> None:
         if req.kind in ("Node", "nodes"):

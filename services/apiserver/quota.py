@@ -2,13 +2,15 @@
 
 The apiserver folds every object anyway; this listener feeds the ones quota reads (DeviceClasses,
 Pods, ResourceClaims, ResourceQuotas) into the same reducer the quota-reconciler runs, so a write
-is checked against exactly the usage ``status.used`` will show. Only Pods and structured
-ResourceClaims are charged (``admission.quota.check_quota``); a refusal is upstream's 403
-``exceeded quota: ...`` and the caller appends nothing.
+is checked against exactly the usage ``status.used`` will show. Only Pods and ResourceClaims
+(structured, and classic ones: KEP-3063/4381 claim counts) are charged
+(``admission.quota.check_quota``); a refusal is upstream's 403 ``exceeded quota: ...`` and the
+caller appends nothing.
 """
 
 from __future__ import annotations
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.core_v1 import Pod, ResourceQuota
 from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
@@ -19,7 +21,7 @@ from draflow.services.dra.quota.state import QuotaState
 
 __all__ = ["QuotaAdmission"]
 
-TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND})
+TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND, cv.CLAIM_KIND})
 _PREFIX = "forbidden: "
 
 
@@ -33,7 +35,7 @@ class QuotaAdmission:
             return
         if change.type == "DELETED":
             self.state.delete(kind, namespace, name)
-        elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota):
+        elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota | cv.ResourceClaim):
             self.state.apply(change.object)
 
     def quotas(self, namespace: str) -> list[ResourceQuota]:
@@ -41,13 +43,15 @@ class QuotaAdmission:
 
     def charged(self, obj: ApiStruct) -> bool:
         """Whether writing ``obj`` is subject to a quota (a charged kind in a namespace with one)."""
-        return isinstance(obj, Pod | ResourceClaim) and bool(self.quotas(obj.metadata.namespace))
+        if not isinstance(obj, Pod | ResourceClaim | cv.ResourceClaim):
+            return False
+        return bool(self.quotas(obj.metadata.namespace))
 
     def check(self, obj: ApiStruct, old: ApiStruct | None = None) -> None:
         """Raise 403 Forbidden when the write would exceed a quota of the object's namespace."""
         if not self.charged(obj):
             return
-        assert isinstance(obj, Pod | ResourceClaim)
+        assert isinstance(obj, Pod | ResourceClaim | cv.ResourceClaim)
         problems = check_quota(obj, self.quotas(obj.metadata.namespace), self.state, old=old)
         if problems:
             rule = problems[0].rule

@@ -32,6 +32,7 @@ from draflow.services.apiserver.admission import apply_defaults
 from draflow.services.apiserver.admission.cel import cel_expressions, precheck
 from draflow.services.apiserver.admission.tolerations import DefaultTolerationSeconds
 from draflow.services.apiserver.apply import Applier
+from draflow.services.apiserver.event_ttl import EventExpiry, ttl_from_env
 from draflow.services.apiserver.lifecycle import Lifecycle, resolve_kind
 from draflow.services.apiserver.noderestriction import NodeRestriction, decode_events
 from draflow.services.apiserver.quota import QuotaAdmission
@@ -77,9 +78,18 @@ _CEL_KINDS = frozenset({"DeviceClass", "ResourceClaim", "ResourceClaimTemplate",
 
 
 class ApiServer:
-    def __init__(self, events: EventStore, *, tolerations: DefaultTolerationSeconds | None = None) -> None:
+    def __init__(
+        self,
+        events: EventStore,
+        *,
+        tolerations: DefaultTolerationSeconds | None = None,
+        event_ttl_s: float | None = None,
+    ) -> None:
+        """``event_ttl_s``: how long an Event lives after it last happened (None: the environment's
+        ``DRAFLOW_EVENT_TTL_S``, default an hour; 0: forever)."""
         self.events = events
         self.store = ApiStore(events, snapshot_writer=True)
+        self.event_expiry = EventExpiry(self.store, ttl_from_env() if event_ttl_s is None else event_ttl_s)
         self.quota = QuotaAdmission()
         self.store.listen(self.quota.on_change)
         self.applier = Applier(self.store, self.quota, tolerations)
@@ -92,6 +102,7 @@ class ApiServer:
         self._terminating: set[str] = set()
         self._ns_wake = asyncio.Event()
         self._ns_task: asyncio.Task[None] | None = None
+        self._expiry_task: asyncio.Task[None] | None = None
         self._handlers: dict[str, Callable[[Any], Awaitable[Reply]]] = {
             "apply": lambda r: self._apply(r, create_only=False),
             "create": lambda r: self._apply(r, create_only=True),
@@ -109,6 +120,7 @@ class ApiServer:
         await self._bootstrap()
         self._orphaned_events()
         self._ns_task = asyncio.create_task(self._namespace_controller(), name="apiserver-namespaces")
+        self._expiry_task = asyncio.create_task(self.event_expiry.run(), name="apiserver-event-ttl")
         subject = api_subject(self.events.root, "*")
         self._sub = await self.events.nc.subscribe(subject, queue="apiserver", cb=self._on_request)
         # the kubelets' requests: the subject names the node, and only its credential may send there
@@ -121,12 +133,13 @@ class ApiServer:
             if sub is not None:
                 await sub.unsubscribe()
         self._sub = self._node_sub = None
-        for task in [*self._tasks, self._ns_task]:
+        for task in [*self._tasks, self._ns_task, self._expiry_task]:
             if task is not None:
                 task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._ns_task is not None:
-            await asyncio.gather(self._ns_task, return_exceptions=True)
+        for background in (self._ns_task, self._expiry_task):
+            if background is not None:
+                await asyncio.gather(background, return_exceptions=True)
         await self.store.stop()
 
     async def _bootstrap(self) -> None:

@@ -7,6 +7,9 @@ pass syncs all of them) against the cache (the log folded, see
 replayed decision hits ``AlreadyExists`` and a claim created before a crash is adopted by the
 decider's crash recovery on the next pass.
 
+Numeric claims (KEP-4381: classic claims allocated by the scheduler from published capacity) are
+deallocated here directly once unused (:mod:`draflow.services.claim_controller.numeric`).
+
 A claim left with a deletion timestamp and no finalizers (its finalizer was dropped by a
 ``ClaimDeallocated`` fact, which cannot delete) is deleted again, which removes it for good.
 """
@@ -16,10 +19,12 @@ from __future__ import annotations
 import logging
 import time
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.projections.objects import Change
 from draflow.services.claim_controller.controller import sync_claim, sync_pod_from
 from draflow.services.claim_controller.dirty import Dependencies, claim_pod_names
+from draflow.services.claim_controller.numeric import is_numeric_allocated, sync_numeric_claim
 from draflow.services.runtime.claimwrites import execute
 from draflow.services.runtime.controller import Runtime
 
@@ -28,7 +33,7 @@ __all__ = ["ClaimControllerService"]
 log = logging.getLogger(__name__)
 
 ACTOR = "claim-controller"
-KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
+KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", cv.CLAIM_KIND})
 
 
 class _ClaimNames:
@@ -55,9 +60,17 @@ class ClaimControllerService:
         self.deps = Dependencies()
         self._last_full: float | None = None
         self.full_passes = 0
+        # KEP-4381: numeric claims to look at (changed), and whether any pod changed since
+        self._numeric_dirty: set[tuple[str, str]] = set()
+        self._pods_changed = False
         rt.cache.listen(self._on_change)
 
     def _on_change(self, kind: str, namespace: str, name: str, change: Change) -> None:
+        if kind == cv.CLAIM_KIND:
+            self._numeric_dirty.add((namespace, name))
+            return
+        if kind == "Pod":
+            self._pods_changed = True
         if kind in KINDS:
             self.deps.on_change(kind, namespace, name, change)
 
@@ -82,6 +95,7 @@ class ClaimControllerService:
                 current = rt.get("ResourceClaim", ns, name)
                 if current is not None:
                     await self._sync_claim(current)
+            await self._sync_numeric(full)
         except BaseException:
             self._last_full = None  # the hints taken are lost: the retry is a full pass
             raise
@@ -96,6 +110,31 @@ class ClaimControllerService:
         if actions:
             async with rt.step("Pod", ns, name, "claim-controller sync pod"):
                 await execute(rt, actions)
+
+    async def _sync_numeric(self, full: bool) -> None:
+        """KEP-4381: drop gone users of numeric claims and deallocate the unused ones."""
+        rt = self.rt
+        if full or self._pods_changed:
+            keys = {(c.metadata.namespace, c.metadata.name) for c in rt.items(cv.CLAIM_KIND)}
+        else:
+            keys = set(self._numeric_dirty)
+        self._numeric_dirty.clear()
+        self._pods_changed = False
+        for ns, name in sorted(keys):
+            claim = rt.get(cv.CLAIM_KIND, ns, name)
+            if not isinstance(claim, cv.ResourceClaim):
+                continue
+            meta = claim.metadata
+            if meta.deletion_timestamp is not None and not meta.finalizers:
+                await rt.delete(cv.CLAIM_KIND, ns, name, uid=meta.uid)
+                continue
+            if not is_numeric_allocated(claim):
+                continue
+            pods = {u.name: rt.get("Pod", ns, u.name) for u in claim.status.reserved_for}
+            events = sync_numeric_claim(claim, pods)
+            if events:
+                async with rt.step(cv.CLAIM_KIND, ns, name, "claim-controller numeric claim"):
+                    await rt.append(cv.CLAIM_KIND, ns, name, events)
 
     async def _sync_claim(self, claim: ResourceClaim) -> None:
         meta = claim.metadata

@@ -9,6 +9,7 @@ that breaks them; settling rules only by a breakage that lasted longer than ``gr
 
 from __future__ import annotations
 
+import collections
 import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -92,7 +93,8 @@ class LogChecker:
         self.breakages: list[Breakage] = []  # every one, in the order they started
         self.events = 0
         self.last: Step | None = None
-        self._history: dict[tuple[str, str, str], list[Step]] = {}
+        # the last HISTORY steps of each live object of CONTEXT_KINDS (dropped with the object)
+        self._history: dict[tuple[str, str, str], collections.deque[Step]] = {}
 
     # -- folding --------------------------------------------------------------------------------
     def feed(self, rec: RawRecord, env: Envelope[Event] | None) -> None:
@@ -112,7 +114,10 @@ class LogChecker:
         )
         self.last = step
         if kind in CONTEXT_KINDS:
-            self._history.setdefault((kind, ns, name), []).append(step)
+            steps = self._history.get((kind, ns, name))
+            if steps is None:
+                steps = self._history[(kind, ns, name)] = collections.deque(maxlen=HISTORY)
+            steps.append(step)
         if kind not in FOLDED:
             self._still_holding(step)
             return
@@ -121,12 +126,15 @@ class LogChecker:
             if env is not None
             else self.objects.touch(kind, ns, name, rec.seq)
         )
+        self.objects.settle(rec.seq)  # fed in log order: deleted objects leave nothing behind
         if change is not None and kind in TRACKED:
             fold_change(self.quota, kind, ns, name, change)
         if env is not None and isinstance(env.data, PodResourcesPrepared):
             self._prepared(ns, name, env.data.node_name)
         self._forget_prepared()
         self._compare(self._findings(), step)
+        if change is not None and change.type == "DELETED":
+            self._history.pop((kind, ns, name), None)  # its context went into any breakage above
 
     def _prepared(self, ns: str, name: str, node: str) -> None:
         pod = self.objects.get("Pod", ns, name)
@@ -200,7 +208,7 @@ class LogChecker:
     def _context(self, finding: Finding, step: Step) -> list[Step]:
         steps: dict[int, Step] = {}
         for kind, ns, name in finding.objects:
-            for s in self._history.get((kind, ns, name), [])[-HISTORY:]:
+            for s in self._history.get((kind, ns, name), ()):
                 steps[s.seq] = s
         steps[step.seq] = step
         return sorted(steps.values(), key=lambda s: s.seq)[-HISTORY:]

@@ -37,6 +37,7 @@ from draflow.events.subjects import decode_token
 from draflow.services.cli.asof import add_as_of_args, as_of_requested, open_log, resolve_bound
 from draflow.services.cli.common import add_connection_args
 from draflow.services.cli.explain_log import Explanation, collect
+from draflow.services.cli.explain_numeric import NUMERIC_CLAIM_EVENTS, numeric_claim_text, numeric_plan_text
 from draflow.services.cli.main import UserError
 from draflow.services.dra.structured.diagnosis import explain_lines
 from draflow.services.runtime import printers
@@ -44,7 +45,13 @@ from draflow.services.runtime import printers
 __all__ = ["Explanation", "collect", "register", "render"]
 
 MAX_HISTORY = 200  # history lines printed (the newest are kept; the count of omitted ones is shown)
-_CLAIM_EVENTS = (ClaimAllocated, ClaimReserved, ClaimReservationsReleased, ClaimDeallocated)
+_CLAIM_EVENTS = (
+    ClaimAllocated,
+    ClaimReserved,
+    ClaimReservationsReleased,
+    ClaimDeallocated,
+    *NUMERIC_CLAIM_EVENTS,
+)
 
 
 def register(sub: Any) -> None:
@@ -133,6 +140,9 @@ def _attempts(ex: Explanation) -> list[str]:
         if claims:
             tried = ", ".join(_allocation_text(c) for c in s.input["claims"])
             block.append(f"    allocations tried: {tried}")
+        numeric = s.input.get("numeric") or []
+        if numeric:
+            block.append(f"    numeric claims: {', '.join(numeric_plan_text(n) for n in numeric)}")
         if s.error:
             block.append(f"    error: {s.error}")
         rows.append((ex.saga_seqs.get(s.saga_id, view.state.version), block))
@@ -227,6 +237,8 @@ def _claim_what(env: Envelope[Event], consumers: dict[str, str] | None = None) -
         )
     elif isinstance(d, ClaimDeallocated):
         what = f"deallocated ({d.reason})" if d.reason else "deallocated"
+    elif isinstance(d, NUMERIC_CLAIM_EVENTS):
+        what = numeric_claim_text(d)
     else:
         what = env.type
     return what

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from draflow.events.api.classic_v1alpha1 import CLAIM_KIND as CLASSIC_CLAIM
 from draflow.events.api.core_v1 import Pod
 from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Envelope, Event
@@ -62,6 +63,8 @@ async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> 
     root = store.root
     pod_subject = f"{root}.ev.Pod.{encode_token(namespace)}.{encode_token(name)}"
     claim_prefix = f"{root}.ev.ResourceClaim.{encode_token(namespace)}."
+    # KEP-3063/4381 claims (numeric ones among them): shown with the structured ones
+    classic_prefix = f"{root}.ev.{CLASSIC_CLAIM}.{encode_token(namespace)}."
     event_prefix = f"{root}.ev.{EVENT_KIND}.{encode_token(namespace)}."
     saga_prefix = f"{root}.ev.{SAGA_KIND}._."
     pod_events: list[Envelope[Event]] = []
@@ -75,6 +78,7 @@ async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> 
             wanted = (
                 subject == pod_subject
                 or subject.startswith(claim_prefix)
+                or subject.startswith(classic_prefix)
                 or subject.startswith(event_prefix)
                 or subject.startswith(saga_prefix)
             )
@@ -88,6 +92,8 @@ async def collect(store: Any, namespace: str, name: str, to_seq: int | None) -> 
                 pod_events.append(env)
             elif subject.startswith(claim_prefix):
                 claim_envs.setdefault(decode_token(subject[len(claim_prefix) :]), []).append(env)
+            elif subject.startswith(classic_prefix):
+                claim_envs.setdefault(decode_token(subject[len(classic_prefix) :]), []).append(env)
             elif subject.startswith(event_prefix):
                 d = env.data
                 if isinstance(d, KubeEventRecorded) and d.event.involved_object.kind == "Pod":

@@ -24,9 +24,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import codecs
 import itertools
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -175,44 +177,56 @@ async def export_log(
     to_seq: int | None,
     traces_from: TraceStore | None = None,
     notes: TextIO | None = None,
+    written_traces: list[dict[str, Any]] | None = None,
 ) -> int:
     """Write the export; with ``traces_from``, also every trace the exported events name (what the
-    store has of them; ``notes`` hears what was missing or unreachable)."""
+    store has of them; ``notes`` hears what was missing or unreachable; ``written_traces`` gets
+    the traces written).
+
+    Bounded memory: the lines go to a temporary file as they are read (the header, which comes
+    first, needs their count), then are copied to ``out`` in blocks; only the trace ids are kept."""
     store = await connect_store(settings)
-    try:
-        info = await require_stream(store, settings.stream)
-        last = int(info.state.last_seq)
-        end = min(to_seq, last) if to_seq is not None else last
-        header = ExportHeader(stream=settings.stream, root=settings.root, from_seq=from_seq, to_seq=end)
-        lines: list[bytes] = []
-        payloads: list[bytes] = []
-        if end >= from_seq:
-            async for records in store.read_raw(store.all_events, from_seq, end):
-                lines.extend(export_line(r) for r in records)
-                payloads.extend(r.data for r in records)
-    except StoreUnavailable as exc:
-        raise UserError(f"reading the log failed: {exc}") from None
-    finally:
-        await store.close()
-    traces = _traces_of(traces_from, payloads, notes) if traces_from is not None else []
-    header.count = len(lines)
-    header.traces = len(traces)
-    if traces:
-        header.draflow_export = TRACES_FORMAT_VERSION
-    head = msgspec.to_builtins(header)
-    if not header.traces:  # format 1 stays exactly as it was
-        del head["traces"]
-    out.write(_enc.encode(head).decode() + "\n")
-    for line in lines:
-        out.write(line.decode() + "\n")
+    count = 0
+    ids: dict[str, None] = {}
+    with tempfile.TemporaryFile() as spool:
+        try:
+            info = await require_stream(store, settings.stream)
+            last = int(info.state.last_seq)
+            end = min(to_seq, last) if to_seq is not None else last
+            header = ExportHeader(stream=settings.stream, root=settings.root, from_seq=from_seq, to_seq=end)
+            if end >= from_seq:
+                async for records in store.read_raw(store.all_events, from_seq, end):
+                    spool.write(b"".join(export_line(r) + b"\n" for r in records))
+                    count += len(records)
+                    if traces_from is not None:
+                        ids.update(dict.fromkeys(trace_ids(r.data for r in records)))
+        except StoreUnavailable as exc:
+            raise UserError(f"reading the log failed: {exc}") from None
+        finally:
+            await store.close()
+        traces = _traces_of(traces_from, list(ids), notes) if traces_from is not None else []
+        if written_traces is not None:
+            written_traces.extend(traces)  # what the caller reports, without reading the file again
+        header.count = count
+        header.traces = len(traces)
+        if traces:
+            header.draflow_export = TRACES_FORMAT_VERSION
+        head = msgspec.to_builtins(header)
+        if not header.traces:  # format 1 stays exactly as it was
+            del head["traces"]
+        out.write(_enc.encode(head).decode() + "\n")
+        spool.seek(0)
+        text = codecs.getincrementaldecoder("utf-8")()  # a block may end inside a character
+        while block := spool.read(1 << 20):
+            out.write(text.decode(block))
+        out.write(text.decode(b"", final=True))
     for t in traces:
         out.write(json.dumps({"trace": t}, separators=(",", ":")) + "\n")
     out.flush()
-    return len(lines)
+    return count
 
 
-def _traces_of(store: TraceStore, payloads: list[bytes], notes: TextIO | None) -> list[dict[str, Any]]:
-    ids = trace_ids(payloads)
+def _traces_of(store: TraceStore, ids: list[str], notes: TextIO | None) -> list[dict[str, Any]]:
     if not ids:
         return []
     try:
@@ -372,13 +386,12 @@ def run_export(args: argparse.Namespace) -> int:
         raise UserError(f"--to-seq: must be >= --from-seq ({args.from_seq}), got {args.to_seq}")
     settings = settings_with_url(args.nats_url)
     spans = None if args.without_traces else TraceStore.from_args(args.query_url)
+    traces: list[dict[str, Any]] = []
     if args.output == "-":
         n = asyncio.run(export_log(settings, sys.stdout, args.from_seq, args.to_seq, spans, sys.stderr))
-        traces = None
     else:
         with open(args.output, "w", encoding="utf-8") as f:
-            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq, spans, sys.stderr))
-        traces = read_export_traces(Path(args.output))[2]
+            n = asyncio.run(export_log(settings, f, args.from_seq, args.to_seq, spans, sys.stderr, traces))
     what = f"exported {n} events"
     if traces:
         what += f" and {len(traces)} traces ({sum(len(t['spans']) for t in traces)} spans)"

@@ -19,7 +19,9 @@ import msgspec
 from draflow.events.api.core_v1 import Pod
 from draflow.events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved
 from draflow.events.envelope import Envelope, Event
+from draflow.events.numeric import NumericClaimAllocated, NumericClaimDeallocated, NumericClaimReserved
 from draflow.projections.objects import fold
+from draflow.services.dra.classic.podclaims import pod_claim_refs
 from draflow.services.dra.resourceclaim import named_claims
 
 __all__ = [
@@ -117,11 +119,24 @@ def names_of(inc: Incarnation) -> set[str]:
     pods += [inc.pod] if inc.pod is not None else []
     for pod in pods:
         names |= named_claims(pod)
+        names |= {r.claim_name for r in pod_claim_refs(pod)}  # KEP-3063/4381 claims
     for env in inc.events:
         for st in getattr(env.data, "statuses", ()) or ():
             if getattr(st, "resource_claim_name", None):
                 names.add(st.resource_claim_name)
     return names
+
+
+_ALLOCATION_FACTS = (ClaimAllocated, ClaimDeallocated, NumericClaimAllocated, NumericClaimDeallocated)
+
+
+def _reserves(data: Any, uid: str) -> bool:
+    """A structured or numeric (KEP-4381) claim fact putting pod ``uid`` in ``reservedFor``."""
+    if isinstance(data, ClaimReserved | NumericClaimReserved):
+        return data.consumer.uid == uid
+    if isinstance(data, NumericClaimAllocated):
+        return data.consumer is not None and data.consumer.uid == uid
+    return False
 
 
 def claim_events_for(inc: Incarnation, life: ClaimLife, saga_ids: set[str], named: bool) -> list[Env]:
@@ -134,12 +149,16 @@ def claim_events_for(inc: Incarnation, life: ClaimLife, saga_ids: set[str], name
     if inc.uid in life.owner_uids:
         return list(life.events)
     touched = any(e.correlation_id in saga_ids for e in life.events if e.correlation_id)
-    reserved = any(isinstance(e.data, ClaimReserved) and e.data.consumer.uid == inc.uid for e in life.events)
+    reserved = any(_reserves(e.data, inc.uid) for e in life.events)
     if touched or reserved:
         return list(life.events)
     if not named or not life.overlaps(inc):
         return []
     before = [e for e in life.events if e.seq < inc.first_seq]
-    allocation = [e for e in before if isinstance(e.data, (ClaimAllocated, ClaimDeallocated))]
-    carried = allocation[-1:] if allocation and isinstance(allocation[-1].data, ClaimAllocated) else []
+    allocation = [e for e in before if isinstance(e.data, _ALLOCATION_FACTS)]
+    carried = (
+        allocation[-1:]
+        if allocation and isinstance(allocation[-1].data, ClaimAllocated | NumericClaimAllocated)
+        else []
+    )
     return carried + [e for e in life.events if inc.contains(e.seq)]

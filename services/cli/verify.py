@@ -11,9 +11,10 @@ built, only the pure deciders run), and no spans are emitted.
 Decisions checked:
 
 * **scheduler + structured allocator** — every ``PodScheduling`` saga start (the node and every
-  claim's allocation, re-decided with ``Scheduler.schedule`` on the snapshot at the saga's
-  ``decided_at_seq``, with the decisions still in flight at that point in the assume cache, as
-  the live scheduler had them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
+  claim's allocation, numeric claims' too (KEP-4381: model allocation and capacity ledger
+  stamp), re-decided with ``Scheduler.schedule`` on the snapshot at the saga's ``decided_at_seq``,
+  with the decisions still in flight at that point in the assume cache, as the live scheduler had
+  them) and every ``PodUnschedulable`` (message and diagnosis, re-decided
   at its ``snapshot_seq``). Logs written before those fields existed fall back to the position in
   the saga id and to the sequence right before the event.
 * **claim controller** — every ResourceClaim generated from a template (name and spec, from the
@@ -41,10 +42,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import heapq
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +58,13 @@ from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.codec import DecodeError, decode
 from draflow.events.dra import PodUnschedulable
 from draflow.events.envelope import Envelope, Event
-from draflow.events.saga import SagaStarted, SagaStepCompensated
+from draflow.events.saga import (
+    SagaCompensated,
+    SagaCompensationFailed,
+    SagaCompleted,
+    SagaStarted,
+    SagaStepCompensated,
+)
 from draflow.events.subjects import parse_subject
 from draflow.infra import tracing
 from draflow.infra.eventstore import RawRecord
@@ -64,7 +73,7 @@ from draflow.services.claim_controller import CreateClaim, sync_pod_from
 from draflow.services.cli.asof import open_log
 from draflow.services.cli.check import render
 from draflow.services.cli.check import report as check_report
-from draflow.services.cli.checker import check_records
+from draflow.services.cli.checker import LogChecker
 from draflow.services.cli.common import add_connection_args, eprint
 from draflow.services.cli.invariants import Violation, bound_pod_write, released_running_pod
 from draflow.services.cli.main import UserError
@@ -84,6 +93,7 @@ __all__ = ["Divergence", "Verifier", "register", "verify_records"]
 _SAGA_POSITION = re.compile(r"-(\d+)(?:-\d+)?$")
 _CLAIM_KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate"})
 _FOLDED_KINDS = _CLAIM_KINDS | TRACKED | FOLDED_KINDS
+DEFAULT_WINDOW = 20_000  # records the fold may lag the reading (a decision's lag must fit)
 _QUOTA_STATUS = "ResourceQuotaStatusUpdated"
 DEFAULT_INSTANCE = "scheduler"  # DRAFLOW_SCHEDULER_ID's default
 
@@ -98,6 +108,13 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--to-seq", type=int, default=None, metavar="M", help="stop at sequence M (default: the end)"
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help=f"events the fold may lag the reading: a decision's lag must fit (default {DEFAULT_WINDOW})",
     )
     p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     add_connection_args(p)
@@ -152,6 +169,10 @@ def _schedule_view(inp: dict[str, Any]) -> dict[str, Any]:
         {
             "node": inp.get("node_name", ""),
             "claims": {c.get("name", ""): c.get("allocation") for c in inp.get("claims", [])},
+            # KEP-4381 numeric claims: their allocation and the ledger stamp the decision saw
+            "numeric": {
+                n.get("name", ""): [n.get("allocation"), n.get("ledger")] for n in inp.get("numeric", [])
+            },
         }
     )
 
@@ -262,10 +283,12 @@ class Verifier:
         d = env.data
         if isinstance(d, SagaStepCompensated) and d.step == "reserve":
             # the live scheduler's unreserve dropped the assumed decision right before recording this
-            decided = self._saga_plans.get(rec.subject.rsplit(".", 1)[-1])
+            decided = self._saga_plans.pop(rec.subject.rsplit(".", 1)[-1], None)
             if decided is not None:
                 instance, plan = decided
                 release_decided(self.snapshots[instance], plan)
+        elif isinstance(d, SagaCompleted | SagaCompensated | SagaCompensationFailed):
+            self._saga_plans.pop(rec.subject.rsplit(".", 1)[-1], None)  # it can release nothing now
 
     def _check_invariants(
         self, rec: RawRecord, env: Envelope[Event], kind: str, ns: str, name: str, before: Any
@@ -459,43 +482,108 @@ class Verifier:
 
     # -- driving -----------------------------------------------------------------------------------------
     def run(self, records: list[tuple[RawRecord, Envelope[Event] | None]]) -> Divergence | None:
-        decisions = self.decisions(records)
-        self._saga_plans = {
-            d.env.subject.rsplit(".", 1)[-1]: (d.instance, d.plan) for d in decisions if d.plan is not None
-        }
-        instances = sorted({d.instance for d in decisions if d.kind in ("schedule", "unschedulable")})
+        """Verify a log already read (tests): :meth:`run_stream` with every record at hand."""
+        return self.run_stream(records, instances_of(self, records), window=len(records) + 1)
+
+    def run_stream(
+        self,
+        records: Iterable[tuple[RawRecord, Envelope[Event] | None]],
+        instances: list[str],
+        *,
+        window: int = DEFAULT_WINDOW,
+    ) -> Divergence | None:
+        """Fold the records in order and re-decide each decision on the log up to its position
+        (:class:`Replay`, fed one record at a time)."""
+        replay = Replay(self, instances, window)
+        for rec, env in records:
+            if (found := replay.feed(rec, env)) is not None:
+                return found
+        return replay.finish()
+
+
+class Replay:
+    """A verification fed one record at a time, in log order.
+
+    A decision is recorded a little after the position it was decided at (a scheduler's view
+    lags the log), so the fold runs up to ``window`` records behind the reading: memory holds the
+    window and the folded live state, never the whole log. A decision recorded more than
+    ``window`` records after its position is reported as such (a larger window checks it)."""
+
+    def __init__(self, verifier: Verifier, instances: list[str], window: int = DEFAULT_WINDOW) -> None:
+        self.v = verifier
+        self.window = window
         for instance in instances or [DEFAULT_INSTANCE]:
             # its fold only: Snapshot reads nothing but the store's root until start() (never called)
-            snapshot = self._snapshot_of(_RootOnly(self.root), self._new_core())  # type: ignore[arg-type]
-            self.snapshots[instance] = snapshot
-        i = 0
+            snapshot = verifier._snapshot_of(_RootOnly(verifier.root), verifier._new_core())  # type: ignore[arg-type]
+            verifier.snapshots[instance] = snapshot
+        self._buffer: collections.deque[tuple[RawRecord, Envelope[Event] | None]] = collections.deque()
+        self._pending: list[_Decision] = []  # a heap: the next decision to check first
+        self.folded = 0
 
-        def advance(to: int) -> Divergence | None:
-            nonlocal i
-            while i < len(records) and records[i][0].seq <= to:
-                rec, env = records[i]
-                if env is not None and env.type == _QUOTA_STATUS and rec.seq >= self.from_seq:
-                    found = self.check_quota(rec, env)
-                    if found is not None:
+    def feed(self, rec: RawRecord, env: Envelope[Event] | None) -> Divergence | None:
+        v = self.v
+        self._buffer.append((rec, env))
+        for dec in v.decisions([(rec, env)]):
+            if dec.position < self.folded and dec.seq >= v.from_seq:  # one not checked goes on
+                return _too_late(dec, self.folded, self.window)
+            if dec.plan is not None:
+                v._saga_plans[dec.env.subject.rsplit(".", 1)[-1]] = (dec.instance, dec.plan)
+            heapq.heappush(self._pending, dec)
+        if len(self._buffer) > self.window:
+            return self._drain(self._buffer[0][0].seq)
+        return None
+
+    def finish(self) -> Divergence | None:
+        return self._drain(sys.maxsize)
+
+    def _drain(self, to: int) -> Divergence | None:
+        """Fold up to ``to``, checking every pending decision at its position on the way."""
+        v, buffer, pending = self.v, self._buffer, self._pending
+        while True:
+            nxt = pending[0] if pending and pending[0].position <= to else None
+            target = nxt.position if nxt is not None else to
+            while buffer and buffer[0][0].seq <= target:
+                rec, env = buffer.popleft()
+                if env is not None and env.type == _QUOTA_STATUS and rec.seq >= v.from_seq:
+                    if (found := v.check_quota(rec, env)) is not None:
                         return found
-                self.apply(rec, env)
-                i += 1
-                if self._violation is not None:
-                    return self._violation
-            return None
-
-        for dec in decisions:
-            if (found := advance(dec.position)) is not None:
-                return found
-            if dec.seq < self.from_seq:
+                v.apply(rec, env)
+                self.folded = rec.seq
+                if v._violation is not None:
+                    return v._violation
+            if nxt is None:
+                return None
+            dec = heapq.heappop(pending)
+            if dec.seq < v.from_seq:
                 if dec.kind == "schedule":  # not checked, but in flight from now on as it was live
-                    self._assume_recorded(dec)
+                    v._assume_recorded(dec)
                 continue
-            self.checked[dec.kind] += 1
-            found = self.check(dec)
-            if found is not None:
+            v.checked[dec.kind] += 1
+            if (found := v.check(dec)) is not None:
                 return found
-        return advance(records[-1][0].seq if records else 0)
+
+
+def _too_late(dec: _Decision, folded: int, window: int) -> Divergence:
+    return Divergence(
+        dec.seq,
+        f"{dec.kind} decision recorded at {dec.seq}, decided on the log up to {dec.position}",
+        dec.env.subject,
+        {"window": f"at most {window} events between a decision and its position"},
+        {"lag": dec.seq - dec.position, "folded": folded, "hint": "rerun with a larger --window"},
+        dec.position,
+    )
+
+
+def instances_of(
+    verifier: Verifier, records: Iterable[tuple[RawRecord, Envelope[Event] | None]]
+) -> list[str]:
+    """The scheduler instances whose decisions the log records (each gets its own fold)."""
+    found: set[str] = set()
+    for rec, env in records:
+        for dec in verifier.decisions([(rec, env)]):
+            if dec.kind in ("schedule", "unschedulable"):
+                found.add(dec.instance)
+    return sorted(found)
 
 
 class _RootOnly:
@@ -527,6 +615,11 @@ def verify_records(
         return verifier, verifier.run([(r, _decode(r)) for r in records])
 
 
+def _decision_like(rec: RawRecord) -> bool:
+    """Cheaply: could this record name a scheduler instance (a saga start, PodUnschedulable)?"""
+    return b"SagaStarted" in rec.data or b"PodUnschedulable" in rec.data
+
+
 def _short(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
@@ -535,23 +628,38 @@ def run(args: argparse.Namespace) -> int:
     if args.from_seq < 1:
         raise UserError(f"--from-seq: must be >= 1, got {args.from_seq}")
 
-    async def read() -> tuple[list[RawRecord], str, int]:
+    async def replay() -> tuple[Verifier, Divergence | None, LogChecker, int, int]:
+        """Two reads of the log, each streamed: the scheduler instances it records (each gets its
+        own fold), then the verification and draflow check's rules, side by side."""
         async with open_log(args) as store:
             last = await store.stream_last_seq()
             to_seq = last if args.to_seq is None else args.to_seq
             if to_seq > last or to_seq < 1:
                 raise UserError(f"--to-seq: {args.to_seq} is outside the log (sequences 1..{last})")
-            records: list[RawRecord] = []
+            verifier = Verifier(store.root, from_seq=args.from_seq)
+            instances: set[str] = set()
             async for batch in store.read_raw(None, 1, to_seq):
-                records.extend(batch)
-            return records, store.root, to_seq
+                instances.update(
+                    instances_of(verifier, [(r, _decode(r)) for r in batch if _decision_like(r)])
+                )
+            replay = Replay(verifier, sorted(instances), args.window)
+            checker = LogChecker(store.root)
+            divergence: Divergence | None = None
+            first = 0
+            with tracing.suppressed():
+                async for batch in store.read_raw(None, 1, to_seq):
+                    first = first or batch[0].seq
+                    for rec in batch:
+                        env = _decode(rec)
+                        checker.feed(rec, env)
+                        if divergence is None:
+                            divergence = replay.feed(rec, env)
+                if divergence is None:
+                    divergence = replay.finish()
+            return verifier, divergence, checker, first, to_seq
 
-    records, root, to_seq = asyncio.run(read())
-    verifier, divergence = verify_records(records, root, args.from_seq)
-    with tracing.suppressed():
-        checker = check_records(records, root)
+    verifier, divergence, checker, first, to_seq = asyncio.run(replay())
     violated = checker.first_violations()
-    first = records[0].seq if records else 0
     checked = verifier.checked
     total = sum(checked.values())
     node_part = f", {checked['node']} node lifecycle" if checked["node"] else ""

@@ -177,8 +177,15 @@ def build(
         labels[GPUS_LABEL] = str(gpus)
     registry = plugins if plugins is not None else PluginRegistry()
     # Pods with classic (KEP-3063) claims: their drivers' plugins (fpga.example.com, gpu.acme.com,
-    # processes of their own: draflow.services.drivers.classic_plugin) are registered like any other
-    classic = ClassicKubelet(node, registry, state_dir=state_dir / "classic")
+    # processes of their own: draflow.services.drivers.classic_plugin) are registered like any other;
+    # frobnicator.example.com (KEP-4381, numeric capacity) still runs inside the kubelet
+    classic = ClassicKubelet(
+        node,
+        registry,
+        node_labels=labels,
+        cdi_root=ctx.settings.data_dir / "cdi" / node,
+        state_dir=state_dir / "classic",
+    )
     devices = None
     if device_plugin:
         counts = device_counts(device_plugin)

@@ -230,6 +230,8 @@ class KubeletService:
 
     async def sync(self) -> None:
         await self._report_health()
+        if self.classic is not None:
+            await self.classic.publish_capacity(self.rt)
         pods = self.rt.items("Pod")
         await self._unprepare_vanished(pods)
         for pod in pods:

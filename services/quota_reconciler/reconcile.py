@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import msgspec
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.core_v1 import Pod, ResourceQuota
 from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
 from draflow.projections.objects import Change
@@ -15,14 +16,14 @@ from draflow.services.dra.quota.state import QuotaState, status_of
 
 __all__ = ["TRACKED", "fold_change", "reconcile"]
 
-TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND})
+TRACKED = frozenset({DeviceClass.KIND, Pod.KIND, ResourceClaim.KIND, ResourceQuota.KIND, cv.CLAIM_KIND})
 
 
 def fold_change(state: QuotaState, kind: str, namespace: str, name: str, change: Change) -> None:
     """One object change (of a ``TRACKED`` kind) into ``state``."""
     if change.type == "DELETED":
         state.delete(kind, namespace, name)
-    elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota):
+    elif isinstance(change.object, DeviceClass | Pod | ResourceClaim | ResourceQuota | cv.ResourceClaim):
         state.apply(change.object)
 
 

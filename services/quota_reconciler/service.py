@@ -1,8 +1,11 @@
 """The quota-reconciler service: follows the log, keeps ``QuotaState``, writes ResourceQuota status.
 
-It folds the object events quota depends on (DeviceClass, Pod, ResourceClaim, ResourceQuota) from
-sequence 1 into an ``ObjectIndex`` and a ``QuotaState``: nothing is kept between runs, so a
-restart replays the log and arrives at the same usage (the reducer has no counters). Only once
+It folds the object events quota depends on (DeviceClass, Pod, ResourceClaim, ResourceQuota) into
+an ``ObjectIndex`` and a ``QuotaState``: nothing of its own is kept between runs. A start takes
+those kinds from the newest snapshot of the object fold (written by the apiserver and the claim
+controller), rebuilds the usage from them, and folds only the log after it; without one it
+replays the log from sequence 1. Either way it arrives at the same usage (the reducer has no
+counters). Only once
 the replay has reached the log's end at start does it ``reconcile``, so no stale intermediate
 status is ever written; after that it reconciles after every batch. Each changed quota is written
 through the apiserver's status verb with the quota's resourceVersion (optimistic concurrency): a
@@ -22,11 +25,13 @@ from draflow.events.api.core_v1 import ResourceQuota
 from draflow.events.codec import DecodeError, decode
 from draflow.events.subjects import parse_subject
 from draflow.infra.eventstore import EventStore, RawRecord
-from draflow.projections.objects import ObjectIndex
+from draflow.infra.snapshots import SnapshotPolicy
+from draflow.projections.objects import Change, ObjectIndex
 from draflow.services.dra.quota.state import QuotaState
 from draflow.services.quota_reconciler.reconcile import TRACKED, fold_change, reconcile
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import StatusError
+from draflow.services.runtime.snapshot_start import load_objects
 from draflow.services.runtime.tail import Tail
 
 __all__ = ["ACTOR", "QuotaReconciler"]
@@ -47,6 +52,27 @@ class QuotaReconciler:
         self.writes = 0  # status writes that appended (for tests and the log)
         self.retry_due = False  # a write failed for want of an apiserver: reconcile again soon
         self._filter = f"{events.root}.ev.>"
+        self.policy = SnapshotPolicy.from_env()  # its `load`: whether a start looks for a snapshot
+        self.snapshot_position = 0  # the position of the snapshot this run started from (0: none)
+
+    async def restore(self, last_seq: int) -> bool:
+        """Start from the newest valid snapshot of the object fold: its objects of the tracked
+        kinds, each folded into the usage as if the log had just created it. False: none."""
+        if self.position or not self.policy.load:
+            return False
+        loaded = await load_objects(self.events, last_seq, TRACKED)
+        if loaded is None:
+            return False
+        position, index = loaded
+        self.index.adopt(index)
+        self.position = self.snapshot_position = position
+        self.index.settle(position)
+        for kind in sorted(TRACKED):  # usage does not depend on the order objects arrive in
+            for obj in index.items(kind):
+                meta = object_meta(obj)
+                ns, name = meta.namespace or "", meta.name
+                fold_change(self.state, kind, ns, name, Change("ADDED", obj, index.version(kind, ns, name)))
+        return True
 
     def fold(self, records: list[RawRecord]) -> None:
         for rec in records:
@@ -68,6 +94,7 @@ class QuotaReconciler:
                 fold_change(self.state, kind, namespace, name, change)
         if records:
             self.position = records[-1].seq
+            self.index.settle(self.position)
 
     async def write_statuses(self) -> int:
         """Write every quota status ``reconcile`` says changed; returns how many were written."""
@@ -105,9 +132,14 @@ class QuotaReconciler:
     async def run(self, stop: asyncio.Event) -> None:
         """Replay to the log's end, reconcile, then follow and reconcile until ``stop`` is set."""
         started = time.monotonic()
+        restored = await self.restore(await self.events.stream_last_seq())
         await self.catch_up()
         log.info(
-            "%s: caught up with the log at %d in %.3fs", ACTOR, self.position, time.monotonic() - started
+            "%s: caught up with the log at %d in %.3fs (%s)",
+            ACTOR,
+            self.position,
+            time.monotonic() - started,
+            f"from the snapshot at {self.snapshot_position}" if restored else "folded from the start",
         )
         await self.write_statuses()
         tail = Tail(self.events, self._filter, self.position + 1)

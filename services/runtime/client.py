@@ -376,6 +376,7 @@ class ApiClient:
                     shown = _as_selected(change, matches, selected, (ns or "", name))
                     if shown is not None:
                         yield shown
+                index.settle(records[-1].seq)
         finally:
             await tail.stop()
 

@@ -139,6 +139,12 @@ def _classic_claim_state(o: Obj) -> str:
     return ",".join(states)
 
 
+def _classic_claim_node(o: Obj) -> str:
+    """The node a classic driver named in its attributes, or a numeric allocation's node."""
+    node = _get(o, "status", "attributes", "node") or _get(o, "status", "numericAllocation", "nodeName")
+    return str(node) if node else "<none>"
+
+
 def _claim_devices(o: Obj) -> str:
     results = _get(o, "status", "allocation", "devices", "results") or []
     return ",".join(f"{r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in results) or "<none>"
@@ -331,9 +337,16 @@ _COLUMNS: dict[str, list[tuple[str, Getter, bool]]] = {
         ("ALLOCATIONMODE", _field("spec", "allocationMode"), False),
         ("STATE", _classic_claim_state, False),
         AGE,
-        ("NODE", _field("status", "attributes", "node"), True),
+        ("NODE", _classic_claim_node, True),
     ],
     "ResourceClass": [("DRIVERNAME", _field("driverName"), False), AGE],
+    # KEP-4381: a node's capacity for one driver
+    "NodeResourceCapacity": [
+        ("NODE", _field("nodeName"), False),
+        ("DRIVER", _field("driverName"), False),
+        ("INSTANCES", lambda o: str(len(_get(o, "instances") or [])), False),
+        AGE,
+    ],
     "ResourceQuota": [AGE, ("REQUEST", _quota("requests"), False), ("LIMIT", _quota("limits"), False)],
     "Event": [
         ("TYPE", _field("type", default=""), False),

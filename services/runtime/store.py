@@ -24,12 +24,14 @@ from draflow.events.envelope import Event
 from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
 from draflow.infra import tracing
+from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
-from draflow.infra.snapshots import SnapshotPolicy, Snapshotter, load_snapshot
+from draflow.infra.snapshots import SnapshotPolicy, Snapshotter
 from draflow.projections.objects import Change, ObjectIndex
-from draflow.projections.snapshot import OBJECTS, SnapshotDecodeError, decode_index, encode_index, schema
+from draflow.projections.snapshot import OBJECTS, encode_index, schema
 from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
 from draflow.services.runtime.protocol import StatusError
+from draflow.services.runtime.snapshot_start import load_objects
 from draflow.services.runtime.tail import Tail
 
 __all__ = ["ApiStore"]
@@ -73,8 +75,6 @@ class ApiStore:
 
     def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
         objects, versions = self.index.image()
-        if any(objs and is_custom_kind(kind) for kind, objs in objects.items()):
-            return None  # custom objects are not in the snapshot format: no snapshot
         return self.position, lambda: encode_index(objects, versions)
 
     async def restore(self, last_seq: int) -> bool:
@@ -83,17 +83,15 @@ class ApiStore:
         folding the log). False when there is none to use."""
         if self.position or not self.policy.load:
             return False
-        loaded = await load_snapshot(self.events.snapshots, OBJECTS, schema(), self.events.identity, last_seq)
+        loaded = await load_objects(self.events, last_seq)
         if loaded is None:
             return False
-        try:
-            index = await asyncio.to_thread(decode_index, loaded.body)
-        except SnapshotDecodeError as exc:
-            log.warning("snapshot %s at %d ignored: %s", OBJECTS, loaded.header.position, exc)
-            return False
+        position, index = loaded
         self.index.adopt(index)
-        self.position = self.snapshot_position = self.snapshotter.saved_at = loaded.header.position
-        for kind in index.kinds():
+        self.position = self.snapshot_position = self.snapshotter.saved_at = position
+        self.index.settle(position)
+        # CRDs first: a custom kind is served (and its objects folded) once its CRD is known
+        for kind in sorted(index.kinds(), key=lambda k: k != CRD_KIND):
             for obj in index.items(kind):
                 meta = object_meta(obj)
                 ns, name = meta.namespace or "", meta.name
@@ -146,6 +144,7 @@ class ApiStore:
                         except Exception:  # a reducer bug must not stop the store from following
                             log.exception("cannot fold event %d on %s", rec.seq, rec.subject)
                     self.position = records[-1].seq
+                    self.index.settle(self.position)
                     for position_listener in self._position_listeners:
                         position_listener(self.position)
                     self._advanced.set()
@@ -259,20 +258,43 @@ class ApiStore:
                 self.index.version(kind, namespace, name) if expected_last_seq is None else expected_last_seq
             )
         )
-        seqs = await self.events.append(
-            self.subject(kind, namespace, name),
-            events,
-            expected_last_seq=expected,
-            msg_id=msg_id,
-            correlation_id=correlation_id,
-            actor=actor,
-            links=self._links(kind, namespace, name) if actor is None else (),
-        )
+        subject = self.subject(kind, namespace, name)
+        links = self._links(kind, namespace, name) if actor is None else ()
+        for attempt in (1, 2):
+            try:
+                seqs = await self.events.append(
+                    subject,
+                    events,
+                    expected_last_seq=expected,
+                    msg_id=msg_id,
+                    correlation_id=correlation_id,
+                    actor=actor,
+                    links=links,
+                )
+                break
+            except ConcurrencyError:
+                recreated = await self._recreated_version(kind, namespace, name, expected)
+                if attempt == 2 or recreated is None:
+                    raise
+                expected = recreated
         if unchecked:
             await self.wait_position(seqs[-1])
             return seqs[-1]
         self.fold_appended(kind, namespace, name, events, seqs)
         return seqs[-1]
+
+    async def _recreated_version(
+        self, kind: str, namespace: str, name: str, expected: int | None
+    ) -> int | None:
+        """A create (expected 0) refused because the name had a life before: the subject's last
+        sequence, read from the log, when that life is over in this fold (the name's tombstone was
+        settled away: the fold is past its last event and holds no object). None: a real conflict."""
+        if expected != 0 or self.index.get(kind, namespace, name) is not None:
+            return None
+        last = await self.events.last_seq(self.subject(kind, namespace, name))
+        if 0 < last <= self.position and self.index.get(kind, namespace, name) is None:
+            return last
+        return None
 
     def fold_appended(
         self, kind: str, namespace: str, name: str, events: Sequence[Event], seqs: Sequence[int]
@@ -295,6 +317,15 @@ class ApiStore:
             for kind, ns, name, evs, expected in requests
         ]
         outcomes = await self.events.append_many(appends, return_exceptions=True)
+        for i, ((kind, ns, name, evs, expected), outcome) in enumerate(zip(requests, outcomes, strict=True)):
+            if isinstance(outcome, ConcurrencyError):
+                recreated = await self._recreated_version(kind, ns, name, expected)
+                if recreated is not None:
+                    outcomes[i] = (
+                        await self.events.append_many(
+                            [AppendRequest(appends[i].subject, evs, recreated)], return_exceptions=True
+                        )
+                    )[0]
         out: list[int | BaseException] = []
         for (kind, ns, name, evs, _), outcome in zip(requests, outcomes, strict=True):
             if isinstance(outcome, BaseException):

@@ -9,6 +9,8 @@ from typing import Any
 import msgspec
 import pytest
 
+from draflow.events.api.apiextensions_v1 import CustomObject
+from draflow.events.api.meta import ObjectMeta
 from draflow.events.codec import decode
 from draflow.events.subjects import parse_subject
 from draflow.projections.objects import ObjectIndex
@@ -83,4 +85,22 @@ def test_garbage_is_a_decode_error_and_the_schema_is_stable() -> None:
         decode_index(b"\x93not a snapshot")
     with pytest.raises(SnapshotDecodeError):
         decode_index(encode_index(*_fold(ObjectIndex(), LOG[:20]).image())[:-7])
-    assert schema() == schema() and schema().startswith("1-")
+    assert schema() == schema() and schema().startswith("2-")
+
+
+def test_custom_objects_are_held_as_custom_objects() -> None:
+    """A fold with a CRD's objects (kinds the code does not know) is snapshotted too."""
+    index = _fold(ObjectIndex(), LOG[:30])
+    frob = CustomObject(
+        api_version="gpu.resource.example.com/v1",
+        kind="ClaimParameters",
+        metadata=ObjectMeta(name="three", namespace="default", resource_version="31"),
+        content={"spec": {"numberOfFrobnicators": 3, "env": {"A": "b"}}},
+    )
+    index.put("ClaimParameters", "default", "three", frob, 31)
+    restored = decode_index(encode_index(*index.image()))
+    assert _state(restored) == _state(index)
+    assert restored.get("ClaimParameters", "default", "three") == frob
+    assert decode_index(encode_index(*index.image()), frozenset({"Pod"})).get(
+        "ClaimParameters", "default", "three"
+    ) is None

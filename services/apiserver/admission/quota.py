@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.core_v1 import Pod, ResourceQuota
 from draflow.events.api.errors import FORBIDDEN, FieldError
 from draflow.events.api.resource_v1 import ResourceClaim
@@ -27,7 +28,10 @@ from draflow.services.dra.quota.usage import Usage, subtract
 __all__ = ["check_quota", "exceeded_message", "request_of"]
 
 
-def request_of(obj: Pod | ResourceClaim, state: QuotaState, old: Pod | ResourceClaim | None = None) -> Usage:
+Charged = Pod | ResourceClaim | cv.ResourceClaim
+
+
+def request_of(obj: Charged, state: QuotaState, old: Charged | None = None) -> Usage:
     """What writing ``obj`` adds to its namespace's usage (zeros dropped)."""
     new = state.usage_of(obj)
     before = state.usage_of(old) if old is not None else {}
@@ -75,9 +79,9 @@ def check_quota(
     not match (claims match no scope), do not apply. The first quota refusing the request is
     reported, as upstream does.
     """
-    if not isinstance(obj, Pod | ResourceClaim):
+    if not isinstance(obj, Pod | ResourceClaim | cv.ResourceClaim):
         return []
-    before = old if isinstance(old, Pod | ResourceClaim) else None
+    before = old if isinstance(old, Pod | ResourceClaim | cv.ResourceClaim) else None
     meta = obj.metadata
     requested = request_of(obj, state, before)
     if not requested:

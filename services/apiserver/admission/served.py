@@ -16,6 +16,7 @@ from msgspec.structs import replace
 from draflow.events.api import acme_gpu_v1alpha1 as acme
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api import core_v1 as c1
+from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api import workloads_v1 as w1
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.classic_pod import POD_RESOURCES_ANNOTATION
@@ -33,7 +34,7 @@ __all__ = ["CLASSIC_TYPES", "admit_create", "default_object", "is_classic", "val
 
 S = TypeVar("S", bound=ApiStruct)
 
-CLASSIC_TYPES = (cv.ResourceClass, cv.ResourceClaim, acme.NodeGpuCapacity)
+CLASSIC_TYPES = (cv.ResourceClass, cv.ResourceClaim, acme.NodeGpuCapacity, nv.NodeResourceCapacity)
 
 
 def is_classic(obj: ApiStruct) -> bool:

@@ -22,12 +22,14 @@ import msgspec
 from draflow.events.api import acme_gpu_v1alpha1 as acme
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api import core_v1 as c1
+from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.classic_pod import pod_claims
 from draflow.events.api.codec import object_meta
 from draflow.events.api.errors import ApiError, FieldError
 from draflow.events.quantity import Quantity
 from draflow.services.dra.classic.podclaims import generated_claim_name
+from draflow.services.dra.numeric import validation as numeric
 from draflow.services.dra.validation import common, names
 from draflow.services.dra.validation.errs import Errs
 from draflow.services.dra.validation.meta import (
@@ -91,7 +93,8 @@ def apply_classic_defaults(obj: S, namespace: str = "default") -> S:
                 user_limit=1 if status.user_limit is None else status.user_limit,
             )
         return msgspec.structs.replace(obj, metadata=meta, spec=claim_spec_defaults(obj.spec), status=status)
-    if isinstance(obj, cv.ResourceClass | acme.NodeGpuCapacity) and obj.metadata.namespace:
+    cluster_scoped = cv.ResourceClass | acme.NodeGpuCapacity | nv.NodeResourceCapacity
+    if isinstance(obj, cluster_scoped) and obj.metadata.namespace:
         obj = msgspec.structs.replace(obj, metadata=msgspec.structs.replace(obj.metadata, namespace=""))
     if isinstance(obj, acme.NodeGpuCapacity) and not obj.spec.node_name:
         obj = msgspec.structs.replace(
@@ -129,6 +132,7 @@ def _claim_spec(errs: Errs, spec: cv.ResourceClaimSpec, path: str) -> None:
         name = spec.resource_class_name
         errs.messages(f"{path}.resourceClassName", name, names.dns1123_subdomain(name))
     _parameters(errs, spec.parameters, f"{path}.parameters")
+    numeric.parameters_ref(errs, spec, path)
     if not spec.allocation_mode:
         errs.required(f"{path}.allocationMode")
     elif spec.allocation_mode not in cv.ALLOCATION_MODES:
@@ -158,6 +162,8 @@ def _status(errs: Errs, status: cv.ResourceClaimStatus) -> None:
             )
     if status.attributes and status.phase != cv.ALLOCATED and status.phase != cv.REALLOCATE:
         errs.forbidden(f"{path}.attributes", "may only be set while the claim is allocated")
+    numeric.numeric_status(errs, status)
+    common.conditions(errs, status.conditions, f"{path}.conditions")
     reserved = status.reserved_for
     if reserved and status.phase != cv.ALLOCATED:
         errs.forbidden(f"{path}.reservedFor", "users may only be added while the claim is Allocated")
@@ -185,6 +191,7 @@ def _validate_class(errs: Errs, obj: cv.ResourceClass, old: cv.ResourceClass | N
     validate_object_meta(errs, obj.metadata, namespaced=False, name_check=names.dns1123_subdomain)
     common.driver_name(errs, obj.driver_name, "driverName")
     _parameters(errs, obj.parameters, "parameters")
+    numeric.numeric_parameters(errs, obj.numeric_parameters, "numericParameters")
     if old is not None:
         validate_meta_update(errs, obj.metadata, old.metadata)
 
@@ -218,6 +225,8 @@ def validate_classic(obj: ApiStruct, old: ApiStruct | None = None) -> list[Field
         return validate_kep_pod(obj)
     elif isinstance(obj, acme.NodeGpuCapacity):
         _validate_capacity(errs, obj, old if isinstance(old, acme.NodeGpuCapacity) else None)
+    elif isinstance(obj, nv.NodeResourceCapacity):
+        numeric.validate_capacity(errs, obj, old if isinstance(old, nv.NodeResourceCapacity) else None)
     else:
         errs.invalid_detail("", f"kind {kind} is not a classic DRA kind")
     return errs.items
@@ -254,7 +263,9 @@ def _template(errs: Errs, template: cv.ClaimTemplate, path: str) -> None:
         validate_template_meta(errs, template.metadata, f"{path}.metadata")
     if template.spec is not None and template.has_flat_fields():
         errs.invalid_detail(
-            path, "set either spec or the flattened fields (resourceClassName, parameters, allocationMode)"
+            path,
+            "set either spec or the flattened fields "
+            "(resourceClassName, parameters, parametersRef, allocationMode)",
         )
         return
     spec = claim_spec_defaults(cv.template_spec(template))

@@ -12,18 +12,27 @@ writes the ones that changed).
 
 from __future__ import annotations
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.core_v1 import Pod, ResourceQuota, ResourceQuotaStatus
 from draflow.events.api.resource_v1 import DeviceClass, ResourceClaim
 from draflow.events.quantity import Quantity
 from draflow.services.dra.extended.claim import is_extended_resource_claim
 from draflow.services.dra.extended.mapping import ExtendedResourceIndex
 from draflow.services.dra.quota.scopes import covers, selectors
-from draflow.services.dra.quota.usage import Usage, add, claim_usage, is_tracked, pod_usage, verified_owner
+from draflow.services.dra.quota.usage import (
+    Usage,
+    add,
+    claim_usage,
+    classic_claim_usage,
+    is_tracked,
+    pod_usage,
+    verified_owner,
+)
 
 __all__ = ["QuotaState", "status_of"]
 
 Key = tuple[str, str]
-Tracked = DeviceClass | Pod | ResourceClaim | ResourceQuota
+Tracked = DeviceClass | Pod | ResourceClaim | ResourceQuota | cv.ResourceClaim
 
 
 def _owner_uid(claim: ResourceClaim) -> str | None:
@@ -43,6 +52,7 @@ class QuotaState:
         self.pods: dict[Key, Pod] = {}
         self.claims: dict[Key, ResourceClaim] = {}
         self.quotas: dict[Key, ResourceQuota] = {}
+        self.classic: dict[Key, cv.ResourceClaim] = {}  # KEP-3063/4381 claims
         # (namespace, pod uid) -> names of the special claims it controls
         self._owned: dict[Key, set[str]] = {}
         self._usage: dict[tuple[str, str, str], Usage] = {}
@@ -76,6 +86,9 @@ class QuotaState:
                 self._refresh_owned(key[0], uid)
         elif isinstance(obj, ResourceQuota):
             self.quotas[key] = obj
+        elif isinstance(obj, cv.ResourceClaim):
+            self.classic[key] = obj
+            self._refresh(cv.CLAIM_KIND, *key)
 
     def delete(self, kind: str, namespace: str, name: str) -> None:
         """An object is gone (kind as in ``obj.KIND``)."""
@@ -98,6 +111,9 @@ class QuotaState:
                     self._refresh_owned(namespace, uid)
         elif kind == ResourceQuota.KIND:
             self.quotas.pop(key, None)
+        elif kind == cv.CLAIM_KIND:
+            self.classic.pop(key, None)
+            self._refresh(cv.CLAIM_KIND, *key)
 
     def _unown(self, key: Key, uid: str | None) -> None:
         if uid is None:
@@ -114,9 +130,13 @@ class QuotaState:
         total = self._totals.setdefault(namespace, {})
         for k, v in self._usage.pop(slot, {}).items():
             total[k] -= v
-        obj: Pod | ResourceClaim | None = (
-            self.pods.get((namespace, name)) if kind == Pod.KIND else self.claims.get((namespace, name))
-        )
+        obj: Pod | ResourceClaim | cv.ResourceClaim | None
+        if kind == Pod.KIND:
+            obj = self.pods.get((namespace, name))
+        elif kind == cv.CLAIM_KIND:
+            obj = self.classic.get((namespace, name))
+        else:
+            obj = self.claims.get((namespace, name))
         if obj is None:
             return
         usage = self.usage_of(obj)
@@ -135,10 +155,12 @@ class QuotaState:
 
     # -- reads ----------------------------------------------------------------------------------
 
-    def usage_of(self, obj: Pod | ResourceClaim) -> Usage:
+    def usage_of(self, obj: Pod | ResourceClaim | cv.ResourceClaim) -> Usage:
         """Quota usage of one object in this state (stored or about to be written)."""
         if isinstance(obj, Pod):
             return pod_usage(obj, self.index, sync_classes=self.sync_classes)
+        if isinstance(obj, cv.ResourceClaim):
+            return classic_claim_usage(obj)
         ns, name = obj.metadata.namespace, obj.metadata.name
         owner = None
         uid = _owner_uid(obj)
@@ -171,6 +193,9 @@ class QuotaState:
         for (ns, _), c in sorted(self.claims.items()):
             if ns == namespace:
                 add(total, self.usage_of(c))
+        for (ns, _), k in sorted(self.classic.items()):
+            if ns == namespace:
+                add(total, self.usage_of(k))
         return {k: v for k, v in sorted(total.items()) if v}
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.services.dra.extended.claim import is_extended_resource_claim
@@ -45,6 +46,7 @@ from draflow.services.dra.resourceclaim import is_pod_terminal
 
 __all__ = [
     "ALL_MODE_DEVICES",
+    "CLASSIC_CLAIM_COUNT_KEY",
     "PODS_KEY",
     "POD_COUNT_KEY",
     "Usage",
@@ -52,6 +54,7 @@ __all__ = [
     "claim_devices",
     "claim_usage",
     "class_keys",
+    "classic_claim_usage",
     "is_tracked",
     "pod_is_charged",
     "pod_usage",
@@ -63,6 +66,21 @@ Usage = dict[str, int]
 
 ALL_MODE_DEVICES = 32  # resource/v1 AllocationResultsMaxSize
 POD_COUNT_KEY = "count/pods"
+# classic (KEP-3063) claims, numeric ones (KEP-4381) among them: counted per group and per class
+CLASSIC_CLAIM_COUNT_KEY = "count/resourceclaims.cdi.k8s.io"
+CLASSIC_CLASS_SUFFIX = ".resourceclass.cdi.k8s.io/resourceclaims"
+
+
+def classic_claim_usage(claim: cv.ResourceClaim) -> Usage:
+    """A classic claim: one ``count/resourceclaims.cdi.k8s.io`` and one
+    ``<class>.resourceclass.cdi.k8s.io/resourceclaims`` (v1alpha2's per-class claim count), the
+    same whether a driver or the scheduler (numeric parameters) allocates it."""
+    usage = {CLASSIC_CLAIM_COUNT_KEY: 1}
+    if claim.spec.resource_class_name:
+        usage[f"{claim.spec.resource_class_name}{CLASSIC_CLASS_SUFFIX}"] = 1
+    return usage
+
+
 PODS_KEY = "pods"
 
 
@@ -204,7 +222,11 @@ def pod_usage(pod: Pod, index: ExtendedResourceIndex, *, sync_classes: bool = Tr
 
 def is_tracked(key: str, index: ExtendedResourceIndex) -> bool:
     """Whether this package computes ``used`` for a ``hard`` key (others are left out)."""
-    if key in (CLAIM_COUNT_KEY, POD_COUNT_KEY, PODS_KEY) or key.endswith(DEVICES_SUFFIX):
+    if key in (CLAIM_COUNT_KEY, POD_COUNT_KEY, PODS_KEY, CLASSIC_CLAIM_COUNT_KEY) or key.endswith(
+        DEVICES_SUFFIX
+    ):
+        return True
+    if key.endswith(CLASSIC_CLASS_SUFFIX):
         return True
     if key.startswith(REQUESTS_PREFIX):
         name = key[len(REQUESTS_PREFIX) :]

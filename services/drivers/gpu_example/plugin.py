@@ -16,6 +16,7 @@ call-level switches are applied around any plugin by ``draflow.services.drivers.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -42,6 +43,7 @@ CDI_VENDOR = f"k8s.{DRIVER}"
 CDI_CLASS = "gpu"
 COMMON_DEVICE = "common"
 PLUGIN_CHECKPOINT = "checkpoint.json"
+CALLS_KEPT = 256  # how many of the last prepare/unprepare calls a plugin remembers
 _NON_WORD = re.compile(r"[^a-zA-Z0-9]+")
 
 
@@ -68,7 +70,9 @@ class GpuExamplePlugin:
         self.allocatable = {d.name for d in gpu_devices(node_name, num_gpus)}
         self.state_dir = state_dir
         self.failures = failures or FailureSwitches()
-        self.calls: list[tuple[str, tuple[str, ...]]] = []
+        # the last calls (rpc, claim uids), for tests and debugging; a ring, so a long-running
+        # kubelet does not keep one entry per pod it ever ran
+        self.calls: collections.deque[tuple[str, tuple[str, ...]]] = collections.deque(maxlen=CALLS_KEPT)
         self._lock = threading.Lock()
         self._prepared: set[str] = self._load()
         common = cdi.CdiDevice(

@@ -9,12 +9,15 @@ so an e2e test drives a plugin process the way upstream's e2e tests drive their 
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from draflow.services.dra.kubeletplugin import DRAPlugin, PluginError, PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
+
+CALLS_KEPT = 256  # how many of the last prepare/unprepare calls are remembered
 
 __all__ = ["FailureSwitches", "Faulty", "SwitchError"]
 
@@ -71,7 +74,8 @@ class Faulty:
         self.plugin = plugin
         self.switches = switches
         # what was asked, failed or not: ("prepare" | "unprepare", claim uids)
-        self.calls: list[tuple[str, tuple[str, ...]]] = []
+        # the last calls (rpc, claim uids): a ring, so a long-running plugin keeps no entry per pod
+        self.calls: collections.deque[tuple[str, tuple[str, ...]]] = collections.deque(maxlen=CALLS_KEPT)
 
     @property
     def driver_name(self) -> str:

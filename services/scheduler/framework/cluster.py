@@ -9,7 +9,7 @@ device index, and the allocator gets a cached ``AllocatedState`` and slice snaps
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 
@@ -78,6 +78,8 @@ class ClusterState:
         self.ledger = DeviceLedger()
         self._usage: dict[ClaimKey, tuple[AllocationResult, Contribution]] = {}
         self.assumed = AssumeCache()
+        # plugins with their own assumed decisions (numeric claims): told when a pod is forgotten
+        self.forget_hooks: list[Callable[[str], bool]] = []
         self.devices = DeviceIndex(self.features, self.ledger.exclusive, self._effective_slices)
 
     # -- reads ----------------------------------------------------------------------------------
@@ -385,10 +387,12 @@ class ClusterState:
 
     def forget(self, key: str) -> list[ClusterEvent]:
         """Unreserve: drop what was assumed for the pod; events for the queue (freed room)."""
+        events: list[ClusterEvent] = []
+        if any([hook(key) for hook in self.forget_hooks]):
+            events.append(ClusterEvent(EventResource.NUMERIC, ActionType.UPDATE_OTHER))
         assumed = self.assumed.pods.pop(key, None)
         if assumed is None:
-            return []
-        events: list[ClusterEvent] = []
+            return events
         for ckey in assumed.claims:
             pending = self.assumed.claims.get(ckey)
             if pending is None or pending.pod_key != key:

@@ -42,6 +42,10 @@ class Scheduler:
         ``draflow.services.scheduler.plugins.default_plugins()``; the framework imports no plugin)."""
         self.config = config if config is not None else SchedulerConfig()
         self.cluster = ClusterState(self.config.features)
+        for plugin in plugins:
+            hook = getattr(plugin, "forget_pod", None)
+            if hook is not None:
+                self.cluster.forget_hooks.append(hook)
         self.profile = Profile(plugins)
         self.queue = SchedulingQueue(self.profile, self.cluster, self.config, clock)
 

@@ -341,6 +341,7 @@ def _unschedulable(
     pod = state.pod
     deallocate = None
     delete_claim = None
+    deallocate_numeric = None
     messages: list[str] = []
     for plugin in profile.post_filter:
         outcome = plugin.post_filter(state, pod, diagnosis.node_statuses)
@@ -350,6 +351,8 @@ def _unschedulable(
             deallocate = outcome.deallocate
         if outcome.delete_claim is not None and delete_claim is None:
             delete_claim = outcome.delete_claim
+        if outcome.deallocate_numeric is not None and deallocate_numeric is None:
+            deallocate_numeric = outcome.deallocate_numeric
     diagnosis.post_filter_message = ", ".join(messages)
     requests: tuple[RequestDiagnosis, ...] = ()
     for candidate in profile.plugins:
@@ -368,6 +371,7 @@ def _unschedulable(
         post_filter_message=diagnosis.post_filter_message,
         deallocate=deallocate,
         delete_claim=delete_claim,
+        deallocate_numeric=deallocate_numeric,
         requests=requests,
     )
 
@@ -400,7 +404,21 @@ def _reserve(
         extended_claim = getattr(binder, "extended_claim", None)
         if extended is None and extended_claim is not None:
             extended = extended_claim(state, pod, node_name)
-    return Reserved(ref, node_name, bindings, extended, evaluated_nodes=evaluated, feasible_nodes=feasible)
+    numeric = tuple(
+        plan
+        for plugin in profile.plugins
+        if (plans := getattr(plugin, "numeric_plans", None)) is not None
+        for plan in plans(state, pod, node_name)
+    )
+    return Reserved(
+        ref,
+        node_name,
+        bindings,
+        extended,
+        evaluated_nodes=evaluated,
+        feasible_nodes=feasible,
+        numeric=numeric,
+    )
 
 
 def _reserve_pending(ref: PodRef, node_name: str, status: Status) -> Unschedulable:

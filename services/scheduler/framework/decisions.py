@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from draflow.events.api.core_v1 import ContainerExtendedResourceRequest, Pod, PodCondition
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim, ResourceClaimConsumerReference
 from draflow.events.dra import RequestDiagnosis
+from draflow.services.dra.numeric.plans import NumericClaimPlan
 from draflow.services.dra.resourceclaim import ClaimRef
 
 __all__ = [
@@ -85,6 +86,8 @@ class Reserved:
     extended: ExtendedClaim | None = None
     evaluated_nodes: int = 0
     feasible_nodes: int = 0
+    # KEP-4381: numeric (classic) claims PreBind allocates or reserves
+    numeric: tuple[NumericClaimPlan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +107,8 @@ class Unschedulable:
     deallocate: ClaimRef | None = None
     # KEP-5004: a special claim left over from an earlier cycle, which PostFilter deletes
     delete_claim: ClaimRef | None = None
+    # KEP-4381: a numeric claim PostFilter frees (the numeric reallocation saga)
+    deallocate_numeric: ClaimRef | None = None
     # per claim request: the allocator's diagnosis of the nodes that had no room (grouped)
     requests: tuple[RequestDiagnosis, ...] = ()
 

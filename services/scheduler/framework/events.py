@@ -24,6 +24,9 @@ class EventResource(StrEnum):
     DEVICE_CLASS = "DeviceClass"
     RESOURCE_SLICE = "ResourceSlice"
     DEVICE_TAINT_RULE = "DeviceTaintRule"
+    # KEP-4381 numeric parameters: a ResourceClass, NodeResourceCapacity, vendor parameter object
+    # or numeric claim changed (the numeric plugin's books, fed by the service shell)
+    NUMERIC = "Numeric"
 
 
 class ActionType(IntFlag):

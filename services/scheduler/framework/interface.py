@@ -88,6 +88,7 @@ class PostFilterOutcome:
     status: Status
     deallocate: ClaimRef | None = None
     delete_claim: ClaimRef | None = None  # KEP-5004: a stale special claim to delete
+    deallocate_numeric: ClaimRef | None = None  # KEP-4381: a numeric (classic) claim to free
 
 
 @runtime_checkable

@@ -7,6 +7,9 @@ KEP-5004 (extended resources backed by DRA): ``NodeResourcesFit`` reads the mapp
 resource names to DeviceClasses from the cluster snapshot (``ClusterState.extended``) unless given
 ``dra_backed=...``, and ``DynamicResources`` builds, allocates and hands PreBind the node-specific
 special claim, as upstream.
+
+KEP-4381 numeric parameters: ``NumericResources`` allocates classic claims whose class lists
+``numericParameters``; the classic plugin leaves those claims to it (``ignore``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from draflow.services.scheduler.plugins.nodeaffinity import NodeAffinity
 from draflow.services.scheduler.plugins.nodename import NodeName
 from draflow.services.scheduler.plugins.noderesources import NodeResourcesFit
 from draflow.services.scheduler.plugins.nodeunschedulable import NodeUnschedulable
+from draflow.services.scheduler.plugins.numeric import NumericResources
 from draflow.services.scheduler.plugins.schedulinggates import SchedulingGates
 from draflow.services.scheduler.plugins.tainttoleration import TaintToleration
 
@@ -24,6 +28,9 @@ __all__ = ["default_plugins"]
 
 
 def default_plugins() -> list[object]:
+    numeric = NumericResources()
+    classic = ClassicDynamicResources()
+    classic.ignore = numeric.owns  # KEP-4381: numeric claims are allocated by NumericResources
     return [
         SchedulingGates(),
         NodeUnschedulable(),
@@ -32,5 +39,6 @@ def default_plugins() -> list[object]:
         NodeAffinity(),
         NodeResourcesFit(),
         DynamicResources(),
-        ClassicDynamicResources(),
+        classic,
+        numeric,
     ]

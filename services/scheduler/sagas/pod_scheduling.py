@@ -34,6 +34,11 @@ clears the status only once the claim it names is gone. These are parts of the e
 started with. A special claim left over from an earlier attempt, which PostFilter finds, is
 deleted by the one-step ``ExtendedClaimCleanup`` saga.
 
+Numeric claims (KEP-4381, classic claims whose class lists ``numericParameters``) are allocated
+and reserved in the same ``prebind`` step, after the structured claims, and released by its
+compensation first (:mod:`.numeric_steps`, with the capacity ledger that keeps scheduler
+instances from over-committing a node).
+
 Each step is idempotent: it first looks at the objects and appends only what is missing, with a
 deterministic message id, so a re-run after a crash has no second effect.
 """
@@ -59,9 +64,11 @@ from draflow.events.objects import finalizers_changed
 from draflow.infra.errors import ConcurrencyError
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.extended.claim import is_extended_resource_claim
+from draflow.services.dra.numeric.plans import NumericClaimPlan
 from draflow.services.dra.resourceclaim import DELETE_PROTECTION_FINALIZER, ClaimRef
 from draflow.services.scheduler.framework import ClaimBinding, Reserved
 from draflow.services.scheduler.plugins.dynamicresources import PreBindConflict, prebind_claim
+from draflow.services.scheduler.plugins.numeric import NumericResources
 from draflow.services.scheduler.sagas.extended_claim import (
     claim_ref,
     clear_extended_status,
@@ -77,6 +84,7 @@ from draflow.services.scheduler.sagas.host import (
     SchedulingConflict,
     read_object,
 )
+from draflow.services.scheduler.sagas.numeric_steps import prebind_numeric, release_numeric
 from draflow.services.scheduler.sagas.ownership import (
     allocation_writer,
     binder,
@@ -117,6 +125,8 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
     # extendedResourceClaimStatus.requestMappings
     extended_claim: ResourceClaim | None = None
     extended_mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+    # KEP-4381: numeric (classic) claims to allocate or reserve
+    numeric: tuple[NumericClaimPlan, ...] = ()
 
     @property
     def key(self) -> str:
@@ -143,6 +153,7 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
             claims=claims,
             extended_claim=ext.claim if ext is not None else None,
             extended_mappings=ext.mappings if ext is not None else (),
+            numeric=r.numeric,
         )
 
     @staticmethod
@@ -221,6 +232,11 @@ def assume_decided(view: DecisionView, pod: Pod, plan: PodSchedulingInput) -> No
                 allocs.append((claim, c.allocation))
     cluster.assume_allocations(pod, plan.node_name, allocs)
     cluster.assume_pod(pod, plan.node_name)
+    if plan.numeric:
+        for plugin in view.core.profile.plugins:
+            if isinstance(plugin, NumericResources):
+                for n in plan.numeric:
+                    plugin.assume_plan(pod, plan.node_name, n)
 
 
 def release_decided(view: DecisionView, plan: PodSchedulingInput) -> None:
@@ -256,11 +272,13 @@ async def prebind(ctx: Ctx) -> dict[str, Any]:
         await create_extended_claim(ctx, rt, ext)
     for c in plan.claims:
         await _prebind_claim(ctx, plan, c)
+    for n in plan.numeric:
+        await prebind_numeric(ctx, plan.uid, n)
     if ext is not None:
         await record_extended_status(
             ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
         )
-    return {"claims": [c.name for c in plan.claims]}
+    return {"claims": [c.name for c in plan.claims] + [n.name for n in plan.numeric]}
 
 
 async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
@@ -305,6 +323,8 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
 async def release(ctx: Ctx) -> None:
     plan, rt = ctx.input, ctx.deps
     ext = plan.extended_claim
+    for n in reversed(plan.numeric):
+        await release_numeric(ctx, plan.uid, n)
     for c in reversed(plan.claims):
         if not plan.creates(c):  # the special claim: below, allocation and reservation with it
             await _release_claim(ctx, plan, c)

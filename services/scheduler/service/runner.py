@@ -59,6 +59,11 @@ from draflow.services.scheduler.sagas.extended_claim import (
     EXTENDED_CLAIM_CLEANUP_SAGA,
     ExtendedClaimCleanupInput,
 )
+from draflow.services.scheduler.sagas.numeric_reallocation import (
+    NUMERIC_REALLOCATION,
+    NUMERIC_REALLOCATION_SAGA,
+    NumericReallocationInput,
+)
 from draflow.services.scheduler.sagas.pod_scheduling import (
     POD_SCHEDULING,
     POD_SCHEDULING_SAGA,
@@ -109,7 +114,9 @@ class SchedulerService:
         self.core = Scheduler(config, plugins=default_plugins(), clock=clock)
         self.snapshot = Snapshot(store, self.core)
         self.engine = SagaEngine(
-            store, [POD_SCHEDULING_SAGA, REALLOCATION_SAGA, EXTENDED_CLAIM_CLEANUP_SAGA], deps=self
+            store,
+            [POD_SCHEDULING_SAGA, REALLOCATION_SAGA, EXTENDED_CLAIM_CLEANUP_SAGA, NUMERIC_REALLOCATION_SAGA],
+            deps=self,
         )
         self._wake = asyncio.Event()
         self._sagas: set[asyncio.Task[Any]] = set()
@@ -129,6 +136,10 @@ class SchedulerService:
 
     async def history(self, kind: str, namespace: str, name: str) -> list[Envelope[Event]]:
         return await self.store.events(self.subject(kind, namespace, name))
+
+    async def history_since(self, kind: str, namespace: str, name: str, seq: int) -> list[Envelope[Event]]:
+        """The subject's events after stream sequence ``seq`` (a capacity ledger since a decision)."""
+        return await self.store.events(self.subject(kind, namespace, name), from_seq=seq + 1)
 
     def subject(self, kind: str, namespace: str, name: str) -> str:
         return aggregate_subject(kind, namespace or None, name, self.store.root)
@@ -296,6 +307,19 @@ class SchedulerService:
             )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
             self._spawn(self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True)
+
+        if isinstance(result, Unschedulable) and result.deallocate_numeric is not None:
+            ref = result.deallocate_numeric
+            ninp = NumericReallocationInput(
+                claim_namespace=ref.namespace,
+                claim_name=ref.name,
+                claim_uid=ref.uid,
+                pod_namespace=pod.metadata.namespace,
+                pod_name=pod.metadata.name,
+                pod_uid=pod.metadata.uid,
+            )
+            saga_id = self._saga_id("nrealloc", ref.uid or ref.name)
+            self._spawn(self._saga(NUMERIC_REALLOCATION, saga_id, ninp, position, traceparent), saga=True)
 
     async def _saga(
         self, saga_type: str, saga_id: str, inp: msgspec.Struct, position: int = 0, traceparent: str = ""

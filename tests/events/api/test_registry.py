@@ -40,4 +40,5 @@ def test_served_versions() -> None:
         "ResourceClass",
         "ClassicResourceClaim",
         "NodeGpuCapacity",
+        "NodeResourceCapacity",
     }

@@ -14,11 +14,12 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
+from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api import core_v1 as c1
 from draflow.events.api import resource_v1 as r1
 from draflow.events.api.codec import decode_object
 from draflow.events.api.coordination_v1 import Lease, LeaseSpec
-from draflow.events.api.meta import ObjectMeta, OwnerReference
+from draflow.events.api.meta import Condition, ObjectMeta, OwnerReference
 from draflow.events.dra import (
     DELETE_PROTECTION_FINALIZER,
     ClaimAllocated,
@@ -41,6 +42,13 @@ from draflow.events.node import (
     NodeUntainted,
     PodContainerStatusesReported,
     PodDisruptionTargeted,
+)
+from draflow.events.numeric import (
+    NumericClaimAllocated,
+    NumericClaimConditionRecorded,
+    NumericClaimDeallocated,
+    NumericClaimReservationsReleased,
+    NumericClaimReserved,
 )
 from draflow.events.objects import OwnerReferencesRemoved
 from draflow.projections.objects import _GENERIC, _REDUCERS, fold
@@ -113,6 +121,27 @@ LEASE = Lease(
     spec=LeaseSpec(holder_identity="n1", lease_duration_seconds=40),
 )
 
+# KEP-4381: a numeric (classic) claim, before and after its allocation
+NUMERIC = cv.ResourceClaim(
+    metadata=ObjectMeta(name="n", namespace="default", uid="u5"),
+    spec=cv.ResourceClaimSpec(resource_class_name="frob", allocation_mode=cv.DELAYED),
+    status=cv.ResourceClaimStatus(phase=cv.PENDING, user_limit=1),
+)
+NUMERIC_ALLOCATION = cv.NumericAllocation(
+    node_name="n1",
+    driver_name="frobnicator.example.com",
+    api_version="counter.dra.config.k8s.io/v1alpha1",
+    kind="Allocation",
+    data={"instance": "i", "count": 1},
+)
+POD_REF = OwnerReference(api_version="v1", kind="Pod", name="p", uid="u1")
+NUMERIC_ALLOCATED = fold(
+    NUMERIC,
+    "NumericClaimAllocated",
+    NumericClaimAllocated(allocation=NUMERIC_ALLOCATION, consumer=POD_REF),
+    3,
+)
+
 # every domain reducer: (the object before, the event)
 AUDITED: dict[str, tuple[Any, Event]] = {
     "ClaimAllocated": (CLAIM, ClaimAllocated(allocation=ALLOCATION, node_name="n1", pod_uid="u1")),
@@ -143,6 +172,24 @@ AUDITED: dict[str, tuple[Any, Event]] = {
     ),
     "PodDisruptionTargeted": (POD, PodDisruptionTargeted(reason="DeletionByTaintManager")),
     "LeaseRenewed": (LEASE, LeaseRenewed(renew_time="2025-01-01T00:00:10.000000Z")),
+    "NumericClaimAllocated": (
+        NUMERIC,
+        NumericClaimAllocated(allocation=NUMERIC_ALLOCATION, consumer=POD_REF),
+    ),
+    "NumericClaimReserved": (
+        NUMERIC_ALLOCATED,
+        NumericClaimReserved(consumer=OwnerReference(api_version="v1", kind="Pod", name="q", uid="u9")),
+    ),
+    "NumericClaimReservationsReleased": (NUMERIC_ALLOCATED, NumericClaimReservationsReleased(uids=("u1",))),
+    "NumericClaimDeallocated": (NUMERIC_ALLOCATED, NumericClaimDeallocated(reason="test")),
+    "NumericClaimConditionRecorded": (
+        NUMERIC,
+        NumericClaimConditionRecorded(
+            condition=Condition(
+                type="NumericParameters", status="False", reason="TemplateFailed", message="m"
+            )
+        ),
+    ),
 }
 # reducers of objects nobody applies (core/v1 Events aggregate into themselves)
 # not domain facts: Kubernetes Events, and a custom object's status subresource write (its
@@ -196,7 +243,9 @@ def test_reapplying_the_manifest_keeps_what_the_event_wrote(event_type: str) -> 
     """The apiserver's update strategy onto the folded object, with the user's manifest."""
     before, event = AUDITED[event_type]
     after = fold(before, event_type, event, 7)
-    manifest = {"Pod": POD, "ResourceClaim": CLAIM, "Node": NODE, "Lease": LEASE}[before.KIND]
+    manifest = {"Pod": POD, "ResourceClaim": CLAIM, "Node": NODE, "Lease": LEASE, cv.CLAIM_KIND: NUMERIC}[
+        before.KIND
+    ]
     assert merge_update(after, manifest, raw=manifest) == after
 
 

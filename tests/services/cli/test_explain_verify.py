@@ -24,7 +24,7 @@ from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.cli.main import main
-from draflow.services.cli.verify import verify_records
+from draflow.services.cli.verify import Verifier, _decode, instances_of, verify_records
 from draflow.services.runtime.client import ApiClient
 from draflow.services.scheduler.plugins.dynamicresources.plugin import DynamicResources
 from tests.builders import exact, make_claim, make_class, make_node, make_slice
@@ -198,9 +198,19 @@ async def test_verify_replay_is_clean_with_many_decisions_in_flight(
 
     await assert_eventually(two_unschedulable, timeout_s=20)
     await cluster.stop_all()
-    verifier, divergence = verify_records(await _records(event_store), event_store.root)
+    raw = await _records(event_store)
+    verifier, divergence = verify_records(raw, event_store.root)
     assert divergence is None, divergence
     assert verifier.checked["schedule"] == 8 and verifier.checked["unschedulable"] >= 2
+    # streamed, the fold a window behind the reading (what the command does): the same checks
+    records = [(r, _decode(r)) for r in raw]
+    streamed = Verifier(event_store.root)
+    assert streamed.run_stream(records, instances_of(streamed, records), window=300) is None
+    assert streamed.checked == verifier.checked
+    # a window smaller than a decision's lag says so instead of deciding on the wrong state
+    tight = Verifier(event_store.root)
+    late = tight.run_stream(records, instances_of(tight, records), window=1)
+    assert late is not None and late.actual["hint"] == "rerun with a larger --window", late
 
 
 async def test_verify_replay_checks_quota_statuses(

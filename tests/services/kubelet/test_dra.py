@@ -76,11 +76,11 @@ async def test_shared_claim_is_prepared_once_and_unprepared_with_the_last_pod(tm
     env, claim, (p0, p1) = shared_setup(tmp_path)
     assert (await env.prepare(p0, claim)).ok
     assert (await env.prepare(p1, claim)).ok
-    assert env.plugin.calls == [("prepare", ("c1",))]
+    assert list(env.plugin.calls) == [("prepare", ("c1",))]
     assert env.manager.get("default", "shared").pod_uids == {"uid-p0", "uid-p1"}
 
     assert (await env.unprepare(p0, "shared")).ok
-    assert env.plugin.calls == [("prepare", ("c1",))]  # still used by p1
+    assert list(env.plugin.calls) == [("prepare", ("c1",))]  # still used by p1
     assert not env.manager.has_pod_reference("uid-p0") and env.manager.has_pod_reference("uid-p1")
 
     assert (await env.unprepare(p1, "shared")).ok
@@ -117,7 +117,7 @@ async def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
     outcome = await env.prepare(pod, mixed, gpu_only)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 1, "net.example.com": 1}
-    assert env.plugin.calls == [("prepare", ("uid-a", "uid-b"))]
+    assert list(env.plugin.calls) == [("prepare", ("uid-a", "uid-b"))]
     assert other.batches == [("uid-a",)]
     info = env.manager.get("default", "a")
     assert (
@@ -181,7 +181,7 @@ async def test_per_claim_error_fails_the_pod_and_only_that_claim_is_asked_again(
         "NodePrepareResources failed for ResourceClaim a: error preparing devices for claim uid-a: "
         "injected failure for claim a"
     ]
-    assert env.plugin.calls == [("prepare", ("uid-a", "uid-b")), ("prepare", ("uid-a",))]
+    assert list(env.plugin.calls) == [("prepare", ("uid-a", "uid-b")), ("prepare", ("uid-a",))]
     switches.prepare_claims.clear()
     assert (await env.prepare(pod, a, b)).ok
     assert env.plugin.calls[-1] == ("prepare", ("uid-a",))
@@ -228,7 +228,7 @@ async def test_state_survives_a_kubelet_restart_through_the_checkpoint(tmp_path:
     shared = restarted.manager.get("default", "shared")
     assert shared is not None and shared.pod_uids == {"uid-p0", "uid-p1"}
     # Re-syncing a running pod re-asks the driver (prepared is not persisted), which is idempotent.
-    assert (await restarted.prepare(p0, claim)).ok and restarted.plugin.calls == [("prepare", ("c1",))]
+    assert (await restarted.prepare(p0, claim)).ok and list(restarted.plugin.calls) == [("prepare", ("c1",))]
     assert (await restarted.unprepare(p0, "shared")).ok and (await restarted.unprepare(p1, "shared")).ok
     assert restarted.plugin.calls[-1] == ("unprepare", ("c1",))
 

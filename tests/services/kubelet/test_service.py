@@ -169,7 +169,7 @@ async def test_pod_not_in_reserved_for_stays_pending_until_reserved(
         )
         await asyncio.sleep(0.5)  # several retries
         assert probe.get("Pod", "default", "pod0").status.phase == "Pending"
-        assert kl.plugins["gpu.example.com"].calls == []
+        assert list(kl.plugins["gpu.example.com"].calls) == []
 
         # allocate the claim (the scheduler would have) and let the claim controller reserve it for
         # the bound pod

@@ -7,10 +7,14 @@ import random
 from pathlib import Path
 
 from draflow.events.api.codec import object_meta
+from draflow.events.api.registry import custom_crds, unregister_custom
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
 from draflow.infra.snapshots import SnapshotPolicy
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.store import ApiStore
+from tests.builders.crds import frobnicator_crd, make_frob
 from tests.conftest import settings_for
 from tests.helpers import assert_eventually
 from tests.paths import GOLDEN
@@ -118,3 +122,33 @@ async def test_the_scheduler_starts_from_the_objects_snapshot(event_store: Event
     finally:
         for view in views:
             await view.stop()
+
+
+async def test_custom_objects_are_in_the_snapshot(
+    api: ApiClient, apiserver: ApiServer, event_store: EventStore
+) -> None:
+    """A system with CRDs is snapshotted too: a restored store holds the CRD and its objects, as
+    a full fold does, and folds the tail's custom objects (the kind is served from the snapshot)."""
+    before = set(custom_crds())
+    try:
+        applied = await api.apply([frobnicator_crd(), make_frob("three", 3), make_frob("one", 1)])
+        assert [r.error for r in applied] == [None] * 3
+        await apiserver.store.wait_position(await event_store.stream_last_seq())
+        cut = await apiserver.store.snapshotter.save_now()
+        assert cut is not None and cut == await event_store.stream_last_seq()
+        assert [r.error for r in await api.apply([make_frob("five", 5)])] == [None]
+        await api.delete([("ClaimParameters", "default", "one")])
+
+        restored = await _started(event_store)
+        full = await _started(event_store, policy=SnapshotPolicy(load=False))
+        try:
+            assert restored.snapshot_position == cut and full.snapshot_position == 0
+            assert restored.index.image() == full.index.image()
+            names = [object_meta(o).name for o in restored.index.items("ClaimParameters")]
+            assert names == ["five", "three"]
+        finally:
+            await restored.stop()
+            await full.stop()
+    finally:
+        for name in set(custom_crds()) - before:
+            unregister_custom(name)

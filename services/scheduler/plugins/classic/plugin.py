@@ -85,6 +85,8 @@ class ClassicDynamicResources:
         self.claims: dict[str, dict[str, cv.ResourceClaim]] = {}
         self.sink: Callable[[ClaimWrite], None] | None = None
         self.outbox: list[ClaimWrite] = []
+        # (namespace, claim name) -> True for claims another plugin allocates (numeric, KEP-4381)
+        self.ignore: Callable[[str, str], bool] | None = None
 
     # -- the claims the snapshot feeds --------------------------------------------------------------
     def observe(self, claim: cv.ResourceClaim) -> None:
@@ -120,7 +122,10 @@ class ClassicDynamicResources:
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
         if pod_claims(pod) is None:
             return SKIP
-        res = sch.pre_filter(pod, self.claims.get(pod.metadata.namespace, {}))
+        ns = pod.metadata.namespace
+        ignore = self.ignore
+        skip = None if ignore is None else (lambda name: ignore(ns, name))
+        res = sch.pre_filter(pod, self.claims.get(ns, {}), skip)
         if res.code == sch.SKIP:
             return SKIP
         if res.code != sch.OK:

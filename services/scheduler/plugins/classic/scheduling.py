@@ -25,7 +25,7 @@ per claim version can win.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import msgspec
 
@@ -80,9 +80,14 @@ def _user_count_full(claim: cv.ResourceClaim, pod_uid: str) -> bool:
     return limit != cv.UNLIMITED and len(users) >= limit
 
 
-def pre_filter(pod: c1.Pod, claims: Mapping[str, cv.ResourceClaim]) -> PreFilterResult:
-    """``claims``: the classic claims of the pod's namespace by name."""
+def pre_filter(
+    pod: c1.Pod, claims: Mapping[str, cv.ResourceClaim], ignore: Callable[[str], bool] | None = None
+) -> PreFilterResult:
+    """``claims``: the classic claims of the pod's namespace by name; ``ignore``: claim names
+    another plugin handles (numeric claims, KEP-4381)."""
     refs = pod_claim_refs(pod)
+    if ignore is not None:
+        refs = tuple(r for r in refs if not ignore(r.claim_name))
     if not refs:
         return PreFilterResult(code=SKIP)
     infos = []

@@ -166,7 +166,7 @@ def test_kep_pod_rules() -> None:
         "template",
         'Pod p: spec.resourceClaims[1].name: Duplicate value: "gpu"',
         "Pod p: spec.resourceClaims[1].template: Invalid value: set either spec or the flattened fields "
-        "(resourceClassName, parameters, allocationMode)",
+        "(resourceClassName, parameters, parametersRef, allocationMode)",
         "Pod p: spec.resourceClaims[2].template.resourceClassName: Required value",
         'Pod p: spec.resourceClaims[2].template.allocationMode: Unsupported value: "Now": supported values: '
         '"Delayed", "Immediate"',

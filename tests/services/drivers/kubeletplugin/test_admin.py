@@ -53,7 +53,7 @@ def test_faulty_fails_calls_and_claims_without_asking_the_driver_for_them() -> N
         "uid-a": None,
         "uid-b": "injected failure: cannot unprepare claim b",
     }
-    assert plugin.calls == [
+    assert list(plugin.calls) == [
         ("prepare", ("uid-a", "uid-b")),
         ("prepare", ("uid-a", "uid-b")),
         ("unprepare", ("uid-a", "uid-b")),

@@ -1,0 +1,53 @@
+"""bench/history.py at a small size: it builds the log, starts the apiserver as its own process,
+prints its figures with the documented ``--json`` keys, and a start from a snapshot folds less
+than a whole-log fold."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from tests.paths import ROOT
+
+KEYS = {"max_events", "start_caught_up_s", "rss_mb", "bytes_per_event", "start_slope_us_per_event"}
+
+
+def _bench(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.history",
+            "--sizes",
+            "5k,20k",
+            "--services",
+            "apiserver",
+            "--json",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_figures_and_snapshot_start_against_whole_log_fold() -> None:
+    with_snapshots = _bench()
+    without = _bench("--no-snapshots")
+    for result in (with_snapshots, without):
+        assert KEYS <= set(result), result
+        assert result["max_events"] >= 20_000
+        assert [r["events"] for r in result["runs"]] == sorted(r["events"] for r in result["runs"])
+        assert set(result["start_caught_up_s"]) == set(result["rss_mb"]) == {"apiserver"}
+        assert 0 < result["bytes_per_event"] < 2000
+    assert with_snapshots["snapshots"] is True and without["snapshots"] is False
+    # the fold (the service's own "caught up ... in Xs"): the snapshot at the log's end against
+    # every one of the 20k events
+    fold = with_snapshots["runs"][-1]["services"]["apiserver"]["fold_s"]
+    whole = without["runs"][-1]["services"]["apiserver"]["fold_s"]
+    assert fold < whole, (fold, whole)
