@@ -30,7 +30,9 @@ SHORT = [
     "garbage_collector",
     "gpu_driver",
     "kubelet_node_1",
+    "gpu_plugin_node_1",
     "kubelet_node_2",
+    "gpu_plugin_node_2",
 ]
 
 
