@@ -20,7 +20,7 @@ from draflow.infra.config import Settings
 from draflow.infra.errors import HistoryUnavailable
 from draflow.infra.eventstore import EventStore
 from draflow.infra.snapshots import SnapshotPolicy
-from draflow.services.runtime.archiving import ArchiveRefused, Retention, archive_and_trim
+from draflow.services.runtime.archiving import Retention, archive_and_trim
 from draflow.services.runtime.store import ApiStore
 from tests.paths import GOLDEN, ROOT
 from tests.processes import draflow, draflow_out, service_env
@@ -156,7 +156,14 @@ async def test_a_read_before_the_oldest_retained_history_names_the_oldest_sequen
     assert kept == list(range(17, len(LINES) + 1))
 
     shutil.rmtree(folder)  # the whole archive gone (or not mounted on this machine)
-    for args in (("log",), ("explain", *POD, "--as-of-seq", "20"), ("export",), ("verify-replay",)):
+    as_of_time = json.loads(LINES[2])["envelope"]["time"]
+    for args in (
+        ("log",),
+        ("explain", *POD, "--as-of-seq", "20"),
+        ("get", "pods", "-A", "--as-of-time", as_of_time),
+        ("export",),
+        ("verify-replay",),
+    ):
         done = draflow(settings, *args)
         assert done.returncode == 1, (args, done.stdout, done.stderr)
         assert f"the oldest available is {oldest}" in done.stderr, done.stderr
@@ -178,40 +185,45 @@ async def test_a_corrupt_segment_is_refused_not_read(event_store: EventStore) ->
         await _everything(event_store)
 
 
-async def test_only_the_admin_archives(event_store: EventStore) -> None:
-    """Without credentials every connection manages streams; with them, a role that is not the
-    admin is refused before anything is written (the server refuses its stream updates too:
-    tests/security/test_permissions.py)."""
-    await _log_with_snapshot(event_store)
-    event_store.nc.credential = "x"
-    event_store.nc.role = "cli"
-    with pytest.raises(ArchiveRefused, match="only the admin"):
-        await archive_and_trim(event_store, EVERYTHING_OLD, margin=MARGIN)
-    assert not archive_dir(event_store.settings).exists()
+async def test_retention_by_size_keeps_about_that_many_bytes(event_store: EventStore) -> None:
+    await _publish(event_store, LINES)
+    await _snapshot_at(event_store, len(LINES))
+    state = (await event_store.js.stream_info(event_store.stream)).state
+    per_event = state.bytes / state.messages
+    keep_bytes = int(20 * per_event)  # about the newest 20 events
+    run = await archive_and_trim(event_store, Retention(older_than_s=0, max_bytes=keep_bytes), margin=0)
+    assert abs(run.cut - (len(LINES) - 20)) <= 1
+    assert run.first_after == run.cut + 1
+    assert [r[0] for r in await _everything(event_store)] == list(range(1, len(LINES) + 1))
 
 
 async def test_kill_9_during_archiving_loses_nothing(event_store: EventStore) -> None:
     settings = event_store.settings
-    await _publish(event_store, LINES * 40)  # a few thousand events, so a run takes a while
+    await _publish(event_store, LINES * 60)  # a few thousand events in many segments
     last = (await event_store.stream_status()).last_seq
     await _snapshot_at(event_store, last)
     before = await _everything(event_store)
     await asyncio.sleep(1.1)
     rng = random.Random(7)
-    cmd = [sys.executable, "-m", "draflow.services.cli", "archive", "--older-than", "1s", "--margin", "10"]
-    killed = 0
-    for _ in range(4):
+    args = ("archive", "--older-than", "1s", "--margin", "10", "--segment-events", "20")
+    folder = archive_dir(settings)
+    for _ in range(3):
         proc = await asyncio.create_subprocess_exec(
-            *cmd, cwd=ROOT, env=service_env(settings), stdout=asyncio.subprocess.DEVNULL
-        )
-        await asyncio.sleep(rng.uniform(0.3, 1.5))
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGKILL)
-            killed += 1
+            sys.executable, "-m", "draflow.services.cli", *args,
+            cwd=ROOT, env=service_env(settings), stdout=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        written = len(list(folder.glob("*.json")))
+        for _ in range(6000):  # until this run has written something of its own (at most 30 s)
+            if len(list(folder.glob("*.json"))) > written or proc.returncode is not None:
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(rng.uniform(0, 0.01))
+        assert proc.returncode is None, "the run ended before it could be killed"
+        proc.send_signal(signal.SIGKILL)
         await proc.wait()
         assert await _everything(event_store) == before  # whatever the moment, nothing lost
-    assert killed  # at least one run was killed while it ran
-    done = draflow(settings, "archive", "--older-than", "1s", "--margin", "10")
+    assert (await event_store.stream_status()).state.first_seq == 1  # no run got to the trim
+    done = draflow(settings, *args)
     assert done.returncode == 0, done.stderr
     status = await event_store.stream_status()
     assert status.state.first_seq == last - 10 + 1
@@ -219,4 +231,5 @@ async def test_kill_9_during_archiving_loses_nothing(event_store: EventStore) ->
     archive = Archive(archive_dir(settings))
     segs = archive.contiguous()
     assert segs[0].first == 1 and segs[-1].last == last
+    assert len(segs) == len(archive.segments())  # no segment written twice
     assert not list(archive.folder.glob(".writing-*"))  # a killed run's partial file is cleaned up
