@@ -32,12 +32,16 @@ EVERYTHING_OLD = Retention(older_than_s=1e-6)
 POD = ("pod", "pod0", "-n", "basic-resourceclaimtemplate")
 
 
-async def _publish(store: EventStore, lines: list[str]) -> None:
+async def _publish(store: EventStore, lines: list[str], copy: int = 0) -> None:
+    """The recorded events again (``copy`` > 0: under new ids, so they are not de-duplicated)."""
     for line in lines:
         rec = json.loads(line)
         subject = store.root + rec["subject"][len("draflow") :]
         env = dict(rec["envelope"], subject=subject)
-        await store.js.publish(subject, json.dumps(env).encode(), headers=rec["headers"])
+        headers = dict(rec["headers"])
+        if copy:
+            headers["Nats-Msg-Id"] = f"{headers['Nats-Msg-Id']}~{copy}"
+        await store.js.publish(subject, json.dumps(env).encode(), headers=headers)
 
 
 async def _snapshot_at(events: EventStore, position: int) -> None:
@@ -199,7 +203,8 @@ async def test_retention_by_size_keeps_about_that_many_bytes(event_store: EventS
 
 async def test_kill_9_during_archiving_loses_nothing(event_store: EventStore) -> None:
     settings = event_store.settings
-    await _publish(event_store, LINES * 60)  # a few thousand events in many segments
+    for copy in range(40):  # a few thousand events in many segments
+        await _publish(event_store, LINES, copy)
     last = (await event_store.stream_status()).last_seq
     await _snapshot_at(event_store, last)
     before = await _everything(event_store)
