@@ -185,6 +185,7 @@ def draflow_out(settings: Settings, *args: str, stdin: str | None = None) -> str
 Service = tuple[str, list[str], str | None]
 
 GPU_PLUGIN = "draflow.services.drivers.gpu_example.node"
+CLASSIC_PLUGIN = "draflow.services.drivers.classic_plugin"  # --driver fpga.example.com|gpu.acme.com
 
 
 def node_services(node: str, gpus: int, *kubelet_args: str, plugin_args: Sequence[str] = ()) -> list[Service]:

@@ -51,8 +51,10 @@ EXCEPTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     f"{SERVICES}.kubelet": (
         (f"{SERVICES}.drivers",),
-        "the kubelet hosts the classic (KEP-3063) drivers' node plugins in-process and writes the "
-        "device plugin's CDI specs with the drivers' CDI helper (structured drivers are plugin processes)",
+        "the kubelet writes the device plugin's CDI specs with the drivers' CDI helper, labels the "
+        "Node with gpu.example.com's label name, checkpoints with the classic drivers' JSON helper, "
+        "and hosts KEP-4381's frobnicator node plugin (its capacity report has no gRPC API; every "
+        "other driver's node side is a plugin process)",
     ),
 }
 
@@ -75,6 +77,7 @@ PURE = (
     "draflow.services.kubelet.backoff",
     "draflow.services.kubelet.containers",
     "draflow.services.kubelet.classic_admission",
+    "draflow.services.kubelet.devicehealth",
     "draflow.services.quota_reconciler.reconcile",
     "draflow.services.scheduler.autoscaler",
     "draflow.services.scheduler.framework",

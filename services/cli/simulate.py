@@ -19,7 +19,11 @@ from typing import Any
 
 import msgspec
 
+from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api.core_v1 import Node, Pod
+from draflow.events.api.numeric_v1alpha2 import NodeResourceCapacity
+from draflow.events.api.registry import resource_types
 from draflow.events.api.resource_v1 import ResourceSlice
 from draflow.services.cli.asof import add_as_of_args, fold_objects, open_log, resolve_bound
 from draflow.services.cli.common import add_connection_args
@@ -33,6 +37,8 @@ from draflow.services.scheduler.framework.simulation import SimulationError
 __all__ = ["register", "render_json", "render_table", "simulate_objects"]
 
 KINDS = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod")
+NUMERIC_KINDS = (cv.CLASS_KIND, nv.KIND, cv.CLAIM_KIND)
+_NOT_PARAMETERS = frozenset({"Saga", "Event", "PodSchedulingContext", "Lease", "Namespace"})
 
 
 def register(sub: Any) -> None:
@@ -73,11 +79,16 @@ def simulate_objects(
             raise UserError(f"--remove-node: node {name!r} not found")
     if len(set(remove)) != len(remove):
         raise UserError("--remove-node: a node is named twice")
-    groups = [parse_node_group(spec, nodes, slices) for spec in node_groups]
+    capacities = [o for _, o in sorted(objects.items()) if isinstance(o, NodeResourceCapacity)]
+    groups = [parse_node_group(spec, nodes, slices, capacities) for spec in node_groups]
     if len({g.name for g in groups}) != len(groups):
         raise UserError("--node-group: a group name is used twice")
     extra = read_pods(pod_files, objects)
-    snapshot = [obj for (kind, _, _), obj in sorted(objects.items(), key=_kind_order) if kind in KINDS]
+    snapshot = [
+        obj
+        for (kind, _, _), obj in sorted(objects.items(), key=_kind_order)
+        if kind != "ResourceClaimTemplate"
+    ]
     try:
         sim = new_simulation([*snapshot, *extra.claims])
     except SimulationError as exc:
@@ -100,10 +111,22 @@ async def _fold(args: argparse.Namespace) -> tuple[int, dict[tuple[str, str, str
             bound = await resolve_bound(store, args)
         index = await fold_objects(store, bound)
     objects: dict[tuple[str, str, str], object] = {}
-    for kind in (*KINDS, "ResourceClaimTemplate"):
+    served = {rt.kind for rt in resource_types() if not rt.crd}
+    # numeric parameters (KEP-4381): classes, classic claims, capacity, and vendor parameter
+    # objects (kinds draflow does not serve itself: CustomResourceDefinitions' objects)
+    extra = [
+        k
+        for k in sorted(index.kinds())
+        if k in NUMERIC_KINDS or (k not in served and k not in _NOT_PARAMETERS)
+    ]
+    for kind in (*KINDS, "ResourceClaimTemplate", *extra):
         for obj in index.items(kind):
-            meta = obj.metadata  # type: ignore[attr-defined]
-            objects[(kind, meta.namespace, meta.name)] = obj
+            if isinstance(obj, dict):  # a CustomResourceDefinition's object: plain JSON
+                meta = obj.get("metadata") or {}
+                objects[(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))] = obj
+                continue
+            m = obj.metadata  # type: ignore[attr-defined]
+            objects[(kind, m.namespace, m.name)] = obj
     return bound, objects
 
 

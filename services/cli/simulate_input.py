@@ -20,9 +20,11 @@ from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import decode_object, object_meta
 from draflow.events.api.core_v1 import Node, Pod
 from draflow.events.api.errors import ApiError
+from draflow.events.api.numeric_v1alpha2 import NodeResourceCapacity
 from draflow.events.api.resource_v1 import ResourceClaim, ResourceClaimTemplate, ResourceSlice
 from draflow.events.api.workloads_v1 import Deployment, Job
 from draflow.services.apiserver.admission import admit
+from draflow.services.apiserver.admission.served import admit_create, is_classic
 from draflow.services.claim_controller.controller import sync_pod
 from draflow.services.cli.main import UserError
 from draflow.services.cli.manifests import read_manifests
@@ -42,6 +44,8 @@ def _admitted(source: str, manifest: object) -> ApiStruct:
     try:
         obj = decode_object(manifest)
         meta = object_meta(obj)
+        if is_classic(obj):  # NodeResourceCapacity (KEP-4381) is checked as the apiserver does
+            return admit_create(obj, meta.namespace or "default")
         return admit(obj, namespace=meta.namespace or "default")
     except ApiError as exc:
         raise UserError(f"{source}: {exc}") from None
@@ -163,15 +167,18 @@ def read_template(path: str) -> NodeTemplate:
     ``nodeName`` is the Node's name, the placeholder every new node's name replaces)."""
     nodes: list[Node] = []
     slices: list[tuple[str, ResourceSlice]] = []
+    capacities: list[tuple[str, NodeResourceCapacity]] = []
     for source, obj in _objects(path):
         if isinstance(obj, Node):
             nodes.append(obj)
         elif isinstance(obj, ResourceSlice):
             slices.append((source, obj))
+        elif isinstance(obj, NodeResourceCapacity):
+            capacities.append((source, obj))
         else:
             raise UserError(
                 f"{source}: {obj.KIND} {object_meta(obj).name}: a node template holds one Node "
-                "and its ResourceSlices"
+                "and its ResourceSlices or NodeResourceCapacity objects"
             )
     if len(nodes) != 1:
         raise UserError(f"{path}: a node template holds exactly one Node, found {len(nodes)}")
@@ -184,10 +191,21 @@ def read_template(path: str) -> NodeTemplate:
                 f'{source}: ResourceSlice {slc.metadata.name}: spec.nodeName: Invalid value: "{got}": '
                 f'must be the template node\'s name "{name}"'
             )
-    return template_from_objects(node, [s for _, s in slices], path)
+    for source, cap in capacities:
+        if cap.node_name != name:
+            raise UserError(
+                f"{source}: NodeResourceCapacity {cap.metadata.name}: nodeName: Invalid value: "
+                f'"{cap.node_name}": must be the template node\'s name "{name}"'
+            )
+    return template_from_objects(node, [s for _, s in slices], path, [c for _, c in capacities])
 
 
-def parse_node_group(spec: str, nodes: Mapping[str, Node], slices: Iterable[ResourceSlice]) -> NodeGroup:
+def parse_node_group(
+    spec: str,
+    nodes: Mapping[str, Node],
+    slices: Iterable[ResourceSlice],
+    capacities: Iterable[NodeResourceCapacity] = (),
+) -> NodeGroup:
     """``NAME=NODE|FILE[:MAX]``: a group templated on an existing node or a template file."""
     name, eq, rest = spec.partition("=")
     if not eq or not name or not rest:
@@ -207,7 +225,7 @@ def parse_node_group(spec: str, nodes: Mapping[str, Node], slices: Iterable[Reso
     if taken:
         raise UserError(f"--node-group {spec}: node {taken[0]} exists already; choose another group name")
     if source in nodes:
-        template = template_from_objects(nodes[source], slices, source)
+        template = template_from_objects(nodes[source], slices, source, capacities)
     elif Path(source).is_file():
         template = read_template(source)
     else:

@@ -5,8 +5,9 @@
 checkout's ``Procfile``, which ``honcho start`` keeps reading) with honcho's process manager:
 every service, its output prefixed by its name, Ctrl-C stops them all. ``--data-dir`` sets
 ``DRAFLOW_DATA_DIR`` (default: ``$DRAFLOW_DATA_DIR``, else ``./var``); ``--nodes N --gpus M``
-replaces the four demo kubelets (and their gpu.example.com plugins) by N kubelets with M GPUs
-each, each with its plugin (the first four keep the demo's node labels); ``--port-offset`` sets
+replaces the four demo kubelets (and their plugins) by N kubelets with M GPUs each, each with its
+gpu.example.com plugin (the first four keep the demo's node labels, and the classic drivers'
+plugins where those labels ask for them); ``--port-offset`` sets
 ``DRAFLOW_PORT_OFFSET``. The processes run this Python (the one ``draflow`` is installed in), so no
 activated venv is needed.
 
@@ -30,6 +31,11 @@ __all__ = ["examples_dir", "procfile", "register"]
 
 _KUBELET_PREFIX = "kubelet_node_"
 _PLUGIN_PREFIX = "gpu_plugin_node_"  # each kubelet's gpu.example.com plugin, its own process
+# the classic drivers' plugins, on the nodes labelled for them: (Procfile name prefix, label, driver)
+_CLASSIC_PLUGINS = (
+    ("fpga_plugin_node_", "fpga.example.com/fabric=true", "fpga.example.com"),
+    ("acme_plugin_node_", "gpu.acme.com/gpus=", "gpu.acme.com"),
+)
 _FIRST_KUBELET_SLOT = 11  # the Procfile's kubelets use metrics slots 11..
 _MAX_NODES = 99 - _FIRST_KUBELET_SLOT + 1
 
@@ -62,10 +68,14 @@ def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[st
             plugin = "exec python -m draflow.services.drivers.gpu_example.node"
             plugin += f" --node node-{i} --gpus {per_node}"
             generated.append((f"{_PLUGIN_PREFIX}{i}", plugin))
+        for prefix, label, driver in _CLASSIC_PLUGINS:
+            if label in labels.get(name, ""):
+                classic = f"exec python -m draflow.services.drivers.classic_plugin --driver {driver}"
+                generated.append((f"{prefix}{i}", f"{classic} --node node-{i}"))
     node_names = ",".join(f"node-{i}" for i in range(1, count + 1))
     out: list[tuple[str, str]] = []
     for name, cmd in entries:
-        if name.startswith(_PLUGIN_PREFIX):
+        if name.startswith((_PLUGIN_PREFIX, *(prefix for prefix, _, _ in _CLASSIC_PLUGINS))):
             continue  # generated with their kubelets
         if name.startswith(_KUBELET_PREFIX):
             out.extend(generated)

@@ -1,8 +1,9 @@
 """``python -m draflow.services.kubelet --node NAME [--gpus N]``: one node's kubelet until SIGTERM.
 
 DRA drivers' node plugins are their own processes (``python -m
-draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, or any plugin
-built from Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
+draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, the classic
+drivers' ``...classic_plugin --driver fpga.example.com|gpu.acme.com``, or any plugin built from
+Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
 for their registration sockets and calls their DRA node service (v1 or v1beta1) over gRPC, each
 call with a deadline of ``--plugin-call-timeout`` seconds (``draflow.services.kubelet.plugins``).
 ``--gpus N`` labels the Node ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane
@@ -46,10 +47,12 @@ from draflow.services.drivers import cdi
 from draflow.services.drivers.gpu_example.publisher import GPUS_LABEL
 from draflow.services.kubelet import devices as device_plugin
 from draflow.services.kubelet.classic_host import ClassicKubelet
+from draflow.services.kubelet.devicehealth import HealthCache
 from draflow.services.kubelet.heartbeat import NodeHeartbeat
 from draflow.services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from draflow.services.kubelet.node import DEFAULT_CAPACITY
 from draflow.services.kubelet.plugins.client import DEFAULT_TIMEOUT_S
+from draflow.services.kubelet.plugins.health import HealthWatcher
 from draflow.services.kubelet.plugins.registry import PluginRegistry
 from draflow.services.kubelet.plugins.watcher import RegistrationWatcher
 from draflow.services.kubelet.podresources.provider import KubeletSource
@@ -166,14 +169,22 @@ def build(
     extra_labels: dict[str, str] | None = None,
     device_plugin: dict[str, str] | None = None,
     plugins: PluginRegistry | None = None,
+    health: HealthCache | None = None,
 ) -> KubeletService:
     state_dir = ctx.settings.service_dir(f"kubelet-{node}")
     labels: dict[str, str] = dict(extra_labels or {})
     if gpus > 0:
         labels[GPUS_LABEL] = str(gpus)
-    # KEP-3063 drivers' node plugins (fpga.example.com, gpu.acme.com) for Pods with classic claims
+    registry = plugins if plugins is not None else PluginRegistry()
+    # Pods with classic (KEP-3063) claims: their drivers' plugins (fpga.example.com, gpu.acme.com,
+    # processes of their own: draflow.services.drivers.classic_plugin) are registered like any other;
+    # frobnicator.example.com (KEP-4381, numeric capacity) still runs inside the kubelet
     classic = ClassicKubelet(
-        node, labels, cdi_root=ctx.settings.data_dir / "cdi" / node, state_dir=state_dir / "classic"
+        node,
+        registry,
+        node_labels=labels,
+        cdi_root=ctx.settings.data_dir / "cdi" / node,
+        state_dir=state_dir / "classic",
     )
     devices = None
     if device_plugin:
@@ -183,11 +194,12 @@ def build(
         rt,
         node,
         state_dir,
-        plugins if plugins is not None else PluginRegistry(),
+        registry,
         node_labels=labels,
         classic=classic,
         capacity={**DEFAULT_CAPACITY, **(device_plugin or {})},
         devices=devices,
+        health=health,
     )
 
 
@@ -223,14 +235,23 @@ def main_for(
         releasing: asyncio.Task[None] | None = None
         server: PodResourcesServer | None = None
         registry = PluginRegistry()
+        health = HealthCache()
+        # the device health streams (on_change: the kubelet's, once it exists: its pods show it)
+        streams = HealthWatcher(registry, health, on_change=rt.kick)
+
+        def plugins_changed() -> None:
+            rt.kick()  # pods waiting for their driver are tried again at once
+            streams.reconcile()  # a health stream for every driver's serving instance
+
         watcher = RegistrationWatcher(
             registry_dir(ctx.settings.data_dir, node),
             registry,
             call_timeout_s=plugin_call_timeout_s,
-            on_change=rt.kick,  # pods waiting for their driver are tried again at once
+            on_change=plugins_changed,
         )
         try:
-            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, registry)
+            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, registry, health)
+            streams.on_change = kubelet.health_changed
             # plugins that registered while we were down register again (their sockets are still
             # there); the claims of vanished pods are unprepared once their drivers answer
             await watcher.scan()
@@ -262,6 +283,7 @@ def main_for(
             print(f"kubelet {node}: registered, {gpus} GPUs", flush=True)
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
         finally:
+            await streams.close()
             for task in (heartbeat, watching, releasing):
                 if task is not None:
                     task.cancel()

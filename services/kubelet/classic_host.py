@@ -1,35 +1,44 @@
-"""The classic drivers' node plugins inside a kubelet (KEP-3063 "kubelet" section).
+"""The kubelet's side of the classic (KEP-3063) drivers: their kubelet plugins are their own
+processes (``python -m draflow.services.drivers.classic_plugin --driver ...``), registered like any
+DRA plugin and called over the same DRA v1 gRPC service.
 
 :class:`ClassicKubelet` is what the kubelet service calls for a Pod with KEP claims
 (``pod_claims(pod)`` is not None) instead of its structured DRA path:
 
 * ``admit``: :func:`~draflow.services.kubelet.classic_admission.admit_on_node` (claim missing, not owned,
-  not allocated, **pod not in reservedFor**, not available on this node, or its driver has no node
-  plugin here): a refusal is a Warning event and the Pod stays Pending, tried again later, as
-  for structured claims;
-* ``prepare``: ``NodePrepareResource`` batched per driver to the node plugins
-  (:class:`~draflow.services.drivers.fpga_example.node.FpgaNodePlugin`,
-  :class:`~draflow.services.drivers.acme_gpu.node.AcmeGpuNodePlugin`), which write the CDI specs;
-  ``cdi`` gives each container the CDI device names of the claims it lists;
-* ``release``: ``NodeUnprepareResource`` for what was prepared for the Pod, then the Pod leaves
+  not allocated, **pod not in reservedFor**, not available on this node, or its driver has no
+  plugin registered here): a refusal is a Warning event and the Pod stays Pending, tried again
+  later, as for structured claims;
+* ``prepare``: one batched ``NodePrepareResources`` per driver with the claims' namespace, name and
+  uid; the plugin reads each claim's classic allocation itself and writes the CDI specs; ``cdi``
+  gives each container the CDI device names of the claims it lists;
+* ``release``: ``NodeUnprepareResources`` for what was prepared for the Pod, then the Pod leaves
   the claims' ``reservedFor`` (appended at the claim's version; a conflict is retried on the next
   pass).
+
+The exception is KEP-4381's numeric example driver, ``frobnicator.example.com``: on a node
+labelled with its capacity its node plugin still runs in the kubelet (``local``), because the
+capacity it reports (the node's ``NodeResourceCapacity``, ``publish_capacity``) has no gRPC API.
+
+A call that fails as a whole (the plugin is gone, restarting, or timed out: ``PluginError``) is an
+error of that pass; the Pod is tried again later. Both calls are idempotent on the plugin's side
+(its own checkpoint), so a repeated call after a restart finds the work done.
 
 The kubelet releases a Pod's claims when it is deleted and also when it finished (Succeeded or
 Failed: ``holds`` tells the kubelet's ``next_step`` that this node still holds them).
 
-With a ``state_dir`` (the kubelet's ``<data dir>/.../kubelet-<node>/classic``) what was prepared
-survives a restart: each node plugin checkpoints its prepared claims (``<driver>/checkpoint.json``)
-and this class the Pods' claims and prepare results (``pods.json``), both written atomically after
-every prepare and release. A restarted kubelet therefore still unprepares a Pod that finishes or is
-deleted later (also one deleted while it was down: ``release_vanished``), and a repeated prepare is
-answered from the checkpoint instead of preparing again.
+With a ``state_dir`` (the kubelet's ``<data dir>/.../kubelet-<node>/classic``) the Pods' claims and
+prepare results survive a restart (``pods.json``, written atomically after every prepare and
+release): a restarted kubelet still unprepares a Pod that finishes or is deleted later (also one
+deleted while it was down: ``release_vanished``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -39,11 +48,9 @@ from draflow.events.api.classic_pod import pod_claims
 from draflow.events.objects import status_updated
 from draflow.services.dra.classic import claims as cl
 from draflow.services.dra.classic.podclaims import pod_claim_refs
-from draflow.services.dra.kubeletplugin import PrepareResult
+from draflow.services.dra.kubeletplugin import PluginError, PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
-from draflow.services.drivers.acme_gpu.node import AcmeGpuNodePlugin
 from draflow.services.drivers.classic_node import ClassicNodePlugin, read_json, write_json
-from draflow.services.drivers.fpga_example.node import FpgaNodePlugin
 from draflow.services.drivers.frobnicator import CAPACITY_LABEL as FROB_LABEL
 from draflow.services.drivers.frobnicator import DRIVER_NAME as FROB_DRIVER
 from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
@@ -70,41 +77,30 @@ class ClassicKubelet:
     def __init__(
         self,
         node_name: str,
-        node_labels: Mapping[str, str],
+        plugins: Mapping[str, Any],
         *,
+        node_labels: Mapping[str, str] | None = None,
         cdi_root: Path | None = None,
-        plugins: Mapping[str, ClassicNodePlugin] | None = None,
         state_dir: Path | None = None,
     ) -> None:
+        """``plugins``: driver name -> the plugin to call (the kubelet's ``PluginRegistry``: the
+        registered instance's gRPC client; or a ``DRAPlugin`` object called in-process);
+        ``node_labels`` and ``cdi_root``: for the in-kubelet frobnicator plugin."""
+        node_labels = node_labels or {}
         self.node_name = node_name
-        if plugins is None:
-            dirs = {
-                d: state_dir / d if state_dir is not None else None
-                for d in ("fpga.example.com", "gpu.acme.com")
-            }
-            fpga = FpgaNodePlugin(
+        self.plugins = plugins
+        # KEP-4381's numeric example driver still runs inside the kubelet: its node plugin's
+        # capacity() (the NodeResourceCapacity the kubelet publishes) has no gRPC API to cross
+        # the process boundary with
+        self.local: dict[str, ClassicNodePlugin] = {}
+        if node_labels.get(FROB_LABEL):
+            frob = FrobnicatorNodePlugin(
                 node_name=node_name,
                 node_labels=node_labels,
                 cdi_root=cdi_root,
-                state_dir=dirs["fpga.example.com"],
+                state_dir=state_dir / FROB_DRIVER if state_dir is not None else None,
             )
-            acme = AcmeGpuNodePlugin(
-                node_name=node_name,
-                gpus=(),
-                node_labels=node_labels,
-                cdi_root=cdi_root,
-                state_dir=dirs["gpu.acme.com"],
-            )
-            plugins = {p.driver_name: p for p in (fpga, acme)}
-            if node_labels.get(FROB_LABEL):  # KEP-4381's numeric example driver
-                frob = FrobnicatorNodePlugin(
-                    node_name=node_name,
-                    node_labels=node_labels,
-                    cdi_root=cdi_root,
-                    state_dir=state_dir / FROB_DRIVER if state_dir is not None else None,
-                )
-                plugins[frob.driver_name] = frob
-        self.plugins: dict[str, ClassicNodePlugin] = dict(plugins)
+            self.local[frob.driver_name] = frob
         self._checkpoint = state_dir / PODS_CHECKPOINT if state_dir is not None else None
         saved: dict[str, ClassicPodState] = (
             read_json(self._checkpoint, dict[str, ClassicPodState], {}) if self._checkpoint else {}
@@ -124,7 +120,7 @@ class ClassicKubelet:
 
     async def publish_capacity(self, rt: Runtime) -> None:
         """KEP-4381: the node plugins' reported capacity as this node's NodeResourceCapacity."""
-        await publish_capacity(rt, self.node_name, self.plugins)
+        await publish_capacity(rt, self.node_name, {**self.plugins, **self.local})
 
     @staticmethod
     def handles(pod: c1.Pod) -> bool:
@@ -147,26 +143,44 @@ class ClassicKubelet:
         claims = self._claims(rt, pod.metadata.namespace)
         reasons = admit_on_node(pod, claims, node)
         for driver in prepare_batches(pod, claims):
-            if driver not in self.plugins:
+            if driver not in self.local and driver not in self.plugins:
                 reasons.append(f"DRA driver {driver} is not registered on node {self.node_name}")
         if reasons:
             return Reject("FailedPrepareDynamicResources", "; ".join(reasons))
         return Admit()
 
-    def prepare(self, rt: Runtime, pod: c1.Pod) -> Outcome:
+    async def _call(self, driver: str, rpc: str, refs: Sequence[ClaimRef]) -> Any:
+        """One batched call to ``driver``'s plugin; ``PluginError`` when it is not there or failed."""
+        plugin = self.local.get(driver) or self.plugins.get(driver)
+        if plugin is None:
+            raise PluginError(f"DRA driver {driver} is not registered on node {self.node_name}")
+        method = plugin.node_prepare_resources if rpc == "prepare" else plugin.node_unprepare_resources
+        response = method(list(refs))
+        return await response if inspect.isawaitable(response) else response
+
+    async def prepare(self, rt: Runtime, pod: c1.Pod) -> Outcome:
         claims = self._claims(rt, pod.metadata.namespace)
         uid = pod.metadata.uid
         outcome = Outcome()
         results: dict[str, PrepareResult] = {}
         batches = prepare_batches(pod, claims)
         for driver, refs in sorted(batches.items()):
-            plugin = self.plugins[driver]
+            # an in-process node plugin (frobnicator, or one a test hands in) is handed the claims
+            observe = getattr(self.local.get(driver) or self.plugins.get(driver), "observe", None)
+            if observe is not None:
+                for claim in (claims.get(ref.name) for ref in refs):
+                    if claim is not None:
+                        observe(claim)
+            try:
+                answer: Mapping[str, PrepareResult] = await self._call(driver, "prepare", refs)
+            except PluginError as exc:
+                outcome.errors.append(f"NodePrepareResources: {exc}")
+                continue
             for ref in refs:
-                claim = claims.get(ref.name)
-                if claim is not None:
-                    plugin.observe(claim)
-            for claim_uid, result in plugin.node_prepare_resources(refs).items():
-                results[claim_uid] = result
+                result = answer.get(ref.uid) or PrepareResult(
+                    error=f"DRA driver {driver} did not answer for claim {ref.namespace}/{ref.name}"
+                )
+                results[ref.uid] = result
                 if result.error:
                     outcome.errors.append(result.error)
         self._prepared[uid] = batches  # what to unprepare, even after a partial failure
@@ -199,15 +213,20 @@ class ClassicKubelet:
                         out.setdefault(container, []).append((found[0], found[1], result))
         return out
 
-    def unprepare(self, uid: str) -> list[str]:
-        """``NodeUnprepareResource`` for what was prepared for the Pod ``uid``; forgets it when
-        every driver succeeded. Returns the errors (empty: done)."""
+    async def unprepare(self, uid: str) -> list[str]:
+        """``NodeUnprepareResources`` for what was prepared for the Pod ``uid``; forgets it when
+        every driver succeeded. Returns the errors (empty: done). A driver whose plugin is not
+        registered (yet, or any more) is an error: its devices are not released until it answers."""
         errors: list[str] = []
         for driver, refs in sorted(self._prepared.get(uid, {}).items()):
-            plugin = self.plugins.get(driver)
-            if plugin is None:
+            try:
+                answer: Mapping[str, str | None] = await self._call(driver, "unprepare", refs)
+            except PluginError as exc:
+                errors.append(f"NodeUnprepareResources: {exc}")
                 continue
-            for err in plugin.node_unprepare_resources(refs).values():
+            for ref in refs:
+                missing = f"DRA driver {driver} did not answer for claim {ref.namespace}/{ref.name}"
+                err = answer.get(ref.uid, missing)
                 if err:
                     errors.append(err)
         if errors:
@@ -217,20 +236,20 @@ class ClassicKubelet:
             self._save()
         return []
 
-    def release_vanished(self, pods: Iterable[c1.Pod]) -> list[str]:
+    async def release_vanished(self, pods: Iterable[c1.Pod]) -> list[str]:
         """Unprepare for Pods that no longer exist at all (deleted while the kubelet was down;
         the driver-controller drops them from ``reservedFor``). Returns the errors."""
         known = {p.metadata.uid for p in pods}
         errors: list[str] = []
         for uid in sorted(self.held_pods() - known):
-            errors.extend(self.unprepare(uid))
+            errors.extend(await self.unprepare(uid))
         return errors
 
     async def release(self, rt: Runtime, pod: c1.Pod) -> list[str]:
         """Unprepare the Pod's claims on this node, then drop it from their ``reservedFor``.
         Returns the errors (empty: done)."""
         uid = pod.metadata.uid
-        errors = self.unprepare(uid)
+        errors = await self.unprepare(uid)
         if errors:
             return errors
         if not self.handles(pod):

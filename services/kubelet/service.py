@@ -54,6 +54,12 @@ from draflow.services.kubelet.admission import FAILED_PREPARE, Reject, admit, re
 from draflow.services.kubelet.backoff import DEFAULT_BASE_S, DEFAULT_MAX_S, PrepareBackoff
 from draflow.services.kubelet.checkpoint import read_checkpoint, write_checkpoint
 from draflow.services.kubelet.containers import BACKOFF_BASE_S
+from draflow.services.kubelet.devicehealth import (
+    HealthCache,
+    allocated_resources_status,
+    health_statuses,
+    with_resource_statuses,
+)
 from draflow.services.kubelet.manager import DRAManager
 from draflow.services.kubelet.node import is_ready, node_object, rfc3339, running_status
 from draflow.services.kubelet.prepare import prepare_pod, unprepare_pod
@@ -112,6 +118,7 @@ class KubeletService:
         capacity: Mapping[str, str] | None = None,
         devices: device_plugin.DeviceManager | None = None,
         crash_loop_backoff_s: float = BACKOFF_BASE_S,
+        health: HealthCache | None = None,
     ) -> None:
         self.rt = rt
         rt.kinds = KINDS
@@ -139,6 +146,9 @@ class KubeletService:
         self.on_state_change: Callable[[], None] | None = None
         # (pod uid, claim, message) already reported by _notice_lost_claims
         self._warned: set[tuple[str, ...]] = set()
+        # the devices' health the plugins stream (plugins.health): shown in Running pods' statuses
+        self.health = health
+        self._health_changed = False
 
     async def register(self, *, retry_s: float = 0.5, attempts: int = 40) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
@@ -198,7 +208,28 @@ class KubeletService:
     def _holds_devices(self, pod_uid: str) -> bool:
         return self.devices is not None and self.devices.holds(pod_uid)
 
+    def health_changed(self) -> None:
+        """A device's health changed: the next pass rewrites the statuses of the pods using it."""
+        self._health_changed = True
+        self.rt.kick()
+
+    async def _report_health(self) -> None:
+        """``allocatedResourcesStatus`` of this node's Running pods, where it is not up to date."""
+        if self.health is None or not self._health_changed:
+            return
+        self._health_changed = False
+        for pod in self.rt.items("Pod"):
+            if pod.spec.node_name != self.node_name or pod.status.phase != "Running":
+                continue
+            statuses = health_statuses(pod, self.manager.get, self.health)
+            if statuses is not None:
+                reported = PodContainerStatusesReported(
+                    container_statuses=statuses, init_container_statuses=pod.status.init_container_statuses
+                )
+                await self.rt.append("Pod", pod.metadata.namespace, pod.metadata.name, [reported])
+
     async def sync(self) -> None:
+        await self._report_health()
         if self.classic is not None:
             await self.classic.publish_capacity(self.rt)
         pods = self.rt.items("Pod")
@@ -275,7 +306,7 @@ class KubeletService:
                 await self._fail(pod, reason, str(exc), reason)
                 return
         if classic is not None:
-            outcome = classic.prepare(self.rt, pod)
+            outcome = await classic.prepare(self.rt, pod)
         else:
             outcome = await prepare_pod(self.manager, pod, decision.claims, self.plugins)
         self._checkpoint()
@@ -292,6 +323,12 @@ class KubeletService:
             }
         containers = tuple(ContainerCDIDevices(container=c, cdi_ids=tuple(ids)) for c, ids in cdi.items())
         started = datetime.now(UTC)
+        statuses = container_statuses(pod, started)
+        if self.health is not None and classic is None:
+            health = allocated_resources_status(pod, self.manager.get, self.health)
+            statuses = msgspec.structs.replace(
+                statuses, container_statuses=with_resource_statuses(statuses.container_statuses, health)
+            )
         await self.rt.append(
             "Pod",
             ns,
@@ -299,7 +336,7 @@ class KubeletService:
             [
                 PodResourcesPrepared(node_name=self.node_name, containers=containers),
                 PodStarted(at=rfc3339(started), host_ip="", pod_ip=""),
-                container_statuses(pod, started),
+                statuses,
             ],
         )
 
@@ -386,7 +423,7 @@ class KubeletService:
     async def _unprepare_vanished(self, pods: list[Pod]) -> None:
         """Pods deleted while the kubelet was down: unprepare what the checkpoint still holds."""
         if self.classic is not None:
-            errors = self.classic.release_vanished(pods)
+            errors = await self.classic.release_vanished(pods)
             if errors:
                 log.warning("%s: classic unprepare for vanished pods: %s", self.node_name, errors)
         if self.devices is not None:

@@ -1,12 +1,14 @@
 """A classic-DRA cluster of real services for the KEP-3063 flow tests.
 
 Processes (``python -m ...``, as the Procfile runs them): the apiserver, the driver-controller
-(both example drivers), the ACME capacity publisher and one kubelet per node (``--gpus 0`` so the
-structured example driver stays out, ``--labels`` for the classic drivers). The scheduler is the
-real :class:`SchedulerService` running in the test process (as ``tests/services/scheduler/service`` does)
-with a short backoff: a classic pod takes several attempts (claims created, node selected,
-allocation, reservation) and the default 1 s doubling backoff would make each test slow. All on the
-test's own stream of the session's real nats-server.
+(both example drivers), the ACME capacity publisher, one kubelet per node (``--gpus 0`` so the
+structured example driver stays out, ``--labels`` for the classic drivers) and, as the Procfile
+runs them, the classic drivers' kubelet plugins on the nodes labelled for them
+(``draflow.services.drivers.classic_plugin``: registered with the kubelet, called over gRPC).
+The scheduler is the real :class:`SchedulerService` running in the test process (as
+``tests/services/scheduler/service`` does) with a short backoff: a classic pod takes several
+attempts (claims created, node selected, allocation, reservation) and the default 1 s doubling
+backoff would make each test slow. All on the test's own stream of the session's real nats-server.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ FABRIC = "fpga.example.com/fabric=true"
 
 def acme(gpus: int, memory: str) -> str:
     return f"gpu.acme.com/gpus={gpus},gpu.acme.com/gpu-memory={memory}"
+
+
+def classic_drivers(labels: str) -> list[str]:
+    """The classic drivers whose plugin runs on a node with these ``--labels`` (as in the Procfile)."""
+    return [
+        d
+        for d, label in (("fpga.example.com", FABRIC), ("gpu.acme.com", "gpu.acme.com/gpus="))
+        if label in labels
+    ]
 
 
 def example(name: str) -> list[dict[str, Any]]:
@@ -74,9 +85,15 @@ class ClassicCluster:
         }
         if acme_publisher:
             pending["acme"] = Proc(self.settings, "draflow.services.drivers.acme_gpu")
+        plugins: dict[str, str] = {}  # process name -> what it prints once it serves
         for node, labels in nodes.items():
             args = ["--node", node, "--gpus", "0", "--labels", labels]
             pending[f"kubelet-{node}"] = Proc(self.settings, "draflow.services.kubelet", args)
+            for driver in classic_drivers(labels):
+                name = f"{driver}-plugin-{node}"
+                argv = ["--driver", driver, "--node", node]
+                pending[name] = Proc(self.settings, "draflow.services.drivers.classic_plugin", argv)
+                plugins[name] = f"{driver} plugin on {node}: serving"
         self.procs.update(pending)
         self.procs["apiserver"].expect("apiserver: serving")
         self.api = await ApiClient.connect(self.settings, actor="test", timeout_s=10.0)
@@ -85,6 +102,8 @@ class ClassicCluster:
             pending["acme"].expect("acme-gpu-driver")
         for node in nodes:
             pending[f"kubelet-{node}"].expect(f"kubelet {node}: registered")
+        for name, ready in plugins.items():
+            pending[name].expect(ready)
         sched_store = await EventStore.open(self.settings, "scheduler")
         config = SchedulerConfig(initial_backoff_seconds=0.1, max_backoff_seconds=0.5)
         self.scheduler = SchedulerService(sched_store, api=self.api, config=config)

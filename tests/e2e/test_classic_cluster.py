@@ -14,6 +14,7 @@ from draflow.events.dra import PodSucceeded
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.drivers import cdi
+from draflow.services.runtime.kubeletapi import sockets
 from tests.e2e.classic_cluster import (
     CLAIMS,
     FABRIC,
@@ -378,7 +379,8 @@ async def _prepared_then_killed(cluster: ClassicCluster, settings: Settings) -> 
     cdi_root = settings.data_dir / "cdi" / "node-a"
     spec_name = cdi.transient_spec_name("gpu.acme.com", "gpu", uid)
     assert cdi.read_spec(cdi_root, spec_name) is not None
-    plugin_checkpoint = settings.data_dir / "kubelet-node-a" / "classic" / "gpu.acme.com" / "checkpoint.json"
+    # the gpu.acme.com plugin process keeps its own checkpoint (it is not the kubelet's)
+    plugin_checkpoint = sockets.plugins_dir(settings.data_dir, "node-a") / "gpu.acme.com" / "checkpoint.json"
     assert uid in json.loads(plugin_checkpoint.read_text())
     assert cluster.procs["kubelet-node-a"].kill() == -9
     return uid, cdi_root, spec_name, plugin_checkpoint
@@ -410,7 +412,7 @@ async def test_kubelet_restart_keeps_classic_claims_and_unprepares_finished_pods
     cluster: ClassicCluster, settings: Settings
 ) -> None:
     """A pod with a prepared ACME claim runs; its kubelet is SIGKILLed and started again. The
-    restarted kubelet still knows what its node plugins prepared (checkpoint under its data dir):
+    restarted kubelet still knows what it had prepared through the plugin (its checkpoint):
     it does not prepare again, and when the pod then succeeds it unprepares (CDI spec removed,
     checkpoint empty) although it never prepared anything itself."""
     uid, cdi_root, spec_name, plugin_checkpoint = await _prepared_then_killed(cluster, settings)

@@ -21,6 +21,7 @@ Models register through the entry-point group ``draflow.numeric_models``
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -109,6 +110,14 @@ class BuiltinController(ABC, Generic[C, P, A]):
         if allocation is not None:
             self.allocations[claim_uid] = (node, driver, allocation)
             self._by_node.setdefault((node, driver), set()).add(claim_uid)
+
+    def clone(self) -> BuiltinController[C, P, A]:
+        """Independent books with the same contents (a simulation's snapshot and checkpoints)."""
+        other = copy.copy(self)
+        other.instances = dict(self.instances)  # set_capacity replaces a pair's dict, never edits it
+        other.allocations = dict(self.allocations)
+        other._by_node = {k: set(v) for k, v in self._by_node.items()}
+        return other
 
     def claims_on(self, node: str, driver: str) -> frozenset[str]:
         """The claim uids holding (or assumed to hold) capacity of ``driver`` on ``node``."""

@@ -3,7 +3,8 @@
 Keeps one ``NodeGpuCapacity`` per node labelled ``gpu.acme.com/gpus=<N>`` and
 ``gpu.acme.com/gpu-memory=<quantity>`` (see ``publisher``). Allocation runs in the
 driver-controller (``python -m draflow.services.driver_controller``), preparation in the node plugin
-(``AcmeGpuNodePlugin``) hosted by the kubelet.
+(``AcmeGpuNodePlugin``), run per node as a kubelet plugin process
+(``python -m draflow.services.drivers.classic_plugin --driver gpu.acme.com --node N``).
 """
 
 from __future__ import annotations

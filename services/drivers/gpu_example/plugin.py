@@ -94,6 +94,10 @@ class GpuExamplePlugin:
         """Uids of the claims currently prepared on this node."""
         return frozenset(self._prepared)
 
+    def health_devices(self) -> list[tuple[str, str]]:
+        """``(pool, device)`` of every GPU on this node, for the device health stream."""
+        return [(self.node_name, d) for d in sorted(self.allocatable, key=lambda n: (len(n), n))]
+
     # -- DRAPlugin -----------------------------------------------------------------------------
 
     def node_prepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:

@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,17 @@ def admin_path(plugins_dir: Path, driver: str, instance: str = "") -> Path:
 
 
 class AdminEndpoint:
-    def __init__(self, path: Path, switches: FailureSwitches, calls: dict[str, int]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        switches: FailureSwitches,
+        calls: dict[str, int],
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self.path = path
         self.switches = switches
         self.calls = calls
+        self.on_change = on_change  # e.g. health streams send again (unhealthy_devices)
         self._server: asyncio.Server | None = None
 
     async def start(self) -> None:
@@ -70,11 +78,17 @@ class AdminEndpoint:
             except SwitchError as exc:
                 return {"error": f"set: {exc}"}
             self.switches.update(changes)
+            self._changed()
         elif op == "clear":
             self.switches.clear()
+            self._changed()
         elif op != "get":
             return {"error": f"unknown op {op!r}: get, set or clear"}
         return {"switches": self.switches.to_dict(), "calls": dict(self.calls)}
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

@@ -37,6 +37,7 @@ class FailureSwitches:
     fail_prepare_calls: int = 0
     fail_unprepare_calls: int = 0
     prepare_delay_s: float = 0.0  # each NodePrepareResources waits this long before it is handled
+    unhealthy_devices: set[str] = field(default_factory=set)  # reported UNHEALTHY (device names)
 
     def update(self, changes: dict[str, Any]) -> None:
         """Set the switches named in ``changes`` (lists for the sets); the others keep their value."""

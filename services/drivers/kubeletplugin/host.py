@@ -33,7 +33,14 @@ from draflow.services.drivers.kubeletplugin.server import PluginServer
 from draflow.services.runtime.controller import Runtime
 from draflow.services.runtime.kubeletapi import sockets, wire
 
-__all__ = ["PluginContext", "PluginOptions", "add_plugin_args", "options_from_args", "run_plugin"]
+__all__ = [
+    "PluginContext",
+    "PluginOptions",
+    "add_plugin_args",
+    "allocated",
+    "options_from_args",
+    "run_plugin",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,9 @@ class PluginContext:
 
 MakeDriver = Callable[[PluginContext], DRAPlugin]
 AfterStart = Callable[[PluginContext, DRAPlugin], Awaitable[None]]
+# is the claim the kubelet named in the plugin's view, allocated? (a prepare waits until it is)
+ClaimReady = Callable[[PluginContext, ClaimRef], bool]
+STRUCTURED_KINDS = frozenset({"ResourceClaim"})
 
 
 def add_plugin_args(p: argparse.ArgumentParser) -> None:
@@ -99,16 +109,26 @@ def options_from_args(args: argparse.Namespace) -> PluginOptions:
     )
 
 
-def _allocated(claim: ResourceClaim | None) -> bool:
+def allocated(ctx: PluginContext, ref: ClaimRef) -> bool:
+    """A structured (``resource.k8s.io``) claim with an allocation."""
+    claim = ctx.get_claim(ref)
     return claim is not None and claim.status.allocation is not None
 
 
 def main_for(
-    make_driver: MakeDriver, options: PluginOptions, after_start: AfterStart | None = None
+    make_driver: MakeDriver,
+    options: PluginOptions,
+    after_start: AfterStart | None = None,
+    *,
+    kinds: frozenset[str] = STRUCTURED_KINDS,
+    ready: ClaimReady = allocated,
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
+    """``kinds``: what the plugin's view of the log follows (the claims it reads, and what else
+    the driver needs); ``ready``: when a claim asked for is there to be prepared."""
+
     async def main(ctx: ServiceContext) -> None:
         rt = Runtime(ctx.store, actor=f"kubelet-plugin/{options.node}", node=options.node)
-        rt.kinds = frozenset({"ResourceClaim"})
+        rt.kinds = kinds
         await rt.start()
         pctx = PluginContext(options.node, ctx.settings, rt)
         server: PluginServer | None = None
@@ -120,7 +140,7 @@ def main_for(
         async def wait_for_claims(refs: Sequence[ClaimRef]) -> None:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + options.claim_wait_s
-            while any(not _allocated(pctx.get_claim(r)) for r in refs):
+            while any(not ready(pctx, r) for r in refs):
                 changed.clear()
                 remaining = deadline - loop.time()
                 if remaining <= 0:
@@ -142,7 +162,7 @@ def main_for(
             await server.start()
             if options.admin:
                 path = admin_path(pctx.plugins_dir, driver.driver_name, options.instance)
-                admin = AdminEndpoint(path, pctx.failures, server.calls)
+                admin = AdminEndpoint(path, pctx.failures, server.calls, on_change=server.health_changed)
                 await admin.start()
             if after_start is not None:
                 await rt.wait_for_apiserver()
@@ -164,12 +184,18 @@ def main_for(
 
 
 def run_plugin(
-    name: str, make_driver: MakeDriver, options: PluginOptions, after_start: AfterStart | None = None
+    name: str,
+    make_driver: MakeDriver,
+    options: PluginOptions,
+    after_start: AfterStart | None = None,
+    *,
+    kinds: frozenset[str] = STRUCTURED_KINDS,
+    ready: ClaimReady = allocated,
 ) -> int:
     """Run the plugin process until SIGTERM; returns its exit code."""
     return run_service(
         f"{name}-{options.node}",
-        main_for(make_driver, options, after_start),
+        main_for(make_driver, options, after_start, kinds=kinds, ready=ready),
         on_stream_reset="rebuild",
         role=f"kubelet-{options.node}",
     )

@@ -11,6 +11,10 @@ driver object (``draflow.services.dra.kubeletplugin.DRAPlugin``: ``driver_name``
    endpoint, the versions) and reports its verdict through ``NotifyRegistrationStatus``
    (``registered`` is set when it accepted, ``registration_error`` says why it refused).
 
+3. with a driver that lists its devices (``health_devices()``), also serves the device health
+   service ``DRAResourceHealth`` on the DRA endpoint (``health``); ``health_changed()`` makes
+   every open stream send again.
+
 ``instance`` names one of several plugins of the same driver (a rolling update: upstream's
 ``RollingUpdate(uid)``): its sockets become ``<driver>-<instance>-reg.sock`` and
 ``dra-<instance>.sock``, so an old and a new instance run side by side; the kubelet sends new
@@ -37,6 +41,7 @@ from grpc import aio
 from draflow.services.dra.kubeletplugin import DRAPlugin, PluginError
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
+from draflow.services.drivers.kubeletplugin.health import HealthReporter, add_health_service
 from draflow.services.runtime.kubeletapi import sockets, wire
 from draflow.services.runtime.kubeletapi.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow.services.runtime.kubeletapi.pluginregistration.v1 import api_pb2_grpc as reg_grpc
@@ -72,6 +77,8 @@ class PluginServer:
         self.endpoint = sockets.dra_socket(plugins_dir, driver.driver_name, instance)
         self.failures = failures or FailureSwitches()
         self.before_prepare = before_prepare
+        devices = getattr(driver, "health_devices", None)
+        self.health = HealthReporter(devices, self.failures) if callable(devices) else None
         self.registered = asyncio.Event()
         self.registration_error = ""
         self.calls: dict[str, int] = {"prepare": 0, "unprepare": 0}
@@ -96,7 +103,8 @@ class PluginServer:
         )
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Deregister (remove the registration socket), then stop serving after calls in flight."""
+        """Deregister (remove the registration socket), then stop serving after calls in flight
+        (health streams, which never finish by themselves, are cut at the grace period)."""
         if self._registration is not None:
             sockets.release(self.registration_path)
             await self._registration.stop(0)
@@ -118,10 +126,17 @@ class PluginServer:
         sockets.link(path, address)
         return server
 
+    def health_changed(self) -> None:
+        """The failure switches changed: health streams send the devices' health again."""
+        if self.health is not None:
+            self.health.changed()
+
     def _add_dra_services(self, server: aio.Server) -> None:
         for name in self.versions:
             version = wire.BY_SERVICE[name]
             version.grpc.add_DRAPluginServicer_to_server(_DRAService(self, version), server)
+        if self.health is not None:
+            add_health_service(server, self.health)
 
     def _add_registration(self, server: aio.Server) -> None:
         reg_grpc.add_RegistrationServicer_to_server(_RegistrationService(self), server)

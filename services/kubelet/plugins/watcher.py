@@ -1,7 +1,11 @@
 """The kubelet's plugin watcher: registration sockets in ``plugins_registry`` become plugins.
 
-After upstream's ``pluginwatcher`` and the DRA registration handler, polling instead of inotify
-(every ``interval_s``; a plugin waits at most that long to be seen):
+After upstream's ``pluginwatcher`` and the DRA registration handler. The directory is watched with
+inotify (``inotify.DirectoryWatch``, upstream uses fsnotify): a change wakes the watcher, which
+rescans the directory (the directory, not the events, is the truth). Besides that it wakes when a
+handshake retry is due, and every ``resync_s`` (default 60 s) as a safety net for changes inotify
+does not report (a data dir on a network or FUSE mount written from another host). Where inotify
+cannot be had (not Linux, the instance or watch limit reached) it scans every ``poll_s``.
 
 * a new socket (or one re-created: another inode, as after a plugin restart) gets the handshake:
   ``GetInfo``; the plugin is accepted when its type is ``DRAPlugin``, it names a driver and offers a
@@ -30,6 +34,7 @@ from pathlib import Path
 from grpc import aio
 
 from draflow.services.kubelet.plugins.client import DEFAULT_TIMEOUT_S, PluginClient
+from draflow.services.kubelet.plugins.inotify import DirectoryWatch
 from draflow.services.kubelet.plugins.registry import PluginRegistry
 from draflow.services.runtime.kubeletapi import sockets, wire
 from draflow.services.runtime.kubeletapi.pluginregistration.v1 import api_pb2 as reg_pb2
@@ -80,7 +85,9 @@ class RegistrationWatcher:
         directory: Path,
         registry: PluginRegistry,
         *,
-        interval_s: float = 0.2,
+        resync_s: float = 60.0,
+        poll_s: float = 0.2,
+        use_inotify: bool = True,
         call_timeout_s: float = DEFAULT_TIMEOUT_S,
         handshake_timeout_s: float = 5.0,
         retry_s: float = 0.5,
@@ -89,7 +96,10 @@ class RegistrationWatcher:
     ) -> None:
         self.directory = directory
         self.registry = registry
-        self.interval_s = interval_s
+        self.resync_s = resync_s
+        self.poll_s = poll_s
+        self.use_inotify = use_inotify
+        self.watching = False  # True while inotify wakes us (False: scanning every poll_s)
         self.call_timeout_s = call_timeout_s
         self.handshake_timeout_s = handshake_timeout_s
         self.retry_s = retry_s
@@ -98,16 +108,50 @@ class RegistrationWatcher:
         self._seen: dict[Path, _Seen] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Scan until ``stop``; the registered plugins' channels are closed on the way out."""
+        """Watch until ``stop``; the registered plugins' channels are closed on the way out."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        watch = DirectoryWatch.open(self.directory) if self.use_inotify else None
+        stopping = asyncio.create_task(stop.wait())
         try:
             while not stop.is_set():
+                if watch is not None:
+                    watch.changed.clear()
+                    if not watch.armed:  # the directory itself went: make it again, watch it again
+                        self.directory.mkdir(parents=True, exist_ok=True)
+                        watch.rearm()
+                self.watching = watch is not None and watch.armed
                 await self.scan()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), self.interval_s)
+                await self._sleep(stopping, watch)
         finally:
+            stopping.cancel()
+            if watch is not None:
+                watch.close()
+            self.watching = False
             for path in list(self._seen):
                 await self._deregister(path, quiet=True)
+
+    def _timeout(self) -> float:
+        """Until the next scan without a wake-up: the safety net, or a handshake retry due sooner."""
+        if not self.watching:
+            return self.poll_s
+        timeout = self.resync_s
+        now = time.monotonic()
+        for seen in self._seen.values():
+            if not (seen.registered or seen.refused):
+                timeout = min(timeout, max(seen.retry_at - now, 0.0))
+        return timeout
+
+    async def _sleep(self, stopping: asyncio.Task[bool], watch: DirectoryWatch | None) -> None:
+        waits: set[asyncio.Task[bool]] = {stopping}
+        changed: asyncio.Task[bool] | None = None
+        if watch is not None and self.watching:
+            changed = asyncio.create_task(watch.changed.wait())
+            waits.add(changed)
+        try:
+            await asyncio.wait(waits, timeout=self._timeout(), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if changed is not None:
+                changed.cancel()
 
     async def scan(self) -> None:
         """One pass: handshake with new or re-created sockets, deregister the vanished ones."""

@@ -22,11 +22,18 @@ from collections.abc import Sequence
 import msgspec
 
 from draflow.events.api.core_v1 import Pod
-from draflow.services.scheduler.autoscaler.nodegroups import NodeGroup, instantiate, slice_names
+from draflow.services.scheduler.autoscaler.nodegroups import (
+    NodeGroup,
+    capacity_names,
+    instantiate,
+    instantiate_capacities,
+    slice_names,
+)
 from draflow.services.scheduler.autoscaler.snapshot import CLASSIC_REASON, uses_classic_claims
 from draflow.services.scheduler.framework.cycle import HostChoice
 from draflow.services.scheduler.framework.simulation import Simulation, unbound
 from draflow.services.scheduler.plugins.dynamicresources.simulation import claims_of
+from draflow.services.scheduler.plugins.numeric.simulation import instances_of, opaque_reason
 
 __all__ = ["DeviceResult", "Estimate", "GroupResult", "Move", "PodResult", "RemoveResult", "estimate"]
 
@@ -103,6 +110,9 @@ def devices_of(sim: Simulation, pod: Pod) -> tuple[DeviceResult, ...]:
                     admin_access=bool(r.admin_access),
                 )
             )
+    for claim_name, request, driver, where in instances_of(sim.state, pod):  # numeric claims
+        pool, _, instance = where.partition("/")
+        out.append(DeviceResult(claim=claim_name, request=request, driver=driver, pool=pool, device=instance))
     return tuple(out)
 
 
@@ -158,14 +168,15 @@ def _open_node(
             continue
         name = group.node_name(group.opened + 1)
         node, slices = instantiate(group.template, name)
-        sim.add_node(node, slices)
+        capacities = instantiate_capacities(group.template, name)
+        sim.add_node(node, slices, capacities)
         status = sim.fits(pod, name)
         if status is None:
             status = sim.bind(pod, name)
         if status is None:
             group.opened += 1
             return group, name, reasons
-        sim.remove_node(name, slice_names(slices))
+        sim.remove_node(name, slice_names(slices), capacity_names(capacities))
         reasons[group.name] = status.message
     return None, "", reasons
 
@@ -173,8 +184,9 @@ def _open_node(
 def _place(sim: Simulation, pod: Pod, groups: Sequence[NodeGroup], opened: dict[str, str]) -> PodResult:
     meta = pod.metadata
     gate = sim.pre_enqueue(pod)
-    if gate is not None or uses_classic_claims(pod):
-        reason = gate.message if gate is not None else CLASSIC_REASON
+    opaque = opaque_reason(sim.state, pod, CLASSIC_REASON) if uses_classic_claims(pod) else None
+    if gate is not None or opaque is not None:
+        reason = gate.message if gate is not None else opaque
         return PodResult(namespace=meta.namespace, name=meta.name, node=None, reason=reason)
     choice = sim.schedule(pod)
     if isinstance(choice, HostChoice):

@@ -5,10 +5,12 @@ node (its Node and slices, as the log holds them) or, to scale from zero, from a
 ``<group>-<i>`` is the template with every mention of the template node's name replaced: the
 Node's name and hostname label, each slice's ``nodeName``, its pool name (a pool named after the
 node gets the new name, another pool name is prefixed with it, so pools never merge) and slice
-name. The annotation ``autoscaling.k8s.io/node-resource-capacity`` names the node (or template)
-the capacity was taken from, as the KEP asks Cluster Autoscaler to do. Slices that are not local
-to the node (``allNodes``, a node selector) are shared and never cloned: adding a node does not
-add network-attached devices.
+name; its NodeResourceCapacity objects (numeric parameters) get the new ``nodeName`` and a name
+made the same way, their instances unchanged. The annotation
+``autoscaling.k8s.io/node-resource-capacity`` names the node (or template) the capacity was
+taken from, as the KEP asks Cluster Autoscaler to do. Slices that are not local to the node
+(``allNodes``, a node selector) are shared and never cloned: adding a node does not add
+network-attached devices.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 import msgspec
 
 from draflow.events.api.core_v1 import Node
+from draflow.events.api.numeric_v1alpha2 import NodeResourceCapacity
 from draflow.events.api.resource_v1 import ResourceSlice
 
 __all__ = [
@@ -27,7 +30,9 @@ __all__ = [
     "NodeGroup",
     "NodeTemplate",
     "TemplateError",
+    "capacity_names",
     "instantiate",
+    "instantiate_capacities",
     "template_from_objects",
 ]
 
@@ -50,11 +55,13 @@ class TemplateError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class NodeTemplate:
-    """A Node and its node-local slices; ``origin`` names where it came from (node or file)."""
+    """A Node, its node-local slices and its NodeResourceCapacity objects; ``origin`` names where
+    it came from (node or file)."""
 
     node: Node
     slices: tuple[ResourceSlice, ...]
     origin: str
+    capacities: tuple[NodeResourceCapacity, ...] = ()  # numeric parameters (KEP-4381)
 
 
 @dataclass(slots=True)
@@ -73,8 +80,14 @@ class NodeGroup:
         return self.max_nodes is not None and self.opened >= self.max_nodes
 
 
-def template_from_objects(node: Node, slices: Iterable[ResourceSlice], origin: str) -> NodeTemplate:
-    """The template of ``node``: the slices published for it (``nodeName``), in name order.
+def template_from_objects(
+    node: Node,
+    slices: Iterable[ResourceSlice],
+    origin: str,
+    capacities: Iterable[NodeResourceCapacity] = (),
+) -> NodeTemplate:
+    """The template of ``node``: the slices and NodeResourceCapacity objects published for it
+    (``nodeName``), in name order.
     Slices of other nodes and shared slices are left out; a slice for a node other than the
     template's is refused (a template file must describe one node)."""
     name = node.metadata.name
@@ -84,7 +97,8 @@ def template_from_objects(node: Node, slices: Iterable[ResourceSlice], origin: s
     for slc in sorted(slices, key=lambda s: s.metadata.name):
         if slc.spec.node_name == name:
             own.append(slc)
-    return NodeTemplate(node, tuple(own), origin)
+    caps = tuple(c for c in sorted(capacities, key=lambda c: c.metadata.name) if c.node_name == name)
+    return NodeTemplate(node, tuple(own), origin, caps)
 
 
 def _rename(text: str, old: str, new: str) -> str:
@@ -132,3 +146,25 @@ def instantiate(template: NodeTemplate, new_name: str) -> tuple[Node, list[Resou
 
 def slice_names(slices: Sequence[ResourceSlice]) -> list[str]:
     return [s.metadata.name for s in slices]
+
+
+def instantiate_capacities(template: NodeTemplate, new_name: str) -> list[NodeResourceCapacity]:
+    """The template's NodeResourceCapacity objects for the fictional node ``new_name``: its
+    ``nodeName`` and object name replaced, instance ids kept (they are per node)."""
+    old = template.node.metadata.name
+    out: list[NodeResourceCapacity] = []
+    for cap in template.capacities:
+        meta = msgspec.structs.replace(
+            cap.metadata,
+            name=_rename(cap.metadata.name, old, new_name),
+            uid=f"simulated-{new_name}-{cap.metadata.name}",
+            resource_version="",
+            owner_references=(),
+            annotations={**cap.metadata.annotations, CAPACITY_ANNOTATION: cap.metadata.name},
+        )
+        out.append(msgspec.structs.replace(cap, metadata=meta, node_name=new_name))
+    return out
+
+
+def capacity_names(capacities: Sequence[NodeResourceCapacity]) -> list[str]:
+    return [c.metadata.name for c in capacities]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from draflow.events.api.classic_pod import pod_claims
-from draflow.events.api.core_v1 import Pod
+from draflow.events.api.core_v1 import Node, Pod
+from draflow.events.api.resource_v1 import DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice
 from draflow.services.dra.resourceclaim import is_pod_done
 from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.config import SchedulerConfig
@@ -14,6 +15,11 @@ from draflow.services.scheduler.framework.profile import Profile
 from draflow.services.scheduler.framework.simulation import Simulation
 from draflow.services.scheduler.plugins import default_plugins
 from draflow.services.scheduler.plugins.classic import ClassicDynamicResources
+from draflow.services.scheduler.plugins.numeric import NumericResources
+from draflow.services.scheduler.plugins.numeric.simulation import feed
+
+# what the ClusterState keeps itself (an unchanged upsert returns None too)
+_CLUSTER_TYPES = (Pod, Node, ResourceClaim, ResourceSlice, DeviceClass, DeviceTaintRule)
 
 __all__ = ["CLASSIC_REASON", "is_pending", "new_simulation", "queue_order", "uses_classic_claims"]
 
@@ -35,12 +41,19 @@ def simulation_plugins() -> list[object]:
 
 def new_simulation(objects: Iterable[object], config: SchedulerConfig | None = None) -> Simulation:
     """A simulation over a fresh ClusterState holding ``objects`` (nodes, pods, claims, classes,
-    slices, taint rules; other kinds are ignored)."""
+    slices, taint rules); the numeric plugin's books take ResourceClasses, classic claims,
+    NodeResourceCapacity objects and vendor parameter objects (KEP-4381 numeric parameters)."""
     config = config if config is not None else SchedulerConfig()
     cluster = ClusterState(config.features)
+    plugins = simulation_plugins()
+    numeric = [p for p in plugins if isinstance(p, NumericResources)]
+    others: list[object] = []
     for obj in objects:
-        cluster.upsert(obj)
-    return Simulation(cluster, Profile(simulation_plugins()), config)
+        if cluster.upsert(obj) is None and not isinstance(obj, _CLUSTER_TYPES):
+            others.append(obj)
+    for plugin in numeric:
+        feed(plugin.books, others)
+    return Simulation(cluster, Profile(plugins), config)
 
 
 def is_pending(pod: Pod, scheduler_name: str = "default-scheduler") -> bool:

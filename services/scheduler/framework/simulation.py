@@ -42,6 +42,7 @@ from draflow.services.scheduler.framework.status import Status
 
 __all__ = [
     "SIMULATION",
+    "CapacityPlugin",
     "Checkpoint",
     "ClusterAutoScalerPlugin",
     "Simulation",
@@ -60,8 +61,8 @@ _NO_POD = Pod(metadata=ObjectMeta(name="", namespace=""), spec=PodSpec(container
 @runtime_checkable
 class ClusterAutoScalerPlugin(Protocol):
     """KEP-4381's ``ClusterAutoScalerPlugin``. Implemented by ``DynamicResources`` (structured
-    parameters and extended resources backed by DRA); a numeric-parameters model implements the
-    same three methods over its own capacity objects. Return None for success."""
+    parameters and extended resources backed by DRA) and ``NumericResources`` (numeric models
+    over NodeResourceCapacity). Return None for success."""
 
     name: str
 
@@ -70,6 +71,16 @@ class ClusterAutoScalerPlugin(Protocol):
     def simulate_bind_pod(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None: ...
 
     def simulate_evict_pod(self, state: CycleState, pod: Pod, node_name: str) -> Status | None: ...
+
+
+@runtime_checkable
+class CapacityPlugin(Protocol):
+    """A simulation plugin that keeps node capacity objects of its own (numeric parameters:
+    NodeResourceCapacity), so fictional nodes can bring clones of them."""
+
+    def simulate_add_capacity(self, state: CycleState, obj: object) -> bool: ...
+
+    def simulate_remove_capacity(self, state: CycleState, name: str) -> None: ...
 
 
 class SimulationError(Exception):
@@ -162,17 +173,30 @@ class Simulation:
         self.cluster.delete_pod(pod.metadata.namespace, pod.metadata.name)
         return None
 
-    def add_node(self, node: Node, slices: Iterable[ResourceSlice]) -> None:
+    def add_node(
+        self, node: Node, slices: Iterable[ResourceSlice], capacities: Iterable[object] = ()
+    ) -> None:
+        """A node joins with its slices and the capacity objects plugins keep themselves
+        (KEP-4381 NodeResourceCapacity: handed to each ``CapacityPlugin`` that takes it)."""
         self.cluster.upsert_node(node)
         for slc in slices:
             self.cluster.upsert_slice(slc)
+        takers = [p for p in self.plugins if isinstance(p, CapacityPlugin)]
+        for obj in capacities:
+            if not any(p.simulate_add_capacity(self.state, obj) for p in takers):
+                raise SimulationError(f"no plugin keeps {type(obj).__name__} objects")
 
-    def remove_node(self, name: str, slices: Iterable[str] = ()) -> None:
-        """The node leaves (its pods must have been evicted); ``slices``: names to drop with it
-        (a fictional node's; a real node's slices stay, as they would until its driver goes)."""
+    def remove_node(self, name: str, slices: Iterable[str] = (), capacities: Iterable[str] = ()) -> None:
+        """The node leaves (its pods must have been evicted); ``slices`` and ``capacities``: names
+        to drop with it (a fictional node's; a real node's stay, as they would until its driver
+        goes)."""
         self.cluster.delete_node(name)
         for slc in slices:
             self.cluster.delete_slice(slc)
+        for cap in capacities:
+            for plugin in self.plugins:
+                if isinstance(plugin, CapacityPlugin):
+                    plugin.simulate_remove_capacity(self.state, cap)
 
     def pods_on(self, node_name: str) -> list[Pod]:
         """The pods counting on a node, by namespace/name."""

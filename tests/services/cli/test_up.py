@@ -47,8 +47,23 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
     plugins = [n for n in names if n.startswith("gpu_plugin_node_")]
     assert plugins == [f"gpu_plugin_node_{i}" for i in range(1, 7)]
     assert "gpu_plugin_node_1" not in dict(procfile(nodes=2, gpus=0))
+    # the classic drivers' plugins where the demo's labels ask for them, also without GPUs
+    classic = [n for n in names if n.startswith(("fpga_plugin_node_", "acme_plugin_node_"))]
+    assert classic == [n for n in default if n.startswith(("fpga_plugin_node_", "acme_plugin_node_"))]
+    assert classic == [
+        "fpga_plugin_node_1",
+        "acme_plugin_node_1",
+        "fpga_plugin_node_2",
+        "acme_plugin_node_3",
+        "acme_plugin_node_4",
+    ]
+    assert cmds["acme_plugin_node_3"] == (
+        "exec python -m draflow.services.drivers.classic_plugin --driver gpu.acme.com --node node-3"
+    )
+    assert "fpga_plugin_node_2" in dict(procfile(nodes=2, gpus=0))
+    plugin_prefixes = ("gpu_plugin_node_", "fpga_plugin_node_", "acme_plugin_node_")
     assert [n for n, _ in procfile(nodes=0)] == [
-        n for n in default if not n.startswith(("kubelet_node_", "gpu_plugin_node_"))
+        n for n in default if not n.startswith(("kubelet_node_", *plugin_prefixes))
     ]
     # the server's launcher makes exactly these kubelets' credentials up front
     nodes = ",".join(f"node-{i}" for i in range(1, 7))

@@ -58,6 +58,22 @@ class NumericBooks:
         self.capacity_problems: dict[tuple[str, str, str], str] = {}  # (object, instance) -> why skipped
         self.ledger_versions: dict[tuple[str, str], int] = {}  # (node, driver) -> ledger subject seq
 
+    def copy(self) -> NumericBooks:
+        """Independent books with the same contents: a simulation snapshots them into its cycle
+        state (KEP-4381 StartSimulation) and checkpoints them; the live books never change."""
+        other = NumericBooks.__new__(NumericBooks)
+        other.models = self.models
+        other.controllers = {g: c.clone() for g, c in self.controllers.items()}
+        other.classes = dict(self.classes)
+        other.claims = dict(self.claims)
+        other.params = dict(self.params)
+        other.capacities = dict(self.capacities)
+        other._by_node_driver = {k: set(v) for k, v in self._by_node_driver.items()}
+        other.assumed = dict(self.assumed)
+        other.capacity_problems = dict(self.capacity_problems)
+        other.ledger_versions = dict(self.ledger_versions)
+        return other
+
     # -- lookups ------------------------------------------------------------------------------------
     def lookup(self, api_group: str, kind: str, namespace: str, name: str) -> Any:
         return self.params.get((api_group, kind, namespace, name))

@@ -49,7 +49,9 @@ from draflow.services.scheduler.framework.events import ActionType, EventResourc
 from draflow.services.scheduler.framework.interface import CycleState, EventRegistration, PostFilterOutcome
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.framework.status import SKIP, Status, error, unresolvable, unschedulable
+from draflow.services.scheduler.plugins.numeric import simulation
 from draflow.services.scheduler.plugins.numeric.books import Assumed, NumericBooks
+from draflow.services.scheduler.plugins.numeric.simulation import SIMULATED
 
 __all__ = ["NAME", "ConditionAsk", "NumericResources"]
 
@@ -98,6 +100,28 @@ class NumericResources:
         self.sink: Callable[[ConditionAsk], None] | None = None
         self.outbox: list[ConditionAsk] = []
 
+    def books_of(self, state: CycleState) -> NumericBooks:
+        """The books to decide on: a simulation's snapshot (KEP-4381) when the cycle state
+        carries one, else the live books."""
+        sim: NumericBooks | None = state.data.get(SIMULATED)
+        return sim if sim is not None else self.books
+
+    # -- ClusterAutoScalerPlugin (KEP-4381, simulation.py) -------------------------------------------
+    def start_simulation(self, state: CycleState) -> Status | None:
+        return simulation.start(self, state)
+
+    def simulate_bind_pod(self, state: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
+        return simulation.simulate_bind(self, state, pod, node)
+
+    def simulate_evict_pod(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        return simulation.simulate_evict(state, pod)
+
+    def simulate_add_capacity(self, state: CycleState, obj: object) -> bool:
+        return simulation.add_capacity(state, obj)
+
+    def simulate_remove_capacity(self, state: CycleState, name: str) -> None:
+        simulation.remove_capacity(state, name)
+
     def owns(self, namespace: str, name: str) -> bool:
         """Whether the classic plugin must leave this claim to us."""
         claim = self.books.claims.get((namespace, name))
@@ -126,7 +150,7 @@ class NumericResources:
         refs = pod_claim_refs(pod)
         if not refs:
             return SKIP
-        books = self.books
+        books = self.books_of(state)
         ns, key = pod.metadata.namespace, pod_key(pod)
         data = NumericState()
         for ref in refs:
@@ -158,7 +182,8 @@ class NumericResources:
             except NotReady as exc:
                 return unresolvable(f"resourceclaim {name}: {exc}", plugin=NAME)
             except TemplateError as exc:
-                self._ask(claim, str(exc))
+                if books is self.books:  # a simulation writes nothing
+                    self._ask(claim, str(exc))
                 return unresolvable(f"resourceclaim {name}: {exc}", plugin=NAME)
             data.pending.append(_Pending(claim, cls, resolved))
         if not data.pending and not data.allocated:
@@ -194,20 +219,20 @@ class NumericResources:
         """The models' joint allocation on one node (the framework asks in score order until a
         node passes, so the full check runs on few nodes)."""
         data: NumericState = state.data[NAME]
-        out = self._allocate(data.pending, node.name)
+        out = self._allocate(self.books_of(state), data.pending, node.name)
         if isinstance(out, str):
             return unschedulable(out, plugin=NAME)
         data.results[node.name] = out
         return None
 
-    def _allocate(self, pending: list[_Pending], node: str) -> list[Any] | str:
+    def _allocate(self, books: NumericBooks, pending: list[_Pending], node: str) -> list[Any] | str:
         """One allocation per pending claim, jointly per (model, driver)."""
         groups: dict[tuple[str, str], list[int]] = {}
         for i, p in enumerate(pending):
             groups.setdefault((p.group, p.cls.driver_name), []).append(i)
         results: list[Any] = [None] * len(pending)
         for (group, driver), indexes in groups.items():
-            ctl = self.books.controllers[group]
+            ctl = books.controllers[group]
             got = ctl.allocate(node, driver, [pending[i].resolved.expanded.parameters for i in indexes])
             if isinstance(got, str):
                 return got
@@ -252,7 +277,7 @@ class NumericResources:
         if data.pending:
             results = data.results.get(node_name)
             if results is None:
-                results_or_reason = self._allocate(data.pending, node_name)
+                results_or_reason = self._allocate(self.books, data.pending, node_name)
                 if isinstance(results_or_reason, str):
                     return error(
                         f"numeric claims no longer fit on {node_name}: {results_or_reason}", plugin=NAME

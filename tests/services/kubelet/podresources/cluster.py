@@ -2,7 +2,8 @@
 
 Processes: apiserver, claim controller, scheduler, the gpu.example.com slice publisher, the classic
 driver controller, and one kubelet (``node-1``: 8 gpu.example.com GPUs, the FPGA fabric label for the
-classic driver, and a device plugin advertising two ``example.com/gpu``). The data dir is short
+classic driver, and a device plugin advertising two ``example.com/gpu``) with the two drivers'
+kubelet plugins (gpu.example.com, fpga.example.com). The data dir is short
 (``/tmp/pr-XXXX``) so the default socket path fits a unix socket's 107 bytes.
 """
 
@@ -27,7 +28,7 @@ from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 from draflow.services.runtime.controller import Runtime
 from tests.conftest import settings_for
 from tests.helpers import wait_for
-from tests.processes import GPU_PLUGIN, ROOT, Proc, stop_cleanly
+from tests.processes import CLASSIC_PLUGIN, GPU_PLUGIN, ROOT, Proc, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 NODE = "node-1"
@@ -86,6 +87,9 @@ async def cluster(settings: Settings, *kubelet_args: str) -> AsyncIterator[tuple
             # stays last in procs, so a test may replace it)
             procs.append(Proc(settings, GPU_PLUGIN, ["--node", NODE, "--gpus", "8"]))
             await asyncio.to_thread(procs[-1].expect, f"gpu.example.com plugin on {NODE}: serving", 60)
+            # and the classic fpga.example.com driver's plugin (the node has the fabric label)
+            procs.append(Proc(settings, CLASSIC_PLUGIN, ["--driver", "fpga.example.com", "--node", NODE]))
+            await asyncio.to_thread(procs[-1].expect, f"fpga.example.com plugin on {NODE}: serving", 60)
             procs.append(start_kubelet(settings, *kubelet_args))
             await kubelet_ready(procs[-1])
             await wait_for(lambda: len(probe.items("ResourceSlice")) == 1 or [], 60, "the node's slice")

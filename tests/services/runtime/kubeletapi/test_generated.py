@@ -56,3 +56,27 @@ def test_services_and_fields_are_upstreams() -> None:
         assert [(f.name, f.number) for f in claim.fields] == [("namespace", 1), ("uid", 2), ("name", 3)]
         result = module.NodePrepareResourceResponse.DESCRIPTOR
         assert [(f.name, f.number) for f in result.fields] == [("devices", 1), ("error", 2)]
+
+
+def test_the_health_api_is_upstreams() -> None:
+    from draflow.services.runtime.kubeletapi.drahealth.v1alpha1 import api_pb2 as health
+
+    service = health.DESCRIPTOR.services_by_name["DRAResourceHealth"]
+    assert service.full_name == "v1alpha1.DRAResourceHealth"
+    (method,) = service.methods
+    assert method.name == "NodeWatchResources" and method.server_streaming and not method.client_streaming
+    assert [(v.name, v.number) for v in health.HealthStatus.DESCRIPTOR.values] == [
+        ("UNKNOWN", 0),
+        ("HEALTHY", 1),
+        ("UNHEALTHY", 2),
+    ]
+    ident = health.DeviceIdentifier.DESCRIPTOR
+    assert [(f.name, f.number) for f in ident.fields] == [("pool_name", 1), ("device_name", 2)]
+    device = health.DeviceHealth.DESCRIPTOR
+    assert [(f.name, f.number) for f in device.fields] == [
+        ("device", 1),
+        ("health", 2),
+        ("last_updated_time", 3),
+    ]
+    response = health.NodeWatchResourcesResponse.DESCRIPTOR
+    assert [(f.name, f.number) for f in response.fields] == [("devices", 1)]

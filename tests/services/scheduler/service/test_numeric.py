@@ -313,7 +313,7 @@ async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
 
     await assert_eventually(bound, timeout_s=15)
     plugin = FrobnicatorNodePlugin(node_name="node-1", node_labels={}, frobnicators=2)  # two were lost
-    classic = ClassicKubelet("node-1", {}, plugins={plugin.driver_name: plugin})
+    classic = ClassicKubelet("node-1", {plugin.driver_name: plugin})
 
     async def register(svc: KubeletService) -> None:
         await svc.register()
