@@ -63,6 +63,8 @@ class SegmentInfo(msgspec.Struct, frozen=True, kw_only=True):
     content_sha256: str  # of the records (sequence, subject, payload, headers, time)
     first_ts_ns: int = 0
     last_ts_ns: int = 0
+    # every subject the segment holds, sorted: a read of one aggregate skips the segments without it
+    subjects: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -105,6 +107,7 @@ class SegmentWriter:
         self._file = self.tmp.open("wb")
         self._frame: list[tuple[int, str, bytes, bytes | None, int]] = []
         self._content = hashlib.sha256()
+        self._subjects: set[str] = set()
         self.count = 0
         self.first = 0
         self.last = 0
@@ -121,6 +124,7 @@ class SegmentWriter:
             self.last, self.last_ts = row[0], row[4]
             self.count += 1
             self._content.update(_enc.encode(row))
+            self._subjects.add(row[1])
             self._frame.append(row)
             if len(self._frame) >= FRAME:
                 self._flush()
@@ -148,6 +152,7 @@ class SegmentWriter:
             content_sha256=self._content.hexdigest(),
             first_ts_ns=self.first_ts,
             last_ts_ns=self.last_ts,
+            subjects=tuple(sorted(self._subjects)),
         )
         verify(self.tmp, info)
         final = self.folder / f"{info.name}.seg"
@@ -221,6 +226,8 @@ class Archive:
         self.folder = folder
         self.all_events = all_events  # the filter matching every event (no per-record matching)
         self._cache: tuple[float, list[SegmentInfo]] | None = None
+        self._subjects: dict[str, frozenset[str]] = {}  # segment name -> its subjects
+        self._verified: set[tuple[str, float]] = set()  # (segment name, file mtime) hashed once
 
     def segments(self, identity: str | None = None) -> list[SegmentInfo]:
         """Complete segments (with a manifest), in order; only the stream ``identity``'s when given."""
@@ -258,13 +265,23 @@ class Archive:
         """Records of ``segs`` matching the filter within ``from_seq..to_seq``, in batches.
         Each segment's file is checked against its manifest's hash before it is read."""
         everything = subject_filter == self.all_events
+        literal = not any(c in subject_filter for c in "*>")
         out: list[RawRecord] = []
         for seg in segs:
             if seg.last < from_seq or (to_seq is not None and seg.first > to_seq):
                 continue
+            if literal and seg.subjects:
+                held = self._subjects.get(seg.name)
+                if held is None:
+                    held = self._subjects[seg.name] = frozenset(seg.subjects)
+                if subject_filter not in held:
+                    continue
             path = self.folder / f"{seg.name}.seg"
-            if _file_hash(path) != seg.sha256:
-                raise ArchiveCorrupt(f"{path}: SHA-256 differs from its manifest")
+            key = (seg.name, path.stat().st_mtime)
+            if key not in self._verified:
+                if _file_hash(path) != seg.sha256:
+                    raise ArchiveCorrupt(f"{path}: SHA-256 differs from its manifest")
+                self._verified.add(key)
             for rows in _frames(path):
                 for seq, subject, data, headers, ts in rows:
                     if seq < from_seq or (to_seq is not None and seq > to_seq):

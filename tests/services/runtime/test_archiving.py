@@ -86,7 +86,7 @@ async def test_archive_trims_and_every_reader_reads_across_the_boundary(
     settings = event_store.settings
     await _log_with_snapshot(event_store)
     before = await _everything(event_store)
-    pod = event_store.subject("Pod", "basic-resourceclaimtemplate", "pod0")
+    pod = event_store.subject("Pod", "basic-resourceclaimtemplate", "pod1")  # 11, 16, 38, 42, ..
     pod_before = await _everything(event_store, pod)
     tools_before = _tools(settings, tmp_path / "replay-before")
 
@@ -100,6 +100,8 @@ async def test_archive_trims_and_every_reader_reads_across_the_boundary(
     assert await _everything(event_store) == before
     assert await _everything(event_store, pod) == pod_before
     assert [e.seq for e in await event_store.events(pod)] == [seq for seq, _, _ in pod_before]
+    # one aggregate's read opens only the segments holding it
+    assert [(s.first, s.last) for s in run.segments if pod in s.subjects] == [(1, 16), (33, 40)]
     assert _tools(settings, tmp_path / "replay-after") == tools_before
 
     # a start after the trim starts from the snapshot, and folding everything still agrees
