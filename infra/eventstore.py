@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import datetime
 import logging
 import os
 from collections import deque
@@ -629,6 +630,12 @@ class EventStore:
         async for envs in self.read(subject_filter, from_seq):
             out.extend(envs)
         return out
+
+    async def first_stored_since(self, when: datetime.datetime) -> RawRecord | None:
+        """The first message stored at or after ``when`` (a direct get by start time), or None."""
+        stamp = when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+        reader = self._reader
+        return await reader.direct_get(reader.direct_subject, f'{{"start_time": "{stamp}"}}'.encode())
 
     async def last_record(self, subject: str) -> RawRecord | None:
         """The subject's last stored message, by direct get (None if the subject is empty)."""

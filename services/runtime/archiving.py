@@ -83,9 +83,7 @@ class ArchiveRun:
 async def _cut_by_age(store: EventStore, older_than_s: float, first: int, last: int) -> int:
     """The last sequence stored more than ``older_than_s`` ago (first - 1: none)."""
     since = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=older_than_s)
-    stamp = since.isoformat().replace("+00:00", "Z")
-    reader = store._reader
-    rec = await reader.direct_get(reader.direct_subject, f'{{"start_time": "{stamp}"}}'.encode())
+    rec = await store.first_stored_since(since)
     if rec is None:
         return last  # nothing at or after that time: everything is older
     return max(first - 1, rec.seq - 1)
@@ -136,7 +134,8 @@ async def archive_and_trim(
         seg_last = min(cut, seg_first + segment_events - 1)
         writer = SegmentWriter(store.archive.folder, store.stream, identity)
         try:
-            async for records in store._reader.read(store.all_events, seg_first, seg_last, 2048, 10.0):
+            # seg_first is at or after the stream's first event: this reads the stream only
+            async for records in store.read_raw(None, seg_first, seg_last):
                 writer.add(records)
             if writer.count != seg_last - seg_first + 1:
                 raise ArchiveRefused(f"segment {seg_first}-{seg_last}: read {writer.count} events")
