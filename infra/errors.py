@@ -80,3 +80,18 @@ class StreamReset(EventStoreError):
         self.last_seq = last_seq
         self.old_identity = old_identity
         self.new_identity = new_identity
+
+
+class HistoryUnavailable(EventStoreError):
+    """A read asked for events older than any retained history: they were moved out of the
+    stream into archive segments that this process cannot find (or that were removed). Names
+    the oldest sequence that can still be read."""
+
+    def __init__(self, asked: int, oldest: int, where: str) -> None:
+        super().__init__(
+            f"events before sequence {oldest} are not retained: asked from sequence {asked}, the "
+            f"oldest available is {oldest} (stream plus archive at {where}); the log starts with "
+            "a snapshot plus everything since (docs/history.md)"
+        )
+        self.asked = asked
+        self.oldest = oldest

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import datetime
 import logging
 import os
 from collections import deque
@@ -41,12 +42,14 @@ from draflow.events.codec import (
 from draflow.events.envelope import Envelope, Event
 from draflow.events.subjects import aggregate_subject, events_prefix, parse_subject
 from draflow.infra import tracing
+from draflow.infra.archive import Archive, archive_dir
 from draflow.infra.auth.roles import ADMIN
 from draflow.infra.config import Settings
 from draflow.infra.errors import (
     AppendError,
     ConcurrencyError,
     EventStoreError,
+    HistoryUnavailable,
     StoreUnavailable,
     StreamMissing,
     StreamReset,
@@ -78,6 +81,7 @@ __all__ = [
     "EventStoreError",
     "Guard",
     "GuardConflict",
+    "HistoryUnavailable",
     "Loaded",
     "RawRecord",
     "StoreUnavailable",
@@ -162,6 +166,7 @@ class EventStore:
         self._pub = Publisher(nc, self._inbox)
         self._reader = StreamReader(nc, self._inbox, self.stream)
         self.snapshots = SnapshotStore(nc, settings, actor, self._inbox)
+        self.archive = Archive(archive_dir(settings), self.all_events)
         # the identity (creation time) of the stream this process follows, learnt at start
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
@@ -555,8 +560,28 @@ class EventStore:
         """Stored messages matching ``subject_filter`` (wildcards allowed) in sequence order, in batches.
 
         Stops once caught up with the stream as it was when the read started (or at ``to_seq``).
+        History moved out of the stream is read from the archive segments first, transparently;
+        a range neither holds raises :class:`HistoryUnavailable` naming the oldest sequence.
         """
         filt = subject_filter or self.all_events
+        from_seq = max(1, from_seq)
+        if to_seq is not None and to_seq < from_seq:
+            return
+        status = await self._reader.stream_status()
+        first = status.state.first_seq
+        # the archive only matters when the read starts before the stream's first message
+        segs = self.archive.contiguous(self.identity or status.created) if from_seq < first else []
+        if from_seq < first and status.last_seq:
+            reaches = bool(segs) and segs[-1].last + 1 >= first
+            oldest = segs[0].first if reaches else first
+            if from_seq < oldest:
+                raise HistoryUnavailable(from_seq, oldest, str(self.archive.folder))
+        if segs:
+            for records in self.archive.read(segs, filt, from_seq, to_seq, batch):
+                yield records
+            from_seq = max(from_seq, segs[-1].last + 1)
+            if to_seq is not None and to_seq < from_seq:
+                return
         async for records in self._reader.read(filt, from_seq, to_seq, batch, wait_s):
             yield records
 
@@ -605,6 +630,12 @@ class EventStore:
         async for envs in self.read(subject_filter, from_seq):
             out.extend(envs)
         return out
+
+    async def first_stored_since(self, when: datetime.datetime) -> RawRecord | None:
+        """The first message stored at or after ``when`` (a direct get by start time), or None."""
+        stamp = when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+        reader = self._reader
+        return await reader.direct_get(reader.direct_subject, f'{{"start_time": "{stamp}"}}'.encode())
 
     async def last_record(self, subject: str) -> RawRecord | None:
         """The subject's last stored message, by direct get (None if the subject is empty)."""

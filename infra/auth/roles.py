@@ -59,7 +59,7 @@ class Role:
 STATIC_ROLES: tuple[Role, ...] = (
     Role(
         ADMIN,
-        "stream management, `draflow import` / `backup` / `restore`, `dlq retry` / `discard`",
+        "stream management, `draflow import` / `backup` / `restore` / `archive`, `dlq retry` / `discard`",
         api="all",
         admin=True,
     ),

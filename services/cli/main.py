@@ -13,7 +13,7 @@ import os
 import sys
 
 from draflow.infra.auth.authority import AuthorityError
-from draflow.infra.errors import StreamReset
+from draflow.infra.errors import HistoryUnavailable, StreamReset
 from draflow.infra.ports import PortError
 
 # command group module -> the sub-command names it registers (for lazy import)
@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "draflow.services.cli.events": ("events",),
     "draflow.services.cli.export": ("export", "import"),
     "draflow.services.cli.backup": ("backup", "restore"),
+    "draflow.services.cli.archive": ("archive",),
     "draflow.services.cli.trace": ("trace",),
     "draflow.services.cli.dlq": ("dlq",),
     "draflow.services.cli.explain": ("explain",),
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(func(args) or 0)
     # PortError: DRAFLOW_PORT_OFFSET that cannot be used; AuthorityError: no credential to connect with
-    except (UserError, PortError, AuthorityError) as exc:
+    # HistoryUnavailable: a read before the oldest retained history (stream and archive)
+    except (UserError, PortError, AuthorityError, HistoryUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except StreamReset as exc:  # `draflow get -w` while the stream is deleted and created again
