@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api.core_v1 import Pod
 from draflow.events.dra import ContainerCDIDevices, PodFailed, PodResourcesPrepared, PodStarted
 from draflow.events.node import PodContainerStatusesReported
@@ -155,8 +154,6 @@ class KubeletService:
         self._health_changed = False
         # KEP-4381: the capacity the plugins stream (plugins.capacity), published by the passes
         self.numeric = numeric
-        if numeric is not None:
-            rt.kinds = rt.kinds | {nv.KIND}  # what is published already (written only on change)
 
     async def register(self, *, retry_s: float = 0.5, attempts: int = 40) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
