@@ -69,10 +69,11 @@ async def test_capacity_follows_the_plugin_and_survives_its_restart(cluster: Cla
     await eventually(lambda: counted(7), what="7 are back")
     cluster.procs[PLUGIN].kill()
     kubelet = cluster.procs[f"kubelet-{NODE}"]
-    await eventually(
-        lambda: any("capacity stream of frobnicator.example.com" in line for line in kubelet.stderr),
-        what="the kubelet noticing the stream is gone",
-    )
+
+    async def stream_lost() -> bool:
+        return any("capacity stream of frobnicator.example.com" in line for line in kubelet.stderr)
+
+    await eventually(stream_lost, what="the kubelet noticing the stream is gone")
     assert await count(cluster) == 7  # kept while the plugin is away
     restarted = Proc(
         cluster.settings, "draflow.services.drivers.classic_plugin", ["--driver", FROB, "--node", NODE]

@@ -61,9 +61,8 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
         "acme_plugin_node_3",
         "acme_plugin_node_4",
     ]
-    assert cmds["frob_plugin_node_2"] == (
-        "exec python -m draflow.services.drivers.classic_plugin --driver frobnicator.example.com --node node-2"
-    )
+    frob = "--driver frobnicator.example.com --node node-2"
+    assert cmds["frob_plugin_node_2"] == f"exec python -m draflow.services.drivers.classic_plugin {frob}"
     assert cmds["acme_plugin_node_3"] == (
         "exec python -m draflow.services.drivers.classic_plugin --driver gpu.acme.com --node node-3"
     )

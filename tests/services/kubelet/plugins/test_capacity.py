@@ -134,7 +134,7 @@ async def test_a_plugin_that_was_down_when_the_stream_opened_is_reached_with_bac
 ) -> None:
     """The instance is registered but its DRA endpoint is not serving yet (a plugin restarting
     under the kubelet's feet): the stream is opened again until it answers."""
-    driver, plugin = watched.plugin(4)
+    _, plugin = watched.plugin(4)
     await plugin.start()
     await watched.scan()
     await assert_eventually(lambda: watched.count() == 4, timeout_s=5)
