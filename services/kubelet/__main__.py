@@ -2,10 +2,13 @@
 
 DRA drivers' node plugins are their own processes (``python -m
 draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, the classic
-drivers' ``...classic_plugin --driver fpga.example.com|gpu.acme.com``, or any plugin built from
-Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
-for their registration sockets and calls their DRA node service (v1 or v1beta1) over gRPC, each
-call with a deadline of ``--plugin-call-timeout`` seconds (``draflow.services.kubelet.plugins``).
+drivers' ``...classic_plugin --driver fpga.example.com|gpu.acme.com|frobnicator.example.com``, or any
+plugin built from Kubernetes' protos): the kubelet watches
+``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry`` for their registration sockets and calls their
+DRA node service (v1 or v1beta1) over gRPC, each call with a deadline of ``--plugin-call-timeout``
+seconds (``draflow.services.kubelet.plugins``). It follows the device health and the numeric
+capacity (KEP-4381, draflow's capacity stream) of the plugins that stream them, and publishes the
+capacity as the node's ``NodeResourceCapacity`` objects.
 ``--gpus N`` labels the Node ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane
 process (``python -m draflow.services.drivers.gpu_example``) how many GPUs to publish for it; the
 node's gpu.example.com plugin must be started with the same ``--gpus``.
