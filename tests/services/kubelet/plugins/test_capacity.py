@@ -44,11 +44,13 @@ class Watched:
             return None
         return report[0].data["count"] if report else 0
 
-    def plugin(self, frobnicators: int) -> tuple[FrobnicatorNodePlugin, PluginServer]:
+    def plugin(self, frobnicators: int, instance: str = "") -> tuple[FrobnicatorNodePlugin, PluginServer]:
         driver = FrobnicatorNodePlugin(
             node_name="node-1", node_labels={}, frobnicators=frobnicators, state_dir=self.node.root / "frob"
         )
-        server = PluginServer(driver, registry_dir=self.node.registry_dir, plugins_dir=self.node.plugins_dir)
+        server = PluginServer(
+            driver, registry_dir=self.node.registry_dir, plugins_dir=self.node.plugins_dir, instance=instance
+        )
         return driver, server
 
 
@@ -146,6 +148,27 @@ async def test_a_plugin_that_was_down_when_the_stream_opened_is_reached_with_bac
         await assert_eventually(lambda: watched.count() == 5, timeout_s=5)
     finally:
         await again.stop(0.1)
+
+
+async def test_a_rolling_update_moves_the_stream_to_the_new_instance(watched: Watched) -> None:
+    _, old = watched.plugin(4, instance="a")
+    await old.start()
+    try:
+        await watched.scan()
+        await assert_eventually(lambda: watched.count() == 4, timeout_s=5)
+        _, new = watched.plugin(5, instance="b")
+        await new.start()
+        try:
+            await watched.scan()
+            await assert_eventually(lambda: watched.count() == 5, timeout_s=5)
+            await old.stop(0.1)  # the old one goes: the new one still serves, no change
+            await watched.scan()
+            await asyncio.sleep(0.2)
+            assert watched.count() == 5 and watched.streams.streaming() == {FROB}
+        finally:
+            await new.stop(0.1)
+    finally:
+        await old.stop(0.1)
 
 
 async def test_a_plugin_without_the_capacity_service_is_not_asked_again(watched: Watched) -> None:
