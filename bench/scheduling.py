@@ -275,6 +275,13 @@ async def run(
         result["cpu_ms_per_pod"] = cpu
         result["pods_created"] = bench.next_pod
         print("CPU ms per pod: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
+        result.update(await _events_per_pod(store, len(tracker.bound)))
+        print(
+            f"log: {result['events_per_bound_pod']} events per bound pod "
+            f"({result['guard_events_per_bound_pod']} of them guard messages); "
+            f"{result['guard_retries']} PreBind retries after a guard conflict, "
+            f"{result['sagas_compensated']} sagas compensated"
+        )
         return result
     finally:
         await tracker.stop()
@@ -283,6 +290,29 @@ async def run(
         await bench.stop_all()
         await store.close()
         server.stop()
+
+
+async def _events_per_pod(store: EventStore, bound: int) -> dict[str, float]:
+    """What the run wrote to the log per bound pod (set-up included), how much of it guards, and
+    what conflicts cost: PreBind appends retried after a guard conflict (attempt > 0 in the take's
+    message id), sagas compensated."""
+    total = guards = retried = compensated = 0
+    async for records in store.read_raw(None, 1):
+        total += len(records)
+        for r in records:
+            if ".ev.Guard." in r.subject:
+                guards += 1
+                msg_id = (r.header("Nats-Msg-Id") or "").split("#g")[0]
+                retried += msg_id.startswith("saga:") and not msg_id.endswith(":0")
+            elif r.header("Draflow-Type") == "SagaCompensated":
+                compensated += 1
+    per = max(bound, 1)
+    return {
+        "events_per_bound_pod": round(total / per, 2),
+        "guard_events_per_bound_pod": round(guards / per, 2),
+        "guard_retries": retried,
+        "sagas_compensated": compensated,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,9 @@
 """Every event type draflow writes, in one place: the tagged union the codec decodes the log with.
 
-A reader finds every event here. Adding an event type = defining it in its module (``draflow.events.dra``,
-``draflow.events.node``, ``draflow.events.saga``, ``draflow.events.objects``) and listing it below; nothing
-registers itself on import. ``AnyEvent`` is the msgspec tagged union (``data.type`` picks the class).
+A reader finds every event here. Adding an event type = defining it in its module
+(``draflow.events.dra``, ``draflow.events.guard``, ``draflow.events.node``, ``draflow.events.saga``,
+``draflow.events.objects``) and listing it below; nothing registers itself on import.
+``AnyEvent`` is the msgspec tagged union (``data.type`` picks the class).
 
 :func:`register_events` adds event types that are not draflow's own (tests, benchmarks, an
 out-of-tree extension): an explicit call, checked for clashing type names.
@@ -27,6 +28,7 @@ from draflow.events.dra import (
     PodUnschedulable,
 )
 from draflow.events.envelope import Event
+from draflow.events.guard import GuardReleased, GuardTaken
 from draflow.events.node import (
     LeaseRenewed,
     NodeHeartbeatLost,
@@ -91,6 +93,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     NodeTainted,
     NodeUntainted,
     PodDisruptionTargeted,
+    # guard facts: decisions serialised on a guarded resource (draflow.events.guard)
+    GuardTaken,
+    GuardReleased,
     # saga state (draflow.events.saga)
     SagaStarted,
     SagaStepStarted,

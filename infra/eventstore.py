@@ -51,6 +51,7 @@ from draflow.infra.errors import (
     StreamMissing,
     StreamReset,
 )
+from draflow.infra.guard import Guard, GuardConflict
 from draflow.infra.nats_client import DraflowClient, RawInbox, connect
 from draflow.infra.publisher import (
     ERR_BATCH_DUPLICATE_MSG_ID,
@@ -75,6 +76,8 @@ __all__ = [
     "ConcurrencyError",
     "EventStore",
     "EventStoreError",
+    "Guard",
+    "GuardConflict",
     "Loaded",
     "RawRecord",
     "StoreUnavailable",
@@ -114,6 +117,16 @@ class AppendRequest(NamedTuple):
     msg_id: str | None = None
     correlation_id: str = ""
     causation_id: str = ""
+
+
+def _check_guards(subject: str, guards: Sequence[Guard], prefix: str) -> None:
+    seen = {subject}
+    for g in guards:
+        if not g.subject.startswith(prefix):
+            raise ValueError(f"{g.subject}: not an event subject of this stream ({prefix}...)")
+        if g.subject in seen:  # JetStream checks an expectation only on a subject's first message
+            raise ValueError(f"{subject}: guard subject {g.subject} twice in one append")
+        seen.add(g.subject)
 
 
 def _kind_of(subject: str) -> str:
@@ -308,6 +321,7 @@ class EventStore:
         wait_s: float = 5.0,
         actor: str | None = None,
         links: Sequence[str] = (),
+        guards: Sequence[Guard] = (),
     ) -> tuple[int, ...]:
         """Append ``events`` to ``subject`` atomically; returns their stream sequences.
 
@@ -316,29 +330,39 @@ class EventStore:
         append a no-op (events get ``msg_id`` or ``msg_id#i``). ``cause``: the event that led to this
         append (sets causation and correlation). ``actor``: whose decision it is when not this
         process's (the apiserver appending a kubelet's facts once NodeRestriction admitted them).
-        ``links``: traceparents of spans in other traces the append span links to.
+        ``links``: traceparents of spans in other traces the append span links to. ``guards``:
+        guard messages (:mod:`draflow.infra.guard`) appended in the same atomic batch, after the
+        events; one whose guard subject moved refuses the whole batch with ``GuardConflict``.
         """
         evs: Sequence[Event] = (events,) if isinstance(events, Event) else events
         if not evs:
             raise ValueError(f"{subject}: nothing to append")
         if not subject.startswith(self._events_prefix):
             raise ValueError(f"{subject}: not an event subject of this stream ({self._events_prefix}...)")
-        if len(evs) > MAX_BATCH_EVENTS:
+        if len(evs) + len(guards) > MAX_BATCH_EVENTS:
             raise ValueError(f"{subject}: at most {MAX_BATCH_EVENTS} events per append")
+        _check_guards(subject, guards, self._events_prefix)
         base = msg_id or new_id()
         corr = correlation_id if correlation_id is not None else (cause.correlation_id if cause else "")
         caus = causation_id if causation_id is not None else (cause.id if cause else "")
         attrs = _span_attributes(subject, base, evs) if tracing.enabled() else {}
         with tracing.producer_span(f"append {_kind_of(subject)}", attrs, links) as traceparent:
             msgs = self._build(subject, evs, base, expected_last_seq, corr, caus, traceparent, actor)
+            for i, g in enumerate(guards):  # ids: the append's id and the guard's position
+                msgs += self._build(
+                    g.subject, (g.event,), f"{base}#g{i}", g.expected_last_seq, corr, caus, traceparent, actor
+                )
+            checks = [(subject, expected_last_seq, 0)] + [
+                (g.subject, g.expected_last_seq, len(evs) + i) for i, g in enumerate(guards)
+            ]
             try:
-                return await self._publish(subject, msgs, expected_last_seq, wait_s)
+                return await self._publish(msgs, len(evs), checks, wait_s)
             except StoreUnavailable:
                 pass
             # Retry with the very same ids: de-duplication and conflict resolution make it safe.
             async for attempt in transient_retry(max_delay_s=max(wait_s * 6, 30.0)):
                 with attempt:
-                    return await self._publish(subject, msgs, expected_last_seq, wait_s)
+                    return await self._publish(msgs, len(evs), checks, wait_s)
         raise AssertionError("unreachable")
 
     async def append_many(
@@ -386,7 +410,7 @@ class EventStore:
                 continue
             attrs = _span_attributes(r.subject, ids[i], r.events) if traced else {}
             with tracing.producer_span(f"append {_kind_of(r.subject)}", attrs) as traceparent:
-                ((payload, hdrs),) = self._build(
+                ((_, payload, hdrs),) = self._build(
                     r.subject,
                     r.events,
                     ids[i],
@@ -443,8 +467,8 @@ class EventStore:
         caus: str,
         traceparent: str,
         actor: str | None = None,
-    ) -> list[tuple[bytes, dict[str, str]]]:
-        out: list[tuple[bytes, dict[str, str]]] = []
+    ) -> list[tuple[str, bytes, dict[str, str]]]:
+        out: list[tuple[str, bytes, dict[str, str]]] = []
         single = len(evs) == 1
         for i, ev in enumerate(evs):
             eid = base if single else f"{base}#{i}"
@@ -462,40 +486,60 @@ class EventStore:
                 hdrs[HDR_TRACEPARENT] = traceparent
             if i == 0 and expected is not None:
                 hdrs[HDR_EXPECTED_LAST_SUBJECT_SEQ] = str(expected)
-            out.append((encode(env), hdrs))
+            out.append((subject, encode(env), hdrs))
         return out
 
     async def _publish(
         self,
-        subject: str,
-        msgs: list[tuple[bytes, dict[str, str]]],
-        expected: int | None,
+        msgs: list[tuple[str, bytes, dict[str, str]]],
+        n_events: int,
+        checks: list[tuple[str, int | None, int]],
         wait_s: float,
     ) -> tuple[int, ...]:
+        """Publish one append (``msgs``: its events, then its guard messages) as one atomic batch.
+
+        ``checks``: (subject, expected last sequence, index of its message in ``msgs``)."""
+        subject = msgs[0][0]
         n = len(msgs)
         if n == 1:
-            payload, hdrs = msgs[0]
+            _, payload, hdrs = msgs[0]
             ack = await self._pub.request(subject, payload, hdrs, wait_s)
         else:
-            ack = await self._pub.publish_batch(subject, msgs, wait_s)
+            ack = await self._pub.publish_batch(msgs, wait_s)
         if ack.error is None:
-            return tuple(range(ack.seq - n + 1, ack.seq + 1))
+            first = ack.seq - n + 1
+            return tuple(range(first, first + n_events))
         err = ack.error
-        first_id = msgs[0][1][HDR_MSG_ID]
-        if err.err_code == ERR_WRONG_LAST_SEQUENCE and expected is not None:
-            # The server checks the expectation before de-duplication, so a retry of an append
-            # that did land reports a conflict: ours is then the message right after `expected`.
-            found = await self._reader.next_on_subject(subject, expected + 1)
-            if found is not None and found.header(HDR_MSG_ID) == first_id:
-                return tuple(range(found.seq, found.seq + n))
-            raise ConcurrencyError(subject, expected)
+        if err.err_code == ERR_WRONG_LAST_SEQUENCE and any(e is not None for _, e, _ in checks):
+            # The server checks expectations before de-duplication, so a retry of an append that
+            # did land reports a conflict: ours is then the message right after the expectation.
+            for subj, expected, index in checks:
+                if expected is None:
+                    continue
+                found = await self._reader.next_on_subject(subj, expected + 1)
+                if found is not None and found.header(HDR_MSG_ID) == msgs[index][2][HDR_MSG_ID]:
+                    first = found.seq - index
+                    return tuple(range(first, first + n_events))
+                break  # the first checked subject decides: all of a batch lands or none
+            await self._raise_conflict(checks)
         if err.err_code == ERR_BATCH_DUPLICATE_MSG_ID:
-            last = await self.last_record(subject)
-            if last is not None and last.header(HDR_MSG_ID) == msgs[-1][1][HDR_MSG_ID]:
-                return tuple(range(last.seq - n + 1, last.seq + 1))
+            last = await self.last_record(msgs[-1][0])
+            if last is not None and last.header(HDR_MSG_ID) == msgs[-1][2][HDR_MSG_ID]:
+                first = last.seq - n + 1
+                return tuple(range(first, first + n_events))
         if err.code == 503:
             raise StoreUnavailable(f"{subject}: JetStream unavailable: {err.description}")
         raise AppendError(subject, err.code, err.err_code, err.description)
+
+    async def _raise_conflict(self, checks: list[tuple[str, int | None, int]]) -> None:
+        """Which expectation failed: the append's own subject first (``ConcurrencyError``), else
+        the guard subjects that moved (``GuardConflict``); told by reading, never by error text."""
+        subject, expected, _ = checks[0]
+        guards = [(s, e) for s, e, _ in checks[1:] if e is not None]
+        if expected is not None and (not guards or await self.last_seq(subject) != expected):
+            raise ConcurrencyError(subject, expected)
+        moved = [(s, e) for s, e in guards if await self.last_seq(s) != e]
+        raise GuardConflict(subject, moved or guards)
 
     # ---- reads ------------------------------------------------------------------------------------
 

@@ -68,21 +68,20 @@ class Publisher:
         self.nc = nc
         self._inbox = inbox
 
-    async def publish_batch(
-        self, subject: str, msgs: list[tuple[bytes, dict[str, str]]], wait_s: float
-    ) -> PubAck:
+    async def publish_batch(self, msgs: list[tuple[str, bytes, dict[str, str]]], wait_s: float) -> PubAck:
+        """One atomic batch; each message on its own subject (an append's events and its guards)."""
         batch_id = new_batch_id()
         n = len(msgs)
         first_reply, first_token, first_fut = self._inbox.future()
         try:
-            for i, (payload, hdrs) in enumerate(msgs[:-1]):
+            for i, (subject, payload, hdrs) in enumerate(msgs[:-1]):
                 h = {**hdrs, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(i + 1)}
                 await self.send(subject, payload, h, first_reply if i == 0 else "")
-            payload, hdrs = msgs[-1]
+            subject, payload, hdrs = msgs[-1]
             h = {**hdrs, "Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(n), "Nats-Batch-Commit": "1"}
             ack = await self.request(subject, payload, h, wait_s)
             if ack.error is not None and first_fut.done():
-                first = self.parse_ack(subject, *first_fut.result())
+                first = self.parse_ack(msgs[0][0], *first_fut.result())
                 if first.error is not None:  # the start was refused: that is the real reason
                     return first
             return ack

@@ -290,6 +290,10 @@ class ObjectIndex:
         keys = sorted(k for k in objs if namespace is None or k[0] == namespace)
         return [objs[k] for k in keys]
 
+    def values(self, kind: str) -> Iterator[ApiStruct]:
+        """Objects of a kind in no particular order (cheaper than ``items`` for a scan)."""
+        return iter(list(self._objects.get(kind, {}).values()))
+
     def kinds(self) -> Iterator[str]:
         return iter(list(self._objects))
 

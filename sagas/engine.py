@@ -47,6 +47,7 @@ from draflow.events.subjects import aggregate_subject
 from draflow.infra import metrics, tracing
 from draflow.infra.errors import ConcurrencyError, TransientError
 from draflow.infra.eventstore import EventStore
+from draflow.infra.guard import Guard
 from draflow.infra.retry import transient_retry
 from draflow.sagas.state import SagaState, SagaStatus, apply, decide
 
@@ -126,14 +127,17 @@ class StepContext(Generic[In, Deps]):
         *,
         expected_last_seq: int | None,
         suffix: str = "",
+        guards: Sequence[Guard] = (),
     ) -> tuple[int, ...]:
-        """Append on behalf of the saga: deterministic msg id, correlation = the saga id."""
+        """Append on behalf of the saga: deterministic msg id, correlation = the saga id
+        (``guards``: guard messages in the same atomic batch, :mod:`draflow.infra.guard`)."""
         return await self.store.append(
             subject,
             events,
             expected_last_seq=expected_last_seq,
             msg_id=self.msg_id(suffix),
             correlation_id=self.saga_id,
+            guards=guards,
         )
 
 

@@ -74,13 +74,13 @@ STATIC_ROLES: tuple[Role, ...] = (
     Role(
         "scheduler",
         "binds pods, allocates and reserves claims (scheduling sagas)",
-        appends=("Pod", "ResourceClaim", "ClassicResourceClaim", "NumericLedger", "Saga"),
+        appends=("Pod", "ResourceClaim", "ClassicResourceClaim", "NumericLedger", "Saga", "Guard"),
         dead_letters=True,
     ),
     Role(
         "claim-controller",
         "claims from templates, reservations released, claims deallocated",
-        appends=("Pod", "ResourceClaim", "ClassicResourceClaim", "Saga"),
+        appends=("Pod", "ResourceClaim", "ClassicResourceClaim", "Saga", "Guard"),
         dead_letters=True,
     ),
     Role(

@@ -26,10 +26,11 @@ from draflow.events.dra import PodResourcesPrepared
 from draflow.events.saga import TERMINAL_SAGA_EVENTS
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
+from draflow.infra.guard import guard_subject, held
 from draflow.projections.objects import fold
 from draflow.services.runtime.controller import Runtime
 from tests.helpers import wait_for
-from tests.processes import ROOT, Proc, node_services, stop_cleanly
+from tests.processes import ROOT, Proc, draflow, node_services, stop_cleanly
 from tests.shells import manifests, start_runtime
 
 pytestmark = pytest.mark.kep5004
@@ -206,3 +207,58 @@ async def _load(events: EventStore, kind: str, ns: str, name: str) -> Any:
         events.subject(kind, ns, name), lambda s, env: fold(s, env.type, env.data, env.seq), None
     )
     return loaded.state
+
+
+TEMPLATE_PODS = ROOT / "examples" / "debugging" / "twelve-pods.yaml"
+
+
+async def test_two_schedulers_deciding_different_pods_never_share_a_device(
+    race_cluster: tuple[Runtime, EventStore, list[Proc]], settings: Settings
+) -> None:
+    """The README's first race: twelve pods, each with its own claim from a template, decided by
+    both instances at once. Each instance may pick the same free device for *different* claims;
+    the device guards let one allocation land. Every pod runs on a device of its own, each
+    device's guard is held by exactly the claim allocated it, and ``draflow check`` holds."""
+    probe, events, schedulers = race_cluster
+    text = TEMPLATE_PODS.read_text()
+    for n in range(ROUNDS):
+        ns = f"race-{n}"
+        for p in schedulers:
+            p.proc.send_signal(signal.SIGSTOP)
+        docs = manifests(
+            text.replace("name: race}", f"name: {ns}}}").replace("namespace: race,", f"namespace: {ns},")
+        )
+        for result in await probe.api.apply(docs):
+            assert result.error is None, result.error
+
+        def claims(ns: str = ns) -> bool | list[str]:
+            names = [c.metadata.name for c in probe.items("ResourceClaim") if c.metadata.namespace == ns]
+            return len(names) == 12 or names
+
+        await wait_for(claims, 30, f"the claims of {ns}")
+        for p in schedulers:
+            p.proc.send_signal(signal.SIGCONT)
+
+        def running(ns: str = ns) -> bool | list[str]:
+            pods = [p for p in probe.items("Pod") if p.metadata.namespace == ns]
+            waiting = [p.metadata.name for p in pods if p.status.phase != "Running"]
+            return (len(pods) == 12 and not waiting) or waiting
+
+        await wait_for(running, 90, f"the pods of {ns} Running")
+    owners: dict[str, str] = {}  # guard subject -> the claim uid allocated that device
+    for claim in probe.items("ResourceClaim"):
+        if not claim.metadata.namespace.startswith("race-") or claim.metadata.namespace.startswith(NS):
+            continue
+        alloc = await _load(events, "ResourceClaim", claim.metadata.namespace, claim.metadata.name)
+        assert isinstance(alloc, ResourceClaim) and alloc.status.allocation is not None, claim.metadata.name
+        for r in alloc.status.allocation.devices.results:
+            subject = guard_subject(settings.root, "device", f"{r.driver}/{r.pool}/{r.device}")
+            assert subject not in owners, (
+                f"{r.device} given to {owners.get(subject)} and {alloc.metadata.uid}"
+            )
+            owners[subject] = alloc.metadata.uid
+    assert len(owners) == 12 * ROUNDS
+    for subject, uid in owners.items():
+        assert set(held(await events.events(subject))) == {uid}, subject
+    done = await asyncio.to_thread(draflow, settings, "check")
+    assert done.returncode == 0 and "ok        device-once" in done.stdout, done.stdout + done.stderr

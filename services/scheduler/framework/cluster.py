@@ -102,6 +102,10 @@ class ClusterState:
     def pending_allocation(self, namespace: str, name: str) -> PendingAllocation | None:
         return self.assumed.claims.get((namespace, name))
 
+    def pool_slices(self, driver: str, pool: str) -> list[ResourceSlice]:
+        """The slices of one pool (the guards of an allocation need its counter sets)."""
+        return [self.slices[n] for n in sorted(self._pool_slices.get((driver, pool), ()))]
+
     def allocated_state(self) -> AllocatedState:
         return self.ledger.allocated_state()
 

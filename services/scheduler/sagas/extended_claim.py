@@ -37,6 +37,7 @@ from draflow.events.objects import object_applied, object_deleted
 from draflow.infra.errors import ConcurrencyError
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.extended.claim import claim_status
+from draflow.services.runtime.protocol import StatusError
 from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status, pod_without_claim_status
 from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
@@ -87,7 +88,12 @@ async def create_extended_claim(ctx: StepContext, rt: SchedulerHost, claim: Reso
         new = msgspec.structs.replace(claim, metadata=meta)
         # upstream creates it through the API server, whose quota admission may refuse it
         # (count/resourceclaims.resource.k8s.io); PreBind then fails and the pod backs off
-        refusal = await rt.admission_refusal(new)
+        try:
+            refusal = await rt.admission_refusal(new)
+        except StatusError as exc:
+            if exc.status.code != 409:
+                raise
+            continue  # the dry run found it created meanwhile (another instance): read it again
         if refusal:
             raise SchedulingConflict(refusal)
         try:

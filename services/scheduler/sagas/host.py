@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.envelope import Envelope, Event
+from draflow.infra.eventstore import EventStore
 from draflow.projections.objects import fold
 from draflow.services.scheduler.framework import Scheduler
 
@@ -35,6 +36,8 @@ class DecisionView(Protocol):
 
 class SchedulerHost(DecisionView, Protocol):
     """What the saga steps need from the scheduler service that runs them."""
+
+    store: EventStore  # guards: what was taken since a decision (``draflow.infra.guard``)
 
     async def load(self, kind: str, namespace: str, name: str) -> tuple[Any, int]: ...
     async def history(self, kind: str, namespace: str, name: str) -> list[Envelope[Event]]: ...

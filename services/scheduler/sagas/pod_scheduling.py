@@ -45,7 +45,7 @@ deterministic message id, so a re-run after a crash has no second effect.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -62,6 +62,7 @@ from draflow.events.dra import (
 from draflow.events.envelope import Envelope, Event
 from draflow.events.objects import finalizers_changed
 from draflow.infra.errors import ConcurrencyError
+from draflow.infra.guard import Guard, GuardConflict
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.extended.claim import is_extended_resource_claim
 from draflow.services.dra.numeric.plans import NumericClaimPlan
@@ -77,6 +78,12 @@ from draflow.services.scheduler.sagas.extended_claim import (
     release_extended_claim,
 )
 from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status
+from draflow.services.scheduler.sagas.guarded import (
+    GuardStamp,
+    accept_or_refuse,
+    claim_releases,
+    claim_takes,
+)
 from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
     DecisionView,
@@ -104,6 +111,8 @@ __all__ = [
 
 POD_SCHEDULING = "PodScheduling"
 
+Stamper = Callable[[AllocationResult], tuple[GuardStamp, ...]]
+
 
 class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str
@@ -111,6 +120,9 @@ class ClaimPlan(msgspec.Struct, frozen=True, kw_only=True):
     uid: str = ""
     allocation: AllocationResult | None = None  # None: already allocated, only reserve
     consumer: ResourceClaimConsumerReference
+    # the guards the allocation takes, at the versions the decision saw (:mod:`.guarded`);
+    # empty in sagas recorded before guards existed: those allocate unguarded, as they did
+    guards: tuple[GuardStamp, ...] = ()
 
 
 class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,7 +145,10 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
         return f"{self.namespace}/{self.name}"
 
     @classmethod
-    def of(cls, r: Reserved) -> PodSchedulingInput:
+    def of(cls, r: Reserved, stamp: Stamper | None = None) -> PodSchedulingInput:
+        """The decision as the saga's input; ``stamp`` gives each allocation's guards at the
+        versions the decision's snapshot had (the scheduler's; ``verify-replay`` compares
+        decisions without them)."""
         claims = tuple(
             ClaimPlan(
                 namespace=b.claim.namespace,
@@ -141,6 +156,7 @@ class PodSchedulingInput(msgspec.Struct, frozen=True, kw_only=True):
                 uid=b.claim.uid,
                 allocation=b.allocation,
                 consumer=b.consumer,
+                guards=stamp(b.allocation) if stamp is not None and b.allocation is not None else (),
             )
             for b in r.claims
         )
@@ -286,6 +302,7 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
     binding = PodSchedulingInput.binding(c)
     claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
     history: list[Envelope[Event]] | None = None
+    expected = {(g.scope, g.key): g.seen for g in c.guards}
     for attempt in range(MAX_CONFLICTS):
         if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
@@ -300,8 +317,10 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
         if new is claim:
             return
         events: list[Event] = []
+        guards: list[Guard] = []
         if c.allocation is not None and claim.status.allocation is None:
             events.append(ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid))
+            guards = claim_takes(rt, claim, expected)
         elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
             finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
             events.append(finalizers_changed("ResourceClaim", finalizers))
@@ -311,7 +330,12 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
             return  # everything the decision asks for is on the claim already
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
         try:
-            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
+            await ctx.append(
+                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
+            )
+        except GuardConflict as conflict:  # another decision took one of the devices meanwhile
+            await accept_or_refuse(rt, conflict, expected, f"{c.namespace}/{c.name}")
+            continue
         except ConcurrencyError:
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
             continue
@@ -358,8 +382,11 @@ async def _release_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
         if not events:
             return
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
+        guards = claim_releases(rt, claim) if isinstance(events[-1], ClaimDeallocated) else []
         try:
-            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
+            await ctx.append(
+                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
+            )
         except ConcurrencyError:
             continue
         rt.appended()

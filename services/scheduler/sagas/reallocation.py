@@ -32,6 +32,7 @@ from draflow.infra.errors import ConcurrencyError
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
+from draflow.services.scheduler.sagas.guarded import claim_releases
 from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
     SchedulerHost,
@@ -89,7 +90,13 @@ async def deallocate(ctx: StepContext[ReallocationInput, SchedulerHost]) -> dict
             events.append(ClaimReservationsReleased(uids=tuple(r.uid for r in claim.status.reserved_for)))
         events.append(ClaimDeallocated(reason="Reallocate"))
         try:
-            await ctx.append(subject, events, expected_last_seq=version, suffix=str(attempt))
+            await ctx.append(
+                subject,
+                events,
+                expected_last_seq=version,
+                suffix=str(attempt),
+                guards=claim_releases(rt, claim),
+            )
         except ConcurrencyError:
             continue
         rt.appended()

@@ -274,7 +274,7 @@ class SchedulerService:
         position = self.snapshot.position
         traceparent = self.snapshot.traceparent(pod.metadata.namespace, pod.metadata.name)
         if isinstance(result, Reserved):
-            plan = PodSchedulingInput.of(result)
+            plan = PodSchedulingInput.of(result, self.snapshot.stamp)
             saga_id = self._saga_id("ps", plan.uid or plan.name)
             self._spawn(self._saga(POD_SCHEDULING, saga_id, plan, position, traceparent), saga=True)
             return

@@ -25,9 +25,12 @@ from collections.abc import Callable
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import object_meta
+from draflow.events.api.resource_v1 import AllocationResult
 from draflow.events.codec import DecodeError, decode
+from draflow.events.guard import GUARD_KIND
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
+from draflow.infra.guard import guard_prefix
 from draflow.infra.snapshots import SnapshotPolicy
 from draflow.projections.objects import ObjectIndex, fold
 from draflow.projections.snapshot import OBJECTS
@@ -38,6 +41,7 @@ from draflow.services.runtime.tail import Tail
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 from draflow.services.scheduler.plugins.numeric.feed import NUMERIC_KINDS, NumericFeed
+from draflow.services.scheduler.sagas.guarded import GuardStamp, stamps
 
 __all__ = ["KINDS", "Snapshot"]
 
@@ -73,6 +77,11 @@ class Snapshot:
         self._traceparents: dict[tuple[str, str], str] = {}
         self.snapshot_position = 0  # the position of the snapshot this view started from (0: none)
         self.policy = SnapshotPolicy.from_env()  # its `load`: whether a start looks for a snapshot
+        self.guard_heads: dict[str, int] = {}  # guard subject -> its last sequence applied
+
+    def stamp(self, allocation: AllocationResult) -> tuple[GuardStamp, ...]:
+        """The guards ``allocation`` takes, at the versions this snapshot has applied."""
+        return stamps(self.core, allocation, self.guard_heads, self.store.root)
 
     def traceparent(self, namespace: str, name: str) -> str:
         return self._traceparents.get((namespace, name), "")
@@ -124,6 +133,7 @@ class Snapshot:
         self.index.adopt(index)
         self.position = self.snapshot_position = position
         self.index.settle(position)
+        await self._restore_guard_heads(position)
         order = {k: i for i, k in enumerate(_RESTORE_ORDER)}
         for kind in sorted(index.kinds(), key=lambda k: order.get(k, len(order))):
             for obj in index.items(kind):
@@ -137,6 +147,15 @@ class Snapshot:
                     self.core.observe(obj)
         self.numeric.restore_ledgers(index)
         return True
+
+    async def _restore_guard_heads(self, position: int) -> None:
+        """The guards' versions at ``position`` (a snapshot keeps objects, not guard subjects):
+        the last message of each guard subject, where it is at or before ``position``; the tail
+        brings the others, which moved after it."""
+        async for records in self.store.last_per_subject(f"{guard_prefix(self.store.root)}>"):
+            for rec in records:
+                if rec.seq <= position:
+                    self.guard_heads[rec.subject] = rec.seq
 
     async def stop(self) -> None:
         if self._tail is not None:
@@ -182,6 +201,9 @@ class Snapshot:
             if len(parts) != 3:
                 continue
             kind = parts[0]
+            if kind == GUARD_KIND:  # the guards' versions a decision expects (no decoding)
+                self.guard_heads[subject] = rec.seq
+                continue
             numeric = self.numeric.wants(kind)
             if kind not in KINDS and not numeric:
                 continue

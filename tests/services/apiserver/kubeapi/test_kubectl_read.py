@@ -178,7 +178,7 @@ async def test_aggregated_discovery(kube: Kube) -> None:
         "apidiscovery.k8s.io/v2",
     )
     resource_group = next(g for g in doc["items"] if g["metadata"]["name"] == "resource.k8s.io")
-    assert [v["version"] for v in resource_group["versions"]] == ["v1", "v1beta2", "v1beta1", "v1alpha3"]
+    assert [v["version"] for v in resource_group["versions"]] == ["v1", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2"]
     claims = next(r for r in resource_group["versions"][0]["resources"] if r["resource"] == "resourceclaims")
     assert claims["scope"] == "Namespaced" and claims["responseKind"]["kind"] == "ResourceClaim"
     assert claims["subresources"][0]["subresource"] == "status"

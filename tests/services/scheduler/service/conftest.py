@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import msgspec
@@ -15,6 +15,7 @@ from draflow.events.api.codec import encode_object
 from draflow.events.api.core_v1 import Pod, PodResourceClaimStatus
 from draflow.events.api.meta import ObjectMeta
 from draflow.events.api.resource_v1 import (
+    Device,
     DeviceRequest,
     ResourceClaim,
     ResourceClaimTemplate,
@@ -42,7 +43,7 @@ class Cluster:
         errors = [r.error for r in results if r.error is not None]
         assert not errors, errors
 
-    async def nodes(self, n: int, devices: int) -> None:
+    async def nodes(self, n: int, devices: int | Sequence[Device]) -> None:
         objs: list[ApiStruct] = [make_class("gpu")]
         template = ResourceClaimTemplate(
             metadata=ObjectMeta(name="gpu-template", namespace="default"),

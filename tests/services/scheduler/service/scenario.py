@@ -99,7 +99,7 @@ async def decide(svc: SchedulerService, pod: Pod) -> PodSchedulingInput:
     await svc.snapshot.wait_position(await svc.store.stream_last_seq())
     result = svc.core.schedule(pod)
     assert isinstance(result, Reserved), getattr(result, "message", result)
-    plan = PodSchedulingInput.of(result)
+    plan = PodSchedulingInput.of(result, svc.snapshot.stamp)
     assert [c.name for c in plan.claims] == PLAN_ORDER
     assert [c.allocation is not None for c in plan.claims] == [False, True, True]
     return plan
@@ -121,9 +121,10 @@ async def everything(cluster: Cluster) -> list[Envelope[Event]]:
 
 
 def writes(log: Sequence[Envelope[Event]], by: str) -> list[tuple[str, str]]:
-    """(object name, event type) of every non-saga event correlated with ``by``, in log order."""
+    """(object name, event type) of every non-saga event correlated with ``by``, in log order;
+    a guard message (``draflow.infra.guard``) as ("guard", its type)."""
     return [
-        (e.subject.rsplit(".", 1)[-1], e.type)
+        ("guard" if ".Guard." in e.subject else e.subject.rsplit(".", 1)[-1], e.type)
         for e in log
         if e.correlation_id == by and ".Saga." not in e.subject
     ]
@@ -179,8 +180,10 @@ FORWARD = [
     ("shared", "ClaimReserved"),
     ("joint", "ClaimAllocated"),
     ("joint", "ClaimReserved"),
+    ("guard", "GuardTaken"),  # joint's device, in the same atomic batch
     ("p-gpu", "ClaimAllocated"),
     ("p-gpu", "ClaimReserved"),
+    ("guard", "GuardTaken"),
 ]
 
 

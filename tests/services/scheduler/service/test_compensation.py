@@ -92,6 +92,7 @@ async def test_failed_bind_undoes_only_the_sagas_writes_in_reverse(
         # reverse claim order; `joint` stays allocated: q reserves it now
         ("p-gpu", "ClaimReservationsReleased"),
         ("p-gpu", "ClaimDeallocated"),
+        ("guard", "GuardReleased"),  # its device given back in the same batch
         ("joint", "ClaimReservationsReleased"),
         ("shared", "ClaimReservationsReleased"),
     ]
@@ -148,9 +149,11 @@ async def test_prebind_failing_midway_undoes_the_claims_it_wrote(
         ("shared", "ClaimReserved"),
         ("joint", "ClaimAllocated"),
         ("joint", "ClaimReserved"),
+        ("guard", "GuardTaken"),
         # p-gpu: nothing written, nothing undone; then the others in reverse
         ("joint", "ClaimReservationsReleased"),
         ("joint", "ClaimDeallocated"),
+        ("guard", "GuardReleased"),  # its device given back in the same batch
         ("shared", "ClaimReservationsReleased"),
     ]
     undone_between_failure_and_compensation(log, sid, "prebind")
@@ -205,6 +208,7 @@ async def test_release_reads_again_on_a_conflict_and_skips_a_replaced_claim(
         *FORWARD,
         ("p-gpu", "ClaimReservationsReleased"),
         ("p-gpu", "ClaimDeallocated"),
+        ("guard", "GuardReleased"),  # its device given back in the same batch
         ("shared", "ClaimReservationsReleased"),
     ]
     undone = [e for e in log if e.correlation_id == sid and e.subject.endswith(".p-gpu")][-2:]

@@ -22,7 +22,8 @@ import pytest
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.projections.objects import fold
-from draflow.sagas.engine import SagaStatus
+from draflow.sagas.engine import SagaState, SagaStatus
+from draflow.services.runtime.protocol import StatusError
 from draflow.services.scheduler.framework import Reserved, Unschedulable
 from draflow.services.scheduler.sagas.extended_claim import EXTENDED_CLAIM_CLEANUP, ExtendedClaimCleanupInput
 from draflow.services.scheduler.sagas.pod_scheduling import (
@@ -30,6 +31,7 @@ from draflow.services.scheduler.sagas.pod_scheduling import (
     PodSchedulingInput,
 )
 from draflow.services.scheduler.service import SchedulerService
+from tests.helpers import assert_eventually
 from tests.services.scheduler.service.conftest import Cluster, HeldBind
 from tests.services.scheduler.service.test_extended import _gpu_cluster, _gpu_pod
 
@@ -120,6 +122,47 @@ async def test_losing_saga_leaves_the_winners_special_claim_alone(cluster: Clust
     assert again.status is SagaStatus.COMPENSATED and again.version == lost.version
     after = await _assert_winner_intact(cluster, "p", winner, loser)
     assert after.metadata.resource_version == before.metadata.resource_version
+    await _stop(a, b)
+
+
+async def test_claim_created_by_the_other_instance_before_the_dry_run_is_a_lost_race(
+    cluster: Cluster,
+) -> None:
+    """The other instance creates the special claim between this saga's read and its admission
+    dry run: the dry run answers 409 AlreadyExists, which is the same lost race as finding the
+    claim on the read (compensate, naming the winner), not an error of the step."""
+    await _gpu_cluster(cluster)
+    await cluster.apply(_gpu_pod("p", 1))
+    a, b = await _instances(cluster)
+    plan_a = await _decide(a, cluster, "p")
+    plan_b = await _decide(b, cluster, "p")
+    assert plan_b.extended_claim is not None
+    name = plan_b.extended_claim.metadata.name
+    winner, loser = _sid(a, plan_a), _sid(b, plan_b)
+    dry_run = b.admission_refusal
+    won: list[SagaState] = []
+
+    async def racing(claim: ResourceClaim) -> str:
+        if not won:  # the winner's whole saga, seen by the apiserver, before the loser's dry run
+            won.append(await a.engine.start(POD_SCHEDULING, winner, plan_a))
+
+            async def seen() -> bool:
+                try:
+                    return (
+                        await cluster.api.get_object("ResourceClaim", name, namespace="default") is not None
+                    )
+                except StatusError:
+                    return False
+
+            await assert_eventually(seen, timeout_s=10)
+        return await dry_run(claim)
+
+    b.admission_refusal = racing  # type: ignore[method-assign]
+    lost = await b.engine.start(POD_SCHEDULING, loser, plan_b)
+    assert won[0].status is SagaStatus.COMPLETED, won
+    assert lost.status is SagaStatus.COMPENSATED, lost
+    assert f"created by another scheduling attempt (saga {winner})" in (lost.error or ""), lost.error
+    await _assert_winner_intact(cluster, "p", winner, loser)
     await _stop(a, b)
 
 

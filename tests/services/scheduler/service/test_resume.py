@@ -67,8 +67,10 @@ def _saga_event(kind: type[Event], step: str) -> Any:
 UNDONE = [
     ("p-gpu", "ClaimReservationsReleased"),
     ("p-gpu", "ClaimDeallocated"),
+    ("guard", "GuardReleased"),  # its device given back in the same batch
     ("joint", "ClaimReservationsReleased"),
     ("joint", "ClaimDeallocated"),
+    ("guard", "GuardReleased"),  # its device given back in the same batch
     ("shared", "ClaimReservationsReleased"),
 ]
 
