@@ -35,6 +35,7 @@ _PLUGIN_PREFIX = "gpu_plugin_node_"  # each kubelet's gpu.example.com plugin, it
 _CLASSIC_PLUGINS = (
     ("fpga_plugin_node_", "fpga.example.com/fabric=true", "fpga.example.com"),
     ("acme_plugin_node_", "gpu.acme.com/gpus=", "gpu.acme.com"),
+    ("frob_plugin_node_", "frobnicator.example.com/frobnicators=", "frobnicator.example.com"),
 )
 _FIRST_KUBELET_SLOT = 11  # the Procfile's kubelets use metrics slots 11..
 _MAX_NODES = 99 - _FIRST_KUBELET_SLOT + 1

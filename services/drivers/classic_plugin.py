@@ -9,6 +9,10 @@ claim's classic allocation (its ``status.attributes``, the resource handle the d
 wrote, and where it is available) from its own view of the log — as the structured plugins read
 ``status.allocation``. The Node's labels (for ``availableOnNodes``) come from the log too.
 
+``--driver frobnicator.example.com`` (KEP-4381's numeric example driver) also streams its capacity
+to the kubelet (``FrobnicatorDriver``: draflow's rendering of the KEP's capacity call), which
+publishes it as the node's ``NodeResourceCapacity``.
+
 ``--driver fpga.example.com``: CDI ``fpga.example.com/fpga=<claim uid>``; ``--driver gpu.acme.com``:
 ``gpu.acme.com/gpu=<claim uid>`` (``fpga_example.node``, ``acme_gpu.node``). State:
 ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins/<driver>/checkpoint.json``; failure switches on the
@@ -30,12 +34,16 @@ from collections.abc import Callable, Sequence
 
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api import core_v1 as c1
+from draflow.events.api.numeric_v1alpha2 import NodeResourceInstance
 from draflow.services.dra.classic import claims as cl
 from draflow.services.dra.kubeletplugin import PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers.acme_gpu.node import AcmeGpuNodePlugin
 from draflow.services.drivers.classic_node import ClassicNodePlugin
 from draflow.services.drivers.fpga_example.node import FpgaNodePlugin
+from draflow.services.drivers.frobnicator import CAPACITY_LABEL as FROB_LABEL
+from draflow.services.drivers.frobnicator import DRIVER_NAME as FROB_DRIVER
+from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
 from draflow.services.drivers.kubeletplugin.host import (
     PluginContext,
     add_plugin_args,
@@ -43,7 +51,7 @@ from draflow.services.drivers.kubeletplugin.host import (
     run_plugin,
 )
 
-__all__ = ["DRIVERS", "KINDS", "ClassicDriver", "classic_claim", "driver_for", "ready"]
+__all__ = ["DRIVERS", "KINDS", "ClassicDriver", "FrobnicatorDriver", "classic_claim", "driver_for", "ready"]
 
 KINDS = frozenset({cv.CLAIM_KIND, "Node"})
 
@@ -66,11 +74,26 @@ def _acme(ctx: PluginContext) -> ClassicNodePlugin:
     )
 
 
+def _frob(ctx: PluginContext) -> ClassicNodePlugin:
+    return FrobnicatorNodePlugin(
+        node_name=ctx.node,
+        node_labels={},
+        frobnicators=0,  # until the plugin's view has the Node (FrobnicatorDriver.refresh)
+        cdi_root=ctx.cdi_root,
+        state_dir=ctx.plugins_dir / FROB_DRIVER,
+    )
+
+
 DRIVERS: dict[str, Callable[[PluginContext], ClassicNodePlugin]] = {
     "fpga.example.com": _fpga,
     "gpu.acme.com": _acme,
+    FROB_DRIVER: _frob,
 }
-PROCESS_NAMES = {"fpga.example.com": "fpga-plugin", "gpu.acme.com": "acme-gpu-plugin"}
+PROCESS_NAMES = {
+    "fpga.example.com": "fpga-plugin",
+    "gpu.acme.com": "acme-gpu-plugin",
+    FROB_DRIVER: "frobnicator-plugin",
+}
 
 
 def classic_claim(ctx: PluginContext, ref: ClaimRef) -> cv.ResourceClaim | None:
@@ -111,11 +134,40 @@ class ClassicDriver:
         return self.plugin.node_unprepare_resources(claims)
 
 
+class FrobnicatorDriver(ClassicDriver):
+    """frobnicator.example.com: its "hardware" is the Node's ``frobnicator.example.com/frobnicators``
+    label (the demo's), less the failure switch ``capacity_lost`` (frobnicators that broke). It
+    reports that as capacity (the stream the kubelet publishes) and double-checks every prepare
+    against it."""
+
+    def refresh(self) -> None:
+        node = self.ctx.rt.get("Node", "", self.ctx.node)
+        labels = node.metadata.labels if isinstance(node, c1.Node) else {}
+        try:
+            have = int(labels.get(FROB_LABEL, "0") or 0)
+        except ValueError:
+            have = 0
+        plugin = self.plugin
+        assert isinstance(plugin, FrobnicatorNodePlugin)
+        plugin.set_frobnicators(max(0, have - self.ctx.failures.capacity_lost))
+
+    def capacity(self) -> tuple[NodeResourceInstance, ...]:
+        self.refresh()
+        plugin = self.plugin
+        assert isinstance(plugin, FrobnicatorNodePlugin)
+        return plugin.capacity()
+
+    def node_prepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        self.refresh()
+        return super().node_prepare_resources(claims)
+
+
 def driver_for(name: str) -> Callable[[PluginContext], ClassicDriver]:
     make = DRIVERS[name]
+    wrapper = FrobnicatorDriver if name == FROB_DRIVER else ClassicDriver
 
     def build(ctx: PluginContext) -> ClassicDriver:
-        return ClassicDriver(ctx, make(ctx))
+        return wrapper(ctx, make(ctx))
 
     return build
 

@@ -2,10 +2,13 @@
 
 DRA drivers' node plugins are their own processes (``python -m
 draflow.services.drivers.gpu_example.node --node NAME``, ``...nvidia_sim.node``, the classic
-drivers' ``...classic_plugin --driver fpga.example.com|gpu.acme.com``, or any plugin built from
-Kubernetes' protos): the kubelet watches ``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry``
-for their registration sockets and calls their DRA node service (v1 or v1beta1) over gRPC, each
-call with a deadline of ``--plugin-call-timeout`` seconds (``draflow.services.kubelet.plugins``).
+drivers' ``...classic_plugin --driver fpga.example.com|gpu.acme.com|frobnicator.example.com``, or any
+plugin built from Kubernetes' protos): the kubelet watches
+``$DRAFLOW_DATA_DIR/kubelet/<node>/plugins_registry`` for their registration sockets and calls their
+DRA node service (v1 or v1beta1) over gRPC, each call with a deadline of ``--plugin-call-timeout``
+seconds (``draflow.services.kubelet.plugins``). It follows the device health and the numeric
+capacity (KEP-4381, draflow's capacity stream) of the plugins that stream them, and publishes the
+capacity as the node's ``NodeResourceCapacity`` objects.
 ``--gpus N`` labels the Node ``gpu.example.com/gpus=<N>``, which tells the driver's control-plane
 process (``python -m draflow.services.drivers.gpu_example``) how many GPUs to publish for it; the
 node's gpu.example.com plugin must be started with the same ``--gpus``.
@@ -51,6 +54,7 @@ from draflow.services.kubelet.devicehealth import HealthCache
 from draflow.services.kubelet.heartbeat import NodeHeartbeat
 from draflow.services.kubelet.lease import DEFAULT_LEASE_DURATION_S
 from draflow.services.kubelet.node import DEFAULT_CAPACITY
+from draflow.services.kubelet.plugins.capacity import CapacityWatcher
 from draflow.services.kubelet.plugins.client import DEFAULT_TIMEOUT_S
 from draflow.services.kubelet.plugins.health import HealthWatcher
 from draflow.services.kubelet.plugins.registry import PluginRegistry
@@ -170,6 +174,7 @@ def build(
     device_plugin: dict[str, str] | None = None,
     plugins: PluginRegistry | None = None,
     health: HealthCache | None = None,
+    numeric: CapacityWatcher | None = None,
 ) -> KubeletService:
     state_dir = ctx.settings.service_dir(f"kubelet-{node}")
     labels: dict[str, str] = dict(extra_labels or {})
@@ -177,15 +182,9 @@ def build(
         labels[GPUS_LABEL] = str(gpus)
     registry = plugins if plugins is not None else PluginRegistry()
     # Pods with classic (KEP-3063) claims: their drivers' plugins (fpga.example.com, gpu.acme.com,
-    # processes of their own: draflow.services.drivers.classic_plugin) are registered like any other;
-    # frobnicator.example.com (KEP-4381, numeric capacity) still runs inside the kubelet
-    classic = ClassicKubelet(
-        node,
-        registry,
-        node_labels=labels,
-        cdi_root=ctx.settings.data_dir / "cdi" / node,
-        state_dir=state_dir / "classic",
-    )
+    # and frobnicator.example.com: processes of their own, draflow.services.drivers.classic_plugin)
+    # are registered like any other
+    classic = ClassicKubelet(node, registry, state_dir=state_dir / "classic")
     devices = None
     if device_plugin:
         counts = device_counts(device_plugin)
@@ -200,6 +199,7 @@ def build(
         capacity={**DEFAULT_CAPACITY, **(device_plugin or {})},
         devices=devices,
         health=health,
+        numeric=numeric,
     )
 
 
@@ -238,10 +238,13 @@ def main_for(
         health = HealthCache()
         # the device health streams (on_change: the kubelet's, once it exists: its pods show it)
         streams = HealthWatcher(registry, health, on_change=rt.kick)
+        # KEP-4381: the numeric capacity streams (a new report wakes a pass, which publishes it)
+        numeric = CapacityWatcher(registry, on_change=rt.kick)
 
         def plugins_changed() -> None:
             rt.kick()  # pods waiting for their driver are tried again at once
             streams.reconcile()  # a health stream for every driver's serving instance
+            numeric.reconcile()  # and a capacity stream, where the plugin serves one
 
         watcher = RegistrationWatcher(
             registry_dir(ctx.settings.data_dir, node),
@@ -250,7 +253,7 @@ def main_for(
             on_change=plugins_changed,
         )
         try:
-            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, registry, health)
+            kubelet = build(rt, ctx, node, gpus, labels, device_plugin, registry, health, numeric)
             streams.on_change = kubelet.health_changed
             # plugins that registered while we were down register again (their sockets are still
             # there); the claims of vanished pods are unprepared once their drivers answer
@@ -284,6 +287,7 @@ def main_for(
             await rt.run(ctx.stop, kubelet.sync, resync_s=2.0)
         finally:
             await streams.close()
+            await numeric.close()
             for task in (heartbeat, watching, releasing):
                 if task is not None:
                     task.cancel()

@@ -16,9 +16,8 @@ DRA plugin and called over the same DRA v1 gRPC service.
   the claims' ``reservedFor`` (appended at the claim's version; a conflict is retried on the next
   pass).
 
-The exception is KEP-4381's numeric example driver, ``frobnicator.example.com``: on a node
-labelled with its capacity its node plugin still runs in the kubelet (``local``), because the
-capacity it reports (the node's ``NodeResourceCapacity``, ``publish_capacity``) has no gRPC API.
+KEP-4381's numeric example driver, ``frobnicator.example.com``, is one of them too (its capacity
+reaches the kubelet over its own stream: ``plugins.capacity``).
 
 A call that fails as a whole (the plugin is gone, restarting, or timed out: ``PluginError``) is an
 error of that pass; the Pod is tried again later. Both calls are idempotent on the plugin's side
@@ -50,13 +49,9 @@ from draflow.services.dra.classic import claims as cl
 from draflow.services.dra.classic.podclaims import pod_claim_refs
 from draflow.services.dra.kubeletplugin import PluginError, PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
-from draflow.services.drivers.classic_node import ClassicNodePlugin, read_json, write_json
-from draflow.services.drivers.frobnicator import CAPACITY_LABEL as FROB_LABEL
-from draflow.services.drivers.frobnicator import DRIVER_NAME as FROB_DRIVER
-from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
+from draflow.services.drivers.classic_node import read_json, write_json
 from draflow.services.kubelet.admission import Admit, Reject
 from draflow.services.kubelet.classic_admission import admit_on_node, container_devices, prepare_batches
-from draflow.services.kubelet.numeric_capacity import publish_capacity
 from draflow.services.kubelet.prepare import Outcome
 from draflow.services.runtime.controller import Runtime
 
@@ -79,28 +74,12 @@ class ClassicKubelet:
         node_name: str,
         plugins: Mapping[str, Any],
         *,
-        node_labels: Mapping[str, str] | None = None,
-        cdi_root: Path | None = None,
         state_dir: Path | None = None,
     ) -> None:
         """``plugins``: driver name -> the plugin to call (the kubelet's ``PluginRegistry``: the
-        registered instance's gRPC client; or a ``DRAPlugin`` object called in-process);
-        ``node_labels`` and ``cdi_root``: for the in-kubelet frobnicator plugin."""
-        node_labels = node_labels or {}
+        registered instance's gRPC client; or a ``DRAPlugin`` object called in-process)."""
         self.node_name = node_name
         self.plugins = plugins
-        # KEP-4381's numeric example driver still runs inside the kubelet: its node plugin's
-        # capacity() (the NodeResourceCapacity the kubelet publishes) has no gRPC API to cross
-        # the process boundary with
-        self.local: dict[str, ClassicNodePlugin] = {}
-        if node_labels.get(FROB_LABEL):
-            frob = FrobnicatorNodePlugin(
-                node_name=node_name,
-                node_labels=node_labels,
-                cdi_root=cdi_root,
-                state_dir=state_dir / FROB_DRIVER if state_dir is not None else None,
-            )
-            self.local[frob.driver_name] = frob
         self._checkpoint = state_dir / PODS_CHECKPOINT if state_dir is not None else None
         saved: dict[str, ClassicPodState] = (
             read_json(self._checkpoint, dict[str, ClassicPodState], {}) if self._checkpoint else {}
@@ -117,10 +96,6 @@ class ClassicKubelet:
             for uid in sorted(self._prepared)
         }
         write_json(self._checkpoint, state)
-
-    async def publish_capacity(self, rt: Runtime) -> None:
-        """KEP-4381: the node plugins' reported capacity as this node's NodeResourceCapacity."""
-        await publish_capacity(rt, self.node_name, {**self.plugins, **self.local})
 
     @staticmethod
     def handles(pod: c1.Pod) -> bool:
@@ -143,7 +118,7 @@ class ClassicKubelet:
         claims = self._claims(rt, pod.metadata.namespace)
         reasons = admit_on_node(pod, claims, node)
         for driver in prepare_batches(pod, claims):
-            if driver not in self.local and driver not in self.plugins:
+            if driver not in self.plugins:
                 reasons.append(f"DRA driver {driver} is not registered on node {self.node_name}")
         if reasons:
             return Reject("FailedPrepareDynamicResources", "; ".join(reasons))
@@ -151,7 +126,7 @@ class ClassicKubelet:
 
     async def _call(self, driver: str, rpc: str, refs: Sequence[ClaimRef]) -> Any:
         """One batched call to ``driver``'s plugin; ``PluginError`` when it is not there or failed."""
-        plugin = self.local.get(driver) or self.plugins.get(driver)
+        plugin = self.plugins.get(driver)
         if plugin is None:
             raise PluginError(f"DRA driver {driver} is not registered on node {self.node_name}")
         method = plugin.node_prepare_resources if rpc == "prepare" else plugin.node_unprepare_resources
@@ -165,8 +140,8 @@ class ClassicKubelet:
         results: dict[str, PrepareResult] = {}
         batches = prepare_batches(pod, claims)
         for driver, refs in sorted(batches.items()):
-            # an in-process node plugin (frobnicator, or one a test hands in) is handed the claims
-            observe = getattr(self.local.get(driver) or self.plugins.get(driver), "observe", None)
+            # an in-process node plugin (one a test hands in) is handed the claims
+            observe = getattr(self.plugins.get(driver), "observe", None)
             if observe is not None:
                 for claim in (claims.get(ref.name) for ref in refs):
                     if claim is not None:

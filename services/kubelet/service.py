@@ -62,6 +62,8 @@ from draflow.services.kubelet.devicehealth import (
 )
 from draflow.services.kubelet.manager import DRAManager
 from draflow.services.kubelet.node import is_ready, node_object, rfc3339, running_status
+from draflow.services.kubelet.numeric_capacity import publish as publish_capacity
+from draflow.services.kubelet.plugins.capacity import CapacityWatcher
 from draflow.services.kubelet.prepare import prepare_pod, unprepare_pod
 from draflow.services.kubelet.running import ContainerRunner
 from draflow.services.kubelet.sync import Step, next_step, vanished_pods
@@ -119,6 +121,7 @@ class KubeletService:
         devices: device_plugin.DeviceManager | None = None,
         crash_loop_backoff_s: float = BACKOFF_BASE_S,
         health: HealthCache | None = None,
+        numeric: CapacityWatcher | None = None,
     ) -> None:
         self.rt = rt
         rt.kinds = KINDS
@@ -149,6 +152,8 @@ class KubeletService:
         # the devices' health the plugins stream (plugins.health): shown in Running pods' statuses
         self.health = health
         self._health_changed = False
+        # KEP-4381: the capacity the plugins stream (plugins.capacity), published by the passes
+        self.numeric = numeric
 
     async def register(self, *, retry_s: float = 0.5, attempts: int = 40) -> None:
         """Create or refresh this node's Node object (its status is the kubelet's). An existing
@@ -228,10 +233,19 @@ class KubeletService:
                 )
                 await self.rt.append("Pod", pod.metadata.namespace, pod.metadata.name, [reported])
 
+    async def _publish_capacity(self) -> None:
+        """The capacity reports that changed since they were last written, as this node's
+        ``NodeResourceCapacity`` objects (one not written now is tried again next pass)."""
+        if self.numeric is None:
+            return
+        for driver in sorted(self.numeric.pending):
+            report = self.numeric.reports[driver]
+            if await publish_capacity(self.rt, self.node_name, driver, report):
+                self.numeric.published(driver, report)
+
     async def sync(self) -> None:
         await self._report_health()
-        if self.classic is not None:
-            await self.classic.publish_capacity(self.rt)
+        await self._publish_capacity()
         pods = self.rt.items("Pod")
         await self._unprepare_vanished(pods)
         for pod in pods:

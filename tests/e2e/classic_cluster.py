@@ -44,7 +44,11 @@ def classic_drivers(labels: str) -> list[str]:
     """The classic drivers whose plugin runs on a node with these ``--labels`` (as in the Procfile)."""
     return [
         d
-        for d, label in (("fpga.example.com", FABRIC), ("gpu.acme.com", "gpu.acme.com/gpus="))
+        for d, label in (
+            ("fpga.example.com", FABRIC),
+            ("gpu.acme.com", "gpu.acme.com/gpus="),
+            ("frobnicator.example.com", "frobnicator.example.com/frobnicators="),
+        )
         if label in labels
     ]
 

@@ -1,10 +1,11 @@
 """frobnicator.example.com's kubelet plugin: reports capacity, prepares numeric claims.
 
-* ``capacity()`` is the KEP's new kubelet <-> plugin call: the node's resource instances as
-  capacity types of a numeric model (here one ``counter.dra.config.k8s.io/v1alpha1 Capacity``
-  holding the node's frobnicators). ``generation`` moves with every change, so the kubelet
-  republishes its ``NodeResourceCapacity`` exactly when the plugin's answer changed (a stream of
-  updates); ``set_frobnicators`` is the hardware changing.
+* ``capacity()`` answers the KEP's kubelet <-> plugin capacity call: the node's resource instances
+  as capacity types of a numeric model (here one ``counter.dra.config.k8s.io/v1alpha1 Capacity``
+  holding the node's frobnicators). The plugin library streams it to the kubelet
+  (``kubeletplugin.capacity``), which publishes its ``NodeResourceCapacity``; ``set_frobnicators``
+  is the hardware changing (``generation`` moves with it). The plugin process is
+  ``classic_plugin --driver frobnicator.example.com`` (``FrobnicatorDriver``).
 * prepare double-checks what the scheduler allocated (KEP "NodeResourceCapacity"): the instance
   must still exist and hold this claim's count next to the claims already prepared on it;
   otherwise the claim is not prepared, the kubelet reports a Warning and the pod waits until

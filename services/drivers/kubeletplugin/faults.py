@@ -38,6 +38,8 @@ class FailureSwitches:
     fail_unprepare_calls: int = 0
     prepare_delay_s: float = 0.0  # each NodePrepareResources waits this long before it is handled
     unhealthy_devices: set[str] = field(default_factory=set)  # reported UNHEALTHY (device names)
+    # units of capacity gone from the demo hardware (frobnicator.example.com: frobnicators lost)
+    capacity_lost: int = 0
 
     def update(self, changes: dict[str, Any]) -> None:
         """Set the switches named in ``changes`` (lists for the sets); the others keep their value."""
@@ -50,7 +52,7 @@ class FailureSwitches:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     raise SwitchError(f"{name}: expected a list of claim or device names")
                 setattr(self, name, set(value))
-            elif isinstance(current, int) and not isinstance(current, bool) and name.startswith("fail_"):
+            elif type(current) is int:
                 if not isinstance(value, int) or value < 0:
                     raise SwitchError(f"{name}: expected a whole number >= 0")
                 setattr(self, name, value)

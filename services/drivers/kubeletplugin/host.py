@@ -137,6 +137,13 @@ def main_for(
         changed = asyncio.Event()
         rt.cache.listen(lambda *_: changed.set())
 
+        def node_changed(kind: str, *_: object) -> None:
+            # a driver whose capacity follows the Node (the frobnicator demo's label) looks again
+            if kind == "Node" and server is not None:
+                server.capacity_changed()
+
+        rt.cache.listen(node_changed)
+
         async def wait_for_claims(refs: Sequence[ClaimRef]) -> None:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + options.claim_wait_s

@@ -14,6 +14,8 @@ driver object (``draflow.services.dra.kubeletplugin.DRAPlugin``: ``driver_name``
 3. with a driver that lists its devices (``health_devices()``), also serves the device health
    service ``DRAResourceHealth`` on the DRA endpoint (``health``); ``health_changed()`` makes
    every open stream send again.
+4. with a driver that reports numeric capacity (``capacity()``, KEP-4381), also serves draflow's
+   ``NodeResourceCapacity/NodeListAndWatchResources`` stream on the DRA endpoint (``capacity``).
 
 ``instance`` names one of several plugins of the same driver (a rolling update: upstream's
 ``RollingUpdate(uid)``): its sockets become ``<driver>-<instance>-reg.sock`` and
@@ -40,6 +42,7 @@ from grpc import aio
 
 from draflow.services.dra.kubeletplugin import DRAPlugin, PluginError
 from draflow.services.dra.resourceclaim import ClaimRef
+from draflow.services.drivers.kubeletplugin.capacity import CapacityReporter, add_capacity_service
 from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
 from draflow.services.drivers.kubeletplugin.health import HealthReporter, add_health_service
 from draflow.services.runtime.kubeletapi import sockets, wire
@@ -79,6 +82,8 @@ class PluginServer:
         self.before_prepare = before_prepare
         devices = getattr(driver, "health_devices", None)
         self.health = HealthReporter(devices, self.failures) if callable(devices) else None
+        capacity = getattr(driver, "capacity", None)
+        self.capacity = CapacityReporter(capacity) if callable(capacity) else None
         self.registered = asyncio.Event()
         self.registration_error = ""
         self.calls: dict[str, int] = {"prepare": 0, "unprepare": 0}
@@ -127,9 +132,16 @@ class PluginServer:
         return server
 
     def health_changed(self) -> None:
-        """The failure switches changed: health streams send the devices' health again."""
+        """The failure switches changed: health and capacity streams look again."""
         if self.health is not None:
             self.health.changed()
+        if self.capacity is not None:
+            self.capacity.changed()
+
+    def capacity_changed(self) -> None:
+        """What the driver's capacity depends on changed: capacity streams ask it again."""
+        if self.capacity is not None:
+            self.capacity.changed()
 
     def _add_dra_services(self, server: aio.Server) -> None:
         for name in self.versions:
@@ -137,6 +149,8 @@ class PluginServer:
             version.grpc.add_DRAPluginServicer_to_server(_DRAService(self, version), server)
         if self.health is not None:
             add_health_service(server, self.health)
+        if self.capacity is not None:
+            add_capacity_service(server, self.capacity)
 
     def _add_registration(self, server: aio.Server) -> None:
         reg_grpc.add_RegistrationServicer_to_server(_RegistrationService(self), server)

@@ -23,6 +23,7 @@ PROTOS = (
     HERE / "dra" / "v1" / "api.proto",
     HERE / "dra" / "v1beta1" / "api.proto",
     HERE / "drahealth" / "v1alpha1" / "api.proto",
+    HERE / "dranumeric" / "v1alpha1" / "api.proto",
 )
 GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
 

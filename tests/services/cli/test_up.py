@@ -48,20 +48,26 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
     assert plugins == [f"gpu_plugin_node_{i}" for i in range(1, 7)]
     assert "gpu_plugin_node_1" not in dict(procfile(nodes=2, gpus=0))
     # the classic drivers' plugins where the demo's labels ask for them, also without GPUs
-    classic = [n for n in names if n.startswith(("fpga_plugin_node_", "acme_plugin_node_"))]
-    assert classic == [n for n in default if n.startswith(("fpga_plugin_node_", "acme_plugin_node_"))]
+    # (and frobnicator.example.com's, where a node is labelled with its frobnicators)
+    prefixes = ("fpga_plugin_node_", "acme_plugin_node_", "frob_plugin_node_")
+    classic = [n for n in names if n.startswith(prefixes)]
+    assert classic == [n for n in default if n.startswith(prefixes)]
     assert classic == [
         "fpga_plugin_node_1",
         "acme_plugin_node_1",
+        "frob_plugin_node_1",
         "fpga_plugin_node_2",
+        "frob_plugin_node_2",
         "acme_plugin_node_3",
         "acme_plugin_node_4",
     ]
+    frob = "--driver frobnicator.example.com --node node-2"
+    assert cmds["frob_plugin_node_2"] == f"exec python -m draflow.services.drivers.classic_plugin {frob}"
     assert cmds["acme_plugin_node_3"] == (
         "exec python -m draflow.services.drivers.classic_plugin --driver gpu.acme.com --node node-3"
     )
     assert "fpga_plugin_node_2" in dict(procfile(nodes=2, gpus=0))
-    plugin_prefixes = ("gpu_plugin_node_", "fpga_plugin_node_", "acme_plugin_node_")
+    plugin_prefixes = ("gpu_plugin_node_", *prefixes)
     assert [n for n, _ in procfile(nodes=0)] == [
         n for n in default if not n.startswith(("kubelet_node_", *plugin_prefixes))
     ]

@@ -1,6 +1,6 @@
 """The kubelet publishes its node's NodeResourceCapacity (KEP-4381) through its NodeRestriction
-API: from what the node plugin reports, rewritten only on change, deleted when nothing is left;
-another node's object is refused."""
+API: from what the node plugin reported (its capacity stream), rewritten only on change, deleted
+when nothing is left; another node's object is refused."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
-from draflow.services.kubelet.numeric_capacity import object_name, publish_capacity
+from draflow.services.kubelet.numeric_capacity import object_name, publish
 from draflow.services.runtime.controller import Runtime
 from draflow.services.runtime.protocol import StatusError
 
@@ -28,7 +28,7 @@ async def test_publish_update_delete_and_restriction(apiserver: ApiServer, setti
     await rt.start()
     try:
         plugin = FrobnicatorNodePlugin(node_name="node-1", node_labels={}, frobnicators=8)
-        await publish_capacity(rt, "node-1", {"frobnicator.example.com": plugin})
+        assert await publish(rt, "node-1", plugin.driver_name, plugin.capacity())
         obj = rt.get(nv.KIND, "", NAME)
         assert isinstance(obj, nv.NodeResourceCapacity)
         assert (obj.node_name, obj.driver_name, obj.instances[0].data) == (
@@ -44,14 +44,14 @@ async def test_publish_update_delete_and_restriction(apiserver: ApiServer, setti
         items, _ = await rt.api.list(nv.KIND, field_selector="nodeName=node-2")
         assert items == []
         version = rt.cache.index.version(nv.KIND, "", NAME)
-        await publish_capacity(rt, "node-1", {"frobnicator.example.com": plugin})
+        assert await publish(rt, "node-1", plugin.driver_name, plugin.capacity())
         assert rt.cache.index.version(nv.KIND, "", NAME) == version  # unchanged: nothing written
         plugin.set_frobnicators(2)
-        await publish_capacity(rt, "node-1", {"frobnicator.example.com": plugin})
+        assert await publish(rt, "node-1", plugin.driver_name, plugin.capacity())
         obj = rt.get(nv.KIND, "", NAME)
         assert isinstance(obj, nv.NodeResourceCapacity) and obj.instances[0].data == {"count": 2}
         plugin.set_frobnicators(0)
-        await publish_capacity(rt, "node-1", {"frobnicator.example.com": plugin})
+        assert await publish(rt, "node-1", plugin.driver_name, plugin.capacity())
         assert rt.get(nv.KIND, "", NAME) is None
         # node-1 may not publish node-2's capacity
         other = nv.NodeResourceCapacity(

@@ -80,3 +80,24 @@ def test_the_health_api_is_upstreams() -> None:
     ]
     response = health.NodeWatchResourcesResponse.DESCRIPTOR
     assert [(f.name, f.number) for f in response.fields] == [("devices", 1)]
+
+
+def test_the_capacity_api_is_draflows_rendering_of_the_kep() -> None:
+    """Not an upstream proto (KEP-4381's call was never released): draflow's own package, with the
+    KEP's NodeResourceInstance fields."""
+    from draflow.services.runtime.kubeletapi.dranumeric.v1alpha1 import api_pb2 as numeric
+
+    service = numeric.DESCRIPTOR.services_by_name["NodeResourceCapacity"]
+    assert service.full_name == "draflow.dranumeric.v1alpha1.NodeResourceCapacity"
+    (method,) = service.methods
+    assert method.name == "NodeListAndWatchResources"
+    assert method.server_streaming and not method.client_streaming
+    instance = numeric.NodeResourceInstance.DESCRIPTOR
+    assert [(f.name, f.number) for f in instance.fields] == [
+        ("id", 1),
+        ("api_version", 2),
+        ("kind", 3),
+        ("data", 4),
+    ]
+    response = numeric.NodeListAndWatchResourcesResponse.DESCRIPTOR
+    assert [(f.name, f.number) for f in response.fields] == [("instances", 1)]

@@ -4,6 +4,7 @@ capacity, deallocation, immediate claims, capacity shrink and template errors.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -24,9 +25,15 @@ from draflow.services.cli.describe import describe_object
 from draflow.services.cli.explain import collect, render
 from draflow.services.cli.verify import verify_records
 from draflow.services.dra.numeric import counter
+from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
+from draflow.services.drivers.kubeletplugin.server import PluginServer
 from draflow.services.kubelet.classic_host import ClassicKubelet
+from draflow.services.kubelet.plugins.capacity import CapacityWatcher
+from draflow.services.kubelet.plugins.registry import PluginRegistry
+from draflow.services.kubelet.plugins.watcher import RegistrationWatcher
 from draflow.services.kubelet.service import KubeletService
+from draflow.services.runtime.kubeletapi import sockets
 from draflow.services.scheduler.framework.config import SchedulerConfig
 from tests.builders import make_node
 from tests.builders.numeric import frob_parameters, kep_pod, node_capacity, numeric_claim, numeric_class
@@ -312,10 +319,33 @@ async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
         return bool((await pod(cluster, "p")).spec.node_name)
 
     await assert_eventually(bound, timeout_s=15)
-    plugin = FrobnicatorNodePlugin(node_name="node-1", node_labels={}, frobnicators=2)  # two were lost
-    classic = ClassicKubelet("node-1", {plugin.driver_name: plugin})
+    # the node's frobnicator plugin, served over real sockets: it reads the claims it is asked
+    # for from the API and streams its capacity; two frobnicators were lost
+    plugin = FrobnicatorNodePlugin(
+        node_name="node-1", node_labels={}, frobnicators=2, state_dir=settings.data_dir / "frob"
+    )
+
+    async def observe(refs: Sequence[ClaimRef]) -> None:
+        for ref in refs:
+            claim = await cluster.api.get_object(cv.CLAIM_KIND, ref.name, namespace=ref.namespace)
+            assert isinstance(claim, cv.ResourceClaim)
+            plugin.observe(claim)
+
+    server = PluginServer(
+        plugin,
+        registry_dir=sockets.registry_dir(settings.data_dir, "node-1"),
+        plugins_dir=sockets.plugins_dir(settings.data_dir, "node-1"),
+        before_prepare=observe,
+    )
+    registry = PluginRegistry()
+    numeric = CapacityWatcher(registry, lambda: None, retry_s=0.05, max_retry_s=0.2)
+    watcher = RegistrationWatcher(sockets.registry_dir(settings.data_dir, "node-1"), registry)
+    await server.start()
+    await watcher.scan()
+    numeric.reconcile()
 
     async def register(svc: KubeletService) -> None:
+        numeric.on_change = svc.rt.kick
         await svc.register()
 
     kubelet, _ = await run(
@@ -325,8 +355,9 @@ async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
             rt,
             "node-1",
             settings.data_dir / "kubelet-node-1",
-            {},
-            classic=classic,
+            registry,
+            classic=ClassicKubelet("node-1", registry),
+            numeric=numeric,
             retry_base_s=0.1,
             retry_max_s=0.3,
         ),
@@ -345,10 +376,18 @@ async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
         assert (
             "resource claim default/c: 3 frobnicators allocated but only 2 of 2 are left on node-1" in message
         )
-        capacity = await cluster.api.get_object(nv.KIND, "node-1-frobnicator.example.com")
-        assert isinstance(capacity, nv.NodeResourceCapacity) and capacity.instances[0].data == {"count": 2}
+
+        async def published(count: int) -> bool:
+            capacity = await cluster.api.get_object(nv.KIND, "node-1-frobnicator.example.com")
+            assert isinstance(capacity, nv.NodeResourceCapacity)
+            assert capacity.instances[0].data == {"count": count}
+            return True
+
+        await assert_eventually(lambda: published(2), timeout_s=15)  # from the plugin's stream
         assert (await pod(cluster, "p")).status.phase == "Pending"
-        plugin.set_frobnicators(4)  # back
+        plugin.set_frobnicators(4)  # back: the stream says so, the kubelet republishes
+        server.capacity_changed()
+        await assert_eventually(lambda: published(4), timeout_s=15)
 
         async def running() -> bool:
             return (await pod(cluster, "p")).status.phase == "Running"
@@ -356,6 +395,10 @@ async def test_a_pod_whose_capacity_vanished_waits_until_it_returns(
         await assert_eventually(running, timeout_s=15)
     finally:
         await kubelet.stop()
+        await numeric.close()
+        await server.stop(0.1)
+        for instance in registry.instances():
+            await instance.client.close()
 
 
 async def test_postfilter_reallocates_an_unused_claim_allocated_where_the_pod_cannot_run(

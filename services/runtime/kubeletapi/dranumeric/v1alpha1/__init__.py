@@ -1,0 +1,1 @@
+"""Generated from ``api.proto`` by ``draflow.services.runtime.kubeletapi.gen``."""
