@@ -202,6 +202,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             *("--node", NODE, "--gpus", str(gpus)),
             *("--pod-resources-qps", "1000000", "--pod-resources-burst", "1000000"),
         )
+        # the driver's kubelet plugin: its own process, as on a node (docs/kubelet-plugins.md)
+        await cluster.spawn(
+            "gpu_plugin", "draflow.services.drivers.gpu_example.node", *("--node", NODE, "--gpus", str(gpus))
+        )
         await _until(socket.exists, 120, "the kubelet's socket")
         t0 = time.monotonic()
         names = [f"pod-{i:03d}" for i in range(args.pods)]
