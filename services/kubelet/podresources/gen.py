@@ -14,32 +14,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from draflow.services.runtime.kubeletapi.gen import GENERATED, ROOT, compile_proto
+
 __all__ = ["GENERATED", "PROTO", "ROOT", "generate"]
 
-ROOT = Path(__file__).resolve().parents[3]
 PROTO = Path(__file__).resolve().parent / "v1" / "api.proto"
-GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
 
 
 def generate(out_root: Path = ROOT) -> list[Path]:
     """Compile ``PROTO`` into ``out_root`` (mirroring its package path); returns the files written."""
-    from grpc_tools import protoc  # a build/test tool, not a runtime dependency
-
-    relative = Path("draflow") / PROTO.relative_to(ROOT)  # draflow/services -> services
-    out_root.mkdir(parents=True, exist_ok=True)
-    code = protoc.main(
-        [
-            "grpc_tools.protoc",
-            f"-I{ROOT}",
-            f"--python_out={out_root}",
-            f"--pyi_out={out_root}",
-            f"--grpc_python_out={out_root}",
-            str(relative),
-        ]
-    )
-    if code != 0:
-        raise RuntimeError(f"protoc failed on {relative} (exit {code})")
-    return [out_root / relative.parent / name for name in GENERATED]
+    return compile_proto(PROTO, out_root)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-__all__ = ["GENERATED", "PROTOS", "ROOT", "generate"]
+__all__ = ["GENERATED", "PROTOS", "ROOT", "compile_proto", "generate"]
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -28,29 +28,32 @@ PROTOS = (
 GENERATED = ("api_pb2.py", "api_pb2.pyi", "api_pb2_grpc.py")
 
 
-def generate(out_root: Path = ROOT) -> list[Path]:
-    """Compile every proto of ``PROTOS`` into ``out_root`` (mirroring its package path); returns
-    the files written, in ``PROTOS`` order."""
+def compile_proto(proto: Path, out_root: Path = ROOT) -> list[Path]:
+    """Compile one of the project's ``.proto`` files into ``out_root`` (mirroring its package path,
+    under the ``draflow`` import root); returns the three files written."""
     from grpc_tools import protoc  # a build/test tool, not a runtime dependency
 
+    relative = Path("draflow") / proto.relative_to(ROOT)  # draflow/services -> services
     out_root.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for proto in PROTOS:
-        relative = Path("draflow") / proto.relative_to(ROOT)  # draflow/services -> services
-        code = protoc.main(
-            [
-                "grpc_tools.protoc",
-                f"-I{ROOT}",
-                f"--python_out={out_root}",
-                f"--pyi_out={out_root}",
-                f"--grpc_python_out={out_root}",
-                str(relative),
-            ]
-        )
-        if code != 0:
-            raise RuntimeError(f"protoc failed on {relative} (exit {code})")
-        written.extend(out_root / relative.parent / name for name in GENERATED)
-    return written
+    code = protoc.main(
+        [
+            "grpc_tools.protoc",
+            f"-I{ROOT}",
+            f"--python_out={out_root}",
+            f"--pyi_out={out_root}",
+            f"--grpc_python_out={out_root}",
+            str(relative),
+        ]
+    )
+    if code != 0:
+        raise RuntimeError(f"protoc failed on {relative} (exit {code})")
+    return [out_root / relative.parent / name for name in GENERATED]
+
+
+def generate(out_root: Path = ROOT) -> list[Path]:
+    """Compile every proto of ``PROTOS`` into ``out_root``; returns the files written, in ``PROTOS``
+    order."""
+    return [path for proto in PROTOS for path in compile_proto(proto, out_root)]
 
 
 if __name__ == "__main__":
