@@ -11,13 +11,13 @@
   :class:`~draflow.services.kubelet.podresources.provider.Source` serialized (the server never builds
   messages itself); ``Get`` of an unknown pod is ``NOT_FOUND`` with the kubelet's message
   ``pod NAME in namespace NS not found``, an empty pod name ``INVALID_ARGUMENT``.
-* **Threads**: grpcio's thread-pool server, not its asyncio one, whose per-call machinery (a poller
-  thread waking the event loop, a task per call) cost the kubelet's loop about a third more CPU per
-  ``List`` (docs/podresources.md#benchmark). A call whose answer is cached (``List`` and
-  ``GetAllocatableResources`` between two changes of the node) is answered on the worker thread
-  without touching the kubelet's state; building an answer (and every ``Get``) runs on the
-  kubelet's event loop, which owns that state, and the worker waits for it.
-* **Protection**: a token bucket (``ratelimit.TokenBucket``, behind a lock: the workers share it) in
+* **Threads**: one thread of its own on grpcio's C core (``calls.CallServer``: grpcio's servers'
+  per-call thread hand-offs were most of the kubelet's CPU per ``List``, docs/podresources.md#benchmark).
+  A call whose answer is cached (``List`` and ``GetAllocatableResources`` between two changes of the
+  node) is answered on that thread without touching the kubelet's state; building an answer (and
+  every ``Get``) runs on the kubelet's event loop, which owns that state and sends the answer
+  itself; the server's thread goes on meanwhile.
+* **Protection**: a token bucket (``ratelimit.TokenBucket``; only the server's thread uses it) in
   front of every method; a refused call is ``RESOURCE_EXHAUSTED: rejected by rate limit``. gRPC's
   default message limits apply (4 MiB received by a client: see docs/podresources.md for the
   measured sizes).
@@ -34,13 +34,14 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable
-from concurrent import futures
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
 from draflow.services.kubelet.podresources import metrics
+from draflow.services.kubelet.podresources.calls import Call, CallServer
 from draflow.services.kubelet.podresources.provider import Source
 from draflow.services.kubelet.podresources.ratelimit import DEFAULT_BURST, DEFAULT_QPS, REJECTED, TokenBucket
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
@@ -52,12 +53,9 @@ log = logging.getLogger(__name__)
 SERVICE = "v1.PodResourcesLister"
 VERSION = "v1"
 MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path holds 108 bytes with the terminating NUL
-# worker threads: a cached answer takes one a few hundred microseconds; more than one so that calls
-# waiting for the loop (a Get, an answer being built) do not hold up the cached ones
-WORKERS = 4
 STOPPING = "pod-resources server stopping"
 
-T = TypeVar("T")
+M = TypeVar("M", bound=Message)
 
 
 class SocketPathError(ValueError):
@@ -105,11 +103,9 @@ class PodResourcesServer:
         if too_long(socket_path) and link_if_too_long:
             self.bound_path = short_path(socket_path)
         self.limiter = TokenBucket(qps, burst)
-        self._limit_lock = threading.Lock()
-        self._server: Any = None  # grpc.Server
-        self._workers: futures.ThreadPoolExecutor | None = None
+        self._server: CallServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: set[futures.Future[Any]] = set()  # workers waiting for the loop
+        self._waiting: set[Call] = set()  # calls waiting for the loop to answer them
         self._waiting_lock = threading.Lock()
 
     @property
@@ -128,26 +124,15 @@ class PodResourcesServer:
         if bound != path:
             _clear(bound)
         self._loop = asyncio.get_running_loop()
-        handlers = {
-            "List": grpc.unary_unary_rpc_method_handler(
-                self._list, request_deserializer=pb.ListPodResourcesRequest.FromString
-            ),
-            "Get": grpc.unary_unary_rpc_method_handler(
-                self._get, request_deserializer=pb.GetPodResourcesRequest.FromString
-            ),
-            "GetAllocatableResources": grpc.unary_unary_rpc_method_handler(
-                self._allocatable, request_deserializer=pb.AllocatableResourcesRequest.FromString
-            ),
-        }
-        self._workers = futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="pod-resources")
-        server = grpc.server(self._workers)
-        # registered with the C core: a call finds its handler without a lookup by method name
-        server.add_registered_method_handlers(SERVICE, handlers)
-        try:
-            server.add_insecure_port(self.address)
-        except RuntimeError as exc:
-            self._workers.shutdown(wait=False)
-            raise SocketPathError(f"cannot listen on {self.address}: {exc}") from None
+        server = CallServer(
+            {
+                f"/{SERVICE}/List": self._list,
+                f"/{SERVICE}/Get": self._get,
+                f"/{SERVICE}/GetAllocatableResources": self._allocatable,
+            }
+        )
+        if not server.add_port(self.address):
+            raise SocketPathError(f"cannot listen on {self.address}")
         server.start()
         os.chmod(bound, 0o600)
         if bound != path:
@@ -156,16 +141,13 @@ class PodResourcesServer:
         self._server = server
 
     async def stop(self, grace_s: float = 1.0) -> None:
-        if self._server is None:
+        server, self._server = self._server, None
+        if server is None:
             return
-        stopped = self._server.stop(grace_s)  # a threading.Event, set once every call has ended
-        with self._waiting_lock:  # calls waiting for this loop: it may not run them any more
-            for waiting in self._waiting:
-                waiting.cancel()
-        await asyncio.to_thread(stopped.wait)
-        if self._workers is not None:
-            await asyncio.to_thread(self._workers.shutdown)
-        self._server = self._workers = None
+        # calls waiting for the loop: it may not answer them any more (it is the caller's, stopping)
+        for call in self._claim_all():
+            call.fail(grpc.StatusCode.UNAVAILABLE, STOPPING)
+        await asyncio.to_thread(server.stop, grace_s)
         for path in {self.socket_path, self.bound_path}:
             try:
                 if stat.S_ISSOCK(path.lstat().st_mode) or path.is_symlink():
@@ -174,69 +156,100 @@ class PodResourcesServer:
                 pass
 
     # -- methods ---------------------------------------------------------------------------------
-    # Handlers run on the server's worker threads and return serialized bytes (no response
-    # serializer is registered): the source caches them. context.abort raises: the call ends there.
+    # Handlers run on the server's thread with the request's bytes and answer with bytes the
+    # source serialized (cached ones as they are: nothing is serialized per call).
 
-    def _admit(self, context: grpc.ServicerContext) -> None:
-        with self._limit_lock:
-            allowed = self.limiter.allow()
-        if not allowed:
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, REJECTED)
+    def _admit(self, call: Call) -> bool:
+        if self.limiter.allow():
+            return True
+        call.fail(grpc.StatusCode.RESOURCE_EXHAUSTED, REJECTED)
+        return False
 
-    def _on_loop(self, context: grpc.ServicerContext, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` run on the kubelet's event loop (the owner of the state it reads), awaited."""
+    def _claim(self, call: Call) -> bool:
+        """Whether ``call`` was still waiting (it is not any more): whoever claims it answers it."""
+        with self._waiting_lock:
+            if call in self._waiting:
+                self._waiting.discard(call)
+                return True
+            return False
+
+    def _claim_all(self) -> list[Call]:
+        with self._waiting_lock:
+            calls = list(self._waiting)
+            self._waiting.clear()
+            return calls
+
+    def _on_loop(self, call: Call, fn: Callable[..., bytes | None], *args: Any, not_found: str = "") -> None:
+        """Answers ``call`` with ``fn(*args)``, run on the kubelet's event loop (the owner of the
+        state it reads); ``None`` from ``fn`` is ``NOT_FOUND`` with the message ``not_found``."""
         loop = self._loop
         assert loop is not None
-        done: futures.Future[T] = futures.Future()
 
         def run() -> None:
-            if done.set_running_or_notify_cancel():
-                try:
-                    done.set_result(fn(*args))
-                except BaseException as exc:  # handed to the waiting worker: the call fails with it
-                    done.set_exception(exc)
+            if not self._claim(call):
+                return  # the server stopped meanwhile and answered it
+            try:
+                blob = fn(*args)
+            except Exception as exc:  # the source's own error: the call fails with it
+                log.exception("pod-resources: %s failed", call.method)
+                call.fail(grpc.StatusCode.UNKNOWN, f"Exception calling application: {exc}")
+                return
+            if blob is None:  # only Get's source answers None: no such pod
+                metrics.count("get", VERSION, error=True)
+                call.fail(grpc.StatusCode.NOT_FOUND, not_found)
+            else:
+                call.reply(blob)
 
         with self._waiting_lock:
-            self._waiting.add(done)
+            self._waiting.add(call)
         try:
             loop.call_soon_threadsafe(run)
-            return done.result()
-        except (futures.CancelledError, RuntimeError):  # stop() cancelled it, or the loop is closed
-            if not done.cancelled() and done.done():
-                raise  # fn itself raised a RuntimeError
-            self._abort_stopping(context)
-        finally:
-            with self._waiting_lock:
-                self._waiting.discard(done)
+        except RuntimeError:  # the kubelet's loop is closed
+            if self._claim(call):
+                call.fail(grpc.StatusCode.UNAVAILABLE, STOPPING)
 
-    def _abort_stopping(self, context: grpc.ServicerContext) -> NoReturn:
-        context.abort(grpc.StatusCode.UNAVAILABLE, STOPPING)
-        raise AssertionError("unreachable: abort raises")
+    @staticmethod
+    def _parse(call: Call, kind: type[M], request: bytes) -> M | None:
+        """The request, or ``None`` when it is not one (the call has failed as grpcio fails it)."""
+        try:
+            return kind.FromString(request)
+        except DecodeError:
+            call.fail(grpc.StatusCode.INTERNAL, "Exception deserializing request!")
+            return None
 
-    def _list(self, request: pb.ListPodResourcesRequest, context: grpc.ServicerContext) -> bytes:
-        self._admit(context)
+    def _list(self, call: Call, request: bytes) -> None:
+        if self._parse(call, pb.ListPodResourcesRequest, request) is None or not self._admit(call):
+            return
         metrics.count("list", VERSION)
         blob = self.source.cached_list_bytes()
-        return blob if blob is not None else self._on_loop(context, self.source.list_bytes)
+        if blob is not None:
+            call.reply(blob)
+        else:
+            self._on_loop(call, self.source.list_bytes)
 
-    def _get(self, request: pb.GetPodResourcesRequest, context: grpc.ServicerContext) -> bytes:
-        self._admit(context)
+    def _get(self, call: Call, request: bytes) -> None:
+        asked = self._parse(call, pb.GetPodResourcesRequest, request)
+        if asked is None or not self._admit(call):
+            return
         metrics.count("get", VERSION)
-        if not request.pod_name:
+        if not asked.pod_name:
             metrics.count("get", VERSION, error=True)
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "pod_name: Required value")
-        blob = self._on_loop(context, self.source.get_bytes, request.pod_namespace, request.pod_name)
-        if blob is None:
-            metrics.count("get", VERSION, error=True)
-            context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"pod {request.pod_name} in namespace {request.pod_namespace} not found",
-            )
-        assert blob is not None
-        return blob
+            call.fail(grpc.StatusCode.INVALID_ARGUMENT, "pod_name: Required value")
+            return
+        self._on_loop(
+            call,
+            self.source.get_bytes,
+            asked.pod_namespace,
+            asked.pod_name,
+            not_found=f"pod {asked.pod_name} in namespace {asked.pod_namespace} not found",
+        )
 
-    def _allocatable(self, request: pb.AllocatableResourcesRequest, context: grpc.ServicerContext) -> bytes:
-        self._admit(context)
+    def _allocatable(self, call: Call, request: bytes) -> None:
+        if self._parse(call, pb.AllocatableResourcesRequest, request) is None or not self._admit(call):
+            return
         metrics.count("get_allocatable", VERSION)
         blob = self.source.cached_allocatable_bytes()
-        return blob if blob is not None else self._on_loop(context, self.source.allocatable_bytes)
+        if blob is not None:
+            call.reply(blob)
+        else:
+            self._on_loop(call, self.source.allocatable_bytes)
