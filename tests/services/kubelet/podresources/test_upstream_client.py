@@ -36,6 +36,8 @@ from tests.services.kubelet.podresources.cluster import (
 )
 from tests.shells import manifests
 
+pytestmark = pytest.mark.kep3695
+
 UPSTREAM = os.environ.get("DRAFLOW_UPSTREAM_PODRESOURCES_PROTO", "")
 
 CLIENT = """
@@ -43,8 +45,6 @@ import json, sys
 import grpc
 from google.protobuf import json_format
 import api_pb2, api_pb2_grpc
-
-pytestmark = pytest.mark.kep3695
 
 with grpc.insecure_channel("unix:" + sys.argv[1]) as channel:
     stub = api_pb2_grpc.PodResourcesListerStub(channel)
