@@ -10,10 +10,15 @@ default maxPods) each with ``--claims`` template claims of one GPU run on the no
   p50/p99 (the answer is served from the kubelet's cache of the serialized response);
 * **cold**: ``List`` right after the node's state changed (a new pod's claims prepared), when the
   kubelet builds the answer again: p50 over ``--churn`` pod starts;
-* **sustained**: ``--clients`` client processes calling for ``--seconds`` while ``--churn`` times the
-  oldest pod is deleted and a new one created (the node stays full: 110 is its pod capacity); calls/s,
-  and each new pod's time from creation to Running, compared with the same churn without ``List``
-  load (the kubelet keeping up with its events).
+* **sustained**: ``--clients`` client processes, each a real gRPC client on its own channel that
+  deserializes every answer (as a monitoring agent does), calling for ``--seconds``: first on a
+  steady node (the kubelet's CPU per call), then while ``--churn`` times the oldest pod is deleted
+  and a new one created (the node stays full: 110 is its pod capacity). Reported: calls/s, the
+  kubelet's and the clients' CPU per call (separately: the clients share the machine's cores with
+  the kubelet), the load average, and that the kubelet keeps up with its events meanwhile: each new
+  pod's time from creation to Running, compared with the same churn without ``List`` load, and
+  whether the clients' answers followed the churn (the new pods appeared in them, the deleted ones
+  left).
 
 ``python -m bench.podresources [--pods 110] [--claims 4] [--json]``; ``--json`` prints one JSON
 object as the last line.
@@ -32,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +56,30 @@ NODE = "node-1"
 NS = "bench"
 
 
-# A client process: a sync gRPC channel (the C core does the work) calling List for SECONDS; prints the
-# count and how long it called.
+# A client process: a sync gRPC channel of its own calling List for SECONDS and deserializing each
+# answer, as an agent does; every 50th answer's pod names are noted (the churn must show in them).
+# Prints a JSON line: calls, calling time, its own CPU seconds, the pod names seen.
 CLIENT = """
-import sys, time, grpc
+import json, sys, time, grpc
+from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 socket, seconds = sys.argv[1], float(sys.argv[2])
 with grpc.insecure_channel("unix:" + socket) as channel:
-    rpc = channel.unary_unary("/v1.PodResourcesLister/List")  # bytes in, bytes out
-    rpc(b"", timeout=10)  # connected
-    n, begin = 0, time.monotonic()
+    rpc = channel.unary_unary(
+        "/v1.PodResourcesLister/List",
+        request_serializer=pb.ListPodResourcesRequest.SerializeToString,
+        response_deserializer=pb.ListPodResourcesResponse.FromString,
+    )
+    request = pb.ListPodResourcesRequest()
+    rpc(request, timeout=10)  # connected
+    seen = set()
+    n, cpu, begin = 0, time.process_time(), time.monotonic()
     while time.monotonic() < begin + seconds:
-        rpc(b"", timeout=10)
+        answer = rpc(request, timeout=10)
         n += 1
-print(n, time.monotonic() - begin)
+        if n % 50 == 0:
+            seen.update(p.name for p in answer.pod_resources)
+    took, cpu = time.monotonic() - begin, time.process_time() - cpu
+print(json.dumps({"calls": n, "seconds": took, "cpu_s": cpu, "seen": sorted(seen)}))
 """
 
 
@@ -175,6 +192,68 @@ class Watch:
                 self.running[name] = time.monotonic()
 
 
+@dataclass
+class Load:
+    """``--clients`` client processes calling ``List`` for ``--seconds``."""
+
+    clients: int
+    calls: int
+    rate: float  # calls/s, summed over the clients (each over its own calling time)
+    kubelet_cores: float  # the kubelet's CPU over the clients' window, in cores
+    kubelet_us: float  # ... per call
+    client_us: float  # the clients' own CPU per call
+    load: tuple[float, float]  # the 1-minute load average before and after
+    seen: set[str]  # pod names in the clients' sampled answers
+
+    def line(self) -> str:
+        return (
+            f"{self.clients} client processes, {self.calls:,} calls = {self.rate:,.0f} calls/s; kubelet "
+            f"{self.kubelet_cores * 100:.0f}% of a core = {self.kubelet_us:.0f} us per call; clients "
+            f"{self.client_us:.0f} us per call; load average {self.load[0]:.1f} -> {self.load[1]:.1f}"
+        )
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "calls_per_s": round(self.rate),
+            "kubelet_cpu_cores": round(self.kubelet_cores, 2),
+            "kubelet_cpu_us_per_call": round(self.kubelet_us),
+            "client_cpu_us_per_call": round(self.client_us),
+            "load_average": [round(x, 2) for x in self.load],
+        }
+
+
+async def load(args: argparse.Namespace, socket: Path, kubelet_pid: int) -> Load:
+    load0 = os.getloadavg()[0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    clients = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            CLIENT,
+            str(socket),
+            str(args.seconds),
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        for _ in range(args.clients)
+    ]
+    cpu0, start = _cpu_s(kubelet_pid), time.monotonic()
+    outputs = [await c.communicate() for c in clients]
+    kubelet_cpu, elapsed = _cpu_s(kubelet_pid) - cpu0, time.monotonic() - start
+    reports = [json.loads(out) for out, _ in outputs]
+    calls = sum(r["calls"] for r in reports)
+    return Load(
+        clients=args.clients,
+        calls=calls,
+        rate=sum(r["calls"] / r["seconds"] for r in reports),
+        kubelet_cores=kubelet_cpu / elapsed,
+        kubelet_us=kubelet_cpu / calls * 1e6,
+        client_us=sum(r["cpu_s"] for r in reports) / calls * 1e6,
+        load=(load0, os.getloadavg()[0]),
+        seen={n for r in reports for n in r["seen"]},
+    )
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="prb-", dir="/tmp"))  # short: the socket path has 107 bytes
     server = LocalNatsServer(tmp / "nats")
@@ -221,11 +300,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             list_rpc = channel.unary_unary(
                 "/v1.PodResourcesLister/List",
                 request_serializer=pb.ListPodResourcesRequest.SerializeToString,
-                response_deserializer=lambda b: b,  # bytes: the client's decoding is not the kubelet's cost
+                response_deserializer=pb.ListPodResourcesResponse.FromString,  # as a real client
             )
             request = pb.ListPodResourcesRequest()
-            blob: bytes = await list_rpc(request)
-            answer = pb.ListPodResourcesResponse.FromString(blob)
+            answer: pb.ListPodResourcesResponse = await list_rpc(request)
+            size = answer.ByteSize()
             devices = sum(
                 len(d.claim_resources)
                 for p in answer.pod_resources
@@ -233,7 +312,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 for d in c.dynamic_resources
             )
             assert len(answer.pod_resources) == args.pods and devices == args.pods * args.claims, devices
-            print(f"List answer: {len(answer.pod_resources)} pods, {devices} devices, {len(blob):,} bytes")
+            print(f"List answer: {len(answer.pod_resources)} pods, {devices} devices, {size:,} bytes")
 
             for _ in range(200):  # warm-up
                 await list_rpc(request)
@@ -243,19 +322,25 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await list_rpc(request)
                 lat.append((time.perf_counter() - t) * 1000)
             p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
-            print(f"List latency, one client, {args.calls} calls: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
+            print(
+                f"List latency, one client, {args.calls} calls (answer deserialized): "
+                f"p50 {p50:.3f} ms, p99 {p99:.3f} ms"
+            )
 
             live = list(names)
+            gone: list[str] = []  # deleted pods, in order
 
             async def churn(tag: str) -> tuple[list[float], list[float]]:
                 """The oldest pod deleted and a new one (same claims) created, one after another, so
-                the node stays at ``--pods`` (its capacity at 110); (creation -> Running s, cold List ms)."""
+                the node stays at ``--pods`` (its capacity at 110); (creation -> Running s, cold List ms).
+                Each List right after a new pod is Running must list it with its devices."""
                 took, cold = [], []
                 for i in range(args.churn):
                     old = live.pop(0)
                     (result,) = await rt.api.delete([("Pod", NS, old)])
                     assert result.error is None, result.error
                     await _until(lambda n=old: rt.get("Pod", NS, n) is None, 120, f"{old} deleted")
+                    gone.append(old)
                     name = f"churn-{tag}-{i:02d}"
                     t = time.monotonic()
                     (result,) = await rt.api.apply([_pod(name, args.claims)])
@@ -264,8 +349,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     took.append(watch.running[name] - t)
                     live.append(name)
                     c = time.perf_counter()
-                    await list_rpc(request)  # the kubelet's state just changed: built again
+                    fresh = await list_rpc(request)  # the kubelet's state just changed: built again
                     cold.append((time.perf_counter() - c) * 1000)
+                    listed = {p.name: p for p in fresh.pod_resources}
+                    assert old not in listed, f"{old} still listed after its deletion"
+                    new = listed.get(name)
+                    assert new is not None, f"{name} Running but not listed"
+                    assert (
+                        sum(len(d.claim_resources) for d in new.containers[0].dynamic_resources)
+                        == args.claims
+                    )
                 return took, cold
 
             idle_took, cold = await churn("idle")
@@ -275,44 +368,39 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{statistics.median(cold):.2f} ms"
             )
 
-            kubelet_pid = cluster.procs["kubelet"].pid
-            cpu0 = _cpu_s(kubelet_pid)
-            start = time.monotonic()
-            clients = [
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-c",
-                    CLIENT,
-                    str(socket),
-                    str(args.seconds),
-                    stdout=asyncio.subprocess.PIPE,
-                )
-                for _ in range(args.clients)
-            ]
-            busy_took, _ = await churn("busy")
-            outputs = [await c.communicate() for c in clients]
-            counts = [(int(out.split()[0]), float(out.split()[1])) for out, _ in outputs]
-            calls = sum(n for n, _ in counts)
-            elapsed = time.monotonic() - start
-            rate = sum(n / t for n, t in counts)  # each client over its own calling time
-            kubelet_cpu = (_cpu_s(kubelet_pid) - cpu0) / elapsed
+            steady = await load(args, socket, cluster.procs["kubelet"].pid)
+            print(f"sustained, steady node: {steady.line()}")
+
+            before = set(gone)
+            busy = asyncio.create_task(churn("busy"))
+            loaded = await load(args, socket, cluster.procs["kubelet"].pid)
+            busy_took, _ = await busy
+            started = [n for n in live if n.startswith("churn-busy-")]
+            seen = sum(1 for n in started if n in loaded.seen)
             print(
-                f"sustained: {args.clients} client processes, {calls:,} List calls in {args.seconds:.0f}s "
-                f"= {rate:,.0f} calls/s "
-                f"(kubelet CPU {kubelet_cpu * 100:.0f}% of a core) while {args.churn} pods came and went: "
-                f"creation -> Running p50 {statistics.median(busy_took) * 1000:.0f} ms"
+                f"sustained, while {args.churn} pods came and went: {loaded.line()}; creation -> Running "
+                f"p50 {statistics.median(busy_took) * 1000:.0f} ms (without the load "
+                f"{statistics.median(idle_took) * 1000:.0f} ms); the clients' answers listed {seen} of the "
+                f"{len(started)} new pods (and a List after each step: the new pod with its devices, the "
+                f"{len(set(gone) - before)} deleted ones gone)"
             )
         return {
             "pods": args.pods,
             "claims_per_pod": args.claims,
-            "list_bytes": len(blob),
+            "list_bytes": size,
             "list_p50_ms": round(p50, 3),
             "list_p99_ms": round(p99, 3),
             "list_cold_p50_ms": round(statistics.median(cold), 2),
-            "sustained_calls_per_s": round(rate),
-            "kubelet_cpu_cores": round(kubelet_cpu, 2),
+            "clients": args.clients,
+            "steady": steady.json(),
+            "sustained_calls_per_s": round(loaded.rate),
+            "kubelet_cpu_cores": round(loaded.kubelet_cores, 2),
+            "kubelet_cpu_us_per_call": round(loaded.kubelet_us),
+            "client_cpu_us_per_call": round(loaded.client_us),
+            "load_average": [round(x, 2) for x in loaded.load],
             "churn_to_running_p50_ms_idle": round(statistics.median(idle_took) * 1000),
             "churn_to_running_p50_ms_busy": round(statistics.median(busy_took) * 1000),
+            "new_pods_seen_by_clients": seen,
         }
     finally:
         await cluster.stop()
