@@ -12,8 +12,8 @@ default maxPods) each with ``--claims`` template claims of one GPU run on the no
   kubelet builds the answer again: p50 over ``--churn`` pod starts;
 * **sustained**: ``--clients`` client processes, each a real gRPC client on its own channel that
   deserializes every answer (as a monitoring agent does), calling for ``--seconds``: first on a
-  steady node (the kubelet's CPU per call), then while ``--churn`` times the oldest pod is deleted
-  and a new one created (the node stays full: 110 is its pod capacity). Reported: calls/s, the
+  steady node (the kubelet's CPU per call), then (at least as long, until the churn is done) while
+  ``--churn`` times the oldest pod is deleted and a new one created (the node stays full: 110 is its pod capacity). Reported: calls/s, the
   kubelet's and the clients' CPU per call (separately: the clients share the machine's cores with
   the kubelet), the load average, and that the kubelet keeps up with its events meanwhile: each new
   pod's time from creation to Running, compared with the same churn without ``List`` load, and
@@ -37,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,13 +57,13 @@ NODE = "node-1"
 NS = "bench"
 
 
-# A client process: a sync gRPC channel of its own calling List for SECONDS and deserializing each
-# answer, as an agent does; every 50th answer's pod names are noted (the churn must show in them).
-# Prints a JSON line: calls, calling time, its own CPU seconds, the pod names seen.
+# A client process: a sync gRPC channel of its own calling List and deserializing each answer, as an
+# agent does, until the file STOP exists; every 50th answer's pod names are noted (the churn must
+# show in them). Prints a JSON line: calls, calling time, its own CPU seconds, the pod names seen.
 CLIENT = """
-import json, sys, time, grpc
+import json, os, sys, time, grpc
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
-socket, seconds = sys.argv[1], float(sys.argv[2])
+socket, stop = sys.argv[1], sys.argv[2]
 with grpc.insecure_channel("unix:" + socket) as channel:
     rpc = channel.unary_unary(
         "/v1.PodResourcesLister/List",
@@ -73,11 +74,13 @@ with grpc.insecure_channel("unix:" + socket) as channel:
     rpc(request, timeout=10)  # connected
     seen = set()
     n, cpu, begin = 0, time.process_time(), time.monotonic()
-    while time.monotonic() < begin + seconds:
+    while True:
         answer = rpc(request, timeout=10)
         n += 1
         if n % 50 == 0:
             seen.update(p.name for p in answer.pod_resources)
+            if os.path.exists(stop):
+                break
     took, cpu = time.monotonic() - begin, time.process_time() - cpu
 print(json.dumps({"calls": n, "seconds": took, "cpu_s": cpu, "seen": sorted(seen)}))
 """
@@ -222,8 +225,12 @@ class Load:
         }
 
 
-async def load(args: argparse.Namespace, socket: Path, kubelet_pid: int) -> Load:
+async def load(
+    args: argparse.Namespace, socket: Path, kubelet_pid: int, during: Awaitable[Any] | None = None
+) -> Load:
+    """The clients call for ``--seconds``, and until ``during`` (the churn) is done."""
     load0 = os.getloadavg()[0]
+    stop = Path(tempfile.mkdtemp(prefix="prb-stop-")) / "stop"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     clients = [
         await asyncio.create_subprocess_exec(
@@ -231,14 +238,19 @@ async def load(args: argparse.Namespace, socket: Path, kubelet_pid: int) -> Load
             "-c",
             CLIENT,
             str(socket),
-            str(args.seconds),
+            str(stop),
             stdout=asyncio.subprocess.PIPE,
             env=env,
         )
         for _ in range(args.clients)
     ]
     cpu0, start = _cpu_s(kubelet_pid), time.monotonic()
+    await asyncio.sleep(args.seconds)
+    if during is not None:
+        await during
+    stop.touch()
     outputs = [await c.communicate() for c in clients]
+    shutil.rmtree(stop.parent, ignore_errors=True)
     kubelet_cpu, elapsed = _cpu_s(kubelet_pid) - cpu0, time.monotonic() - start
     reports = [json.loads(out) for out, _ in outputs]
     calls = sum(r["calls"] for r in reports)
@@ -373,8 +385,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
             before = set(gone)
             busy = asyncio.create_task(churn("busy"))
-            loaded = await load(args, socket, cluster.procs["kubelet"].pid)
-            busy_took, _ = await busy
+            loaded = await load(args, socket, cluster.procs["kubelet"].pid, during=busy)
+            busy_took, _ = busy.result()
             started = [n for n in live if n.startswith("churn-busy-")]
             seen = sum(1 for n in started if n in loaded.seen)
             print(
@@ -416,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--claims", type=int, default=4, help="one-GPU claims per pod")
     p.add_argument("--calls", type=int, default=2000, help="sequential List calls for the latency")
     p.add_argument("--clients", type=int, default=2, help="client processes for the sustained rate")
-    p.add_argument("--seconds", type=float, default=10.0, help="at least this long under load")
+    p.add_argument("--seconds", type=float, default=10.0, help="each load phase at least this long")
     p.add_argument("--churn", type=int, default=10, help="pods created and deleted during each phase")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
