@@ -215,3 +215,22 @@ def test_token_bucket_refills_at_qps_up_to_burst() -> None:
     assert [bucket.allow() for _ in range(3)] == [True, True, False]
     with pytest.raises(ValueError, match="greater than 0"):
         TokenBucket(0, 1)
+
+
+async def test_a_request_that_is_not_the_message_fails_as_grpcio_fails_it(short_dir: Path) -> None:
+    server = PodResourcesServer(Fixed(), short_dir / "kubelet.sock")
+    await server.start()
+    try:
+        before = dict(metrics._counts)
+        async with grpc.aio.insecure_channel(server.address) as channel:
+            for method in ("List", "Get", "GetAllocatableResources"):
+                with pytest.raises(grpc.aio.AioRpcError) as err:
+                    await channel.unary_unary(f"/v1.PodResourcesLister/{method}")(b"\xff\xff", timeout=10)
+                assert (err.value.code(), err.value.details()) == (
+                    grpc.StatusCode.INTERNAL,
+                    "Exception deserializing request!",
+                )
+        assert metrics._counts == before  # refused before it counts, like upstream's decoding
+        assert await list_pods(server.socket_path) == LISTED
+    finally:
+        await server.stop()
