@@ -13,15 +13,15 @@ default maxPods) each with ``--claims`` template claims of one GPU run on the no
 * **sustained**: ``--clients`` client processes, each a real gRPC client on its own channel that
   deserializes every answer (as a monitoring agent does), calling for ``--seconds``: first on a
   steady node (the kubelet's CPU per call), then (at least as long, until the churn is done) while
-  ``--churn`` times the oldest pod is deleted and a new one created (the node stays full: 110 is its pod capacity). Reported: calls/s, the
-  kubelet's and the clients' CPU per call (separately: the clients share the machine's cores with
-  the kubelet), the load average, and that the kubelet keeps up with its events meanwhile: each new
-  pod's time from creation to Running, compared with the same churn without ``List`` load, and
-  whether the clients' answers followed the churn (the new pods appeared in them, the deleted ones
-  left).
+  ``--churn`` times the oldest pod is deleted and a new one created (the node stays full: 110 is
+  its pod capacity). Reported: calls/s, the kubelet's and the clients' CPU per call (apart: the
+  clients share the machine's cores with the kubelet), the load average, and that the kubelet
+  keeps up with its events meanwhile: each new pod's time from creation to Running, compared with
+  the same churn without ``List`` load; the new pods in the clients' answers; and after each step a
+  ``List`` that must show the new pod with its devices and not the deleted one.
 
 ``python -m bench.podresources [--pods 110] [--claims 4] [--json]``; ``--json`` prints one JSON
-object as the last line.
+object as the last line. ``bench.podresources_server`` measures the gRPC server alone.
 """
 
 from __future__ import annotations
