@@ -211,7 +211,8 @@ class Load:
     def line(self) -> str:
         return (
             f"{self.clients} client processes, {self.calls:,} calls = {self.rate:,.0f} calls/s; kubelet "
-            f"{self.kubelet_cores * 100:.0f}% of a core = {self.kubelet_us:.0f} us per call; clients "
+            f"{self.kubelet_cores * 100:.0f}% of a core = {self.kubelet_us:.0f} us per call (a core of "
+            f"kubelet: {1e6 / self.kubelet_us:,.0f} calls/s); clients "
             f"{self.client_us:.0f} us per call; load average {self.load[0]:.1f} -> {self.load[1]:.1f}"
         )
 
@@ -220,6 +221,7 @@ class Load:
             "calls_per_s": round(self.rate),
             "kubelet_cpu_cores": round(self.kubelet_cores, 2),
             "kubelet_cpu_us_per_call": round(self.kubelet_us),
+            "kubelet_calls_per_core_s": round(1e6 / self.kubelet_us),  # what the kubelet alone could serve
             "client_cpu_us_per_call": round(self.client_us),
             "load_average": [round(x, 2) for x in self.load],
         }
