@@ -38,15 +38,9 @@ class CapacityWatcher(PluginStreams):
     missing = "reports no numeric capacity"
     broken_by = (CapacityDecodeError,)
 
-    def __init__(
-        self,
-        registry: PluginRegistry,
-        on_change: Callable[[], None],
-        *,
-        retry_s: float = 0.5,
-        max_retry_s: float = 5.0,
-    ) -> None:
-        super().__init__(registry, on_change, retry_s=retry_s, max_retry_s=max_retry_s)
+    def __init__(self, registry: PluginRegistry, on_change: Callable[[], None], **backoff: float) -> None:
+        """``backoff``: ``retry_s`` and ``max_retry_s`` (``PluginStreams``)."""
+        super().__init__(registry, on_change, **backoff)
         self.reports: dict[str, tuple[NodeResourceInstance, ...]] = {}  # driver -> last report
         self.pending: set[str] = set()  # drivers whose report is not published yet
         self.messages = 0  # messages received (all streams): how tests see a stream is live

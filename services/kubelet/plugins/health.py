@@ -41,15 +41,10 @@ class HealthWatcher(PluginStreams):
     missing = "reports no device health"
 
     def __init__(
-        self,
-        registry: PluginRegistry,
-        cache: HealthCache,
-        on_change: Callable[[], None],
-        *,
-        retry_s: float = 0.5,
-        max_retry_s: float = 5.0,
+        self, registry: PluginRegistry, cache: HealthCache, on_change: Callable[[], None], **backoff: float
     ) -> None:
-        super().__init__(registry, on_change, retry_s=retry_s, max_retry_s=max_retry_s)
+        """``backoff``: ``retry_s`` and ``max_retry_s`` (``PluginStreams``)."""
+        super().__init__(registry, on_change, **backoff)
         self.cache = cache
 
     def open(self, channel: aio.Channel) -> AsyncIterator[Any]:
