@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket as sockets
 import stat
@@ -164,8 +165,11 @@ async def test_state_is_read_on_the_event_loop(short_dir: Path) -> None:
         await server.stop()
 
 
-async def test_a_call_waiting_for_the_loop_when_the_server_stops_is_unavailable(short_dir: Path) -> None:
-    server = PodResourcesServer(Fixed(), short_dir / "kubelet.sock")
+async def test_a_call_waiting_for_the_loop_when_the_server_stops_is_unavailable(
+    short_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    source = Fixed()
+    server = PodResourcesServer(source, short_dir / "kubelet.sock")
     await server.start()
     idle = asyncio.new_event_loop()  # never runs: a call needing the loop waits until stop()
     server._loop = idle
@@ -179,6 +183,10 @@ async def test_a_call_waiting_for_the_loop_when_the_server_stops_is_unavailable(
         await server.stop(grace_s=5)
         err = await waiting
         assert (err.code(), err.details()) == (grpc.StatusCode.UNAVAILABLE, STOPPING)
+        # the loop runs late: it finds the call answered and leaves it alone (no second answer)
+        with caplog.at_level(logging.ERROR):
+            await asyncio.to_thread(idle.run_until_complete, asyncio.sleep(0))
+        assert "answered twice" not in caplog.text and source.threads == set()  # nor read the state
     finally:
         idle.close()
         await server.stop()
