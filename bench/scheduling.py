@@ -60,7 +60,7 @@ from typing import Any
 from bench.harness import Bus, ProfilerMissing, Services, machine, pct
 from bench.scheduling_cluster import Tracker, cluster_manifests, devices_per_pod
 from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound, print_hops
-from bench.scheduling_phases import Phases, events_per_pod_run
+from bench.scheduling_phases import Phases, scan_log
 from draflow.infra.config import Settings
 from draflow.services.runtime.client import ApiClient
 
@@ -110,9 +110,10 @@ async def run(
                 if level != "full" and args.backlog_pods:
                     await phases.backlog(level)
             result = _result(args, mode, phases, tracker)
-            result.update(await events_per_pod_run(bus.store, len(tracker.bound)))
+            result.update(await scan_log(bus.store, phases.windows))
             print(
-                f"whole run: {result['guard_retries']} PreBind retries after a guard conflict, "
+                f"whole run: {result['pods_bound_in_log']} pods bound in the log, "
+                f"{result['guard_retries']} PreBind retries after a guard conflict, "
                 f"{result['sagas_compensated']} sagas compensated"
             )
             if profile_dir is not None:

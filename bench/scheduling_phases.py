@@ -9,7 +9,7 @@ import signal
 import time
 from typing import Any
 
-from bench.harness import Bus, Services, cpu_s
+from bench.harness import Bus, Services, cpu_s, stored_at
 from bench.scheduling_cluster import NS, Tracker, apply_all, claim_manifest, pod_manifest
 from bench.scheduling_prefill import prefill_claims
 from draflow.events.api.core_v1 import PodResourceClaimStatus
@@ -17,7 +17,7 @@ from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased, PodC
 from draflow.infra.eventstore import AppendRequest, EventStore
 from draflow.services.runtime.client import ApiClient
 
-__all__ = ["Phases", "events_per_pod_run"]
+__all__ = ["Phases", "scan_log"]
 
 
 class Phases:
@@ -47,6 +47,7 @@ class Phases:
         self.deleted_at: dict[str, float] = {}  # pod name -> when the bench asked to delete it
         self.window_cpu: dict[str, float] = {}  # process -> CPU seconds in the steady windows
         self.window_events = 0
+        self.windows: list[tuple[float, float]] = []  # the steady-state windows (epoch seconds)
 
     # -- pods ----------------------------------------------------------------------------------------
 
@@ -176,6 +177,7 @@ class Phases:
         for name, s in cpu1.items():
             self.window_cpu[name] = self.window_cpu.get(name, 0.0) + s - cpu0.get(name, 0.0)
         self.window_events += seq1 - seq0
+        self.windows.append((start, end))
         measured = [p for p, t in tracker.bound.items() if start <= t < end and p not in self.fill_live]
         measured = [p for p in measured if p not in self.steady_pods]
         self.steady_pods.update(measured)
@@ -210,19 +212,29 @@ class Phases:
         await self._deleted_and_freed(names)
 
 
-async def events_per_pod_run(store: EventStore, bound: int) -> dict[str, float]:
-    """Over the whole run: guard messages per bound pod, PreBind appends retried after a guard
-    conflict (attempt > 0 in the take's message id), sagas compensated."""
-    guards = retried = compensated = 0
+async def scan_log(store: EventStore, windows: list[tuple[float, float]]) -> dict[str, float]:
+    """The whole log read again at the end, apart from the tracker: pods bound (all, and within
+    the steady-state windows: a recount of what the tracker measured), guard messages per bound
+    pod, PreBind appends retried after a guard conflict (attempt > 0 in the take's message id),
+    sagas compensated."""
+    guards = retried = compensated = bound = in_windows = 0
+    pod_prefix = f"{store.root}.ev.Pod.{NS}."
     async for records in store.read_raw(None, 1):
         for r in records:
-            if ".ev.Guard." in r.subject:
+            subject = r.subject
+            if subject.startswith(pod_prefix) and r.header("Draflow-Type") == "PodBound":
+                bound += 1
+                ts = stored_at(r)
+                in_windows += any(start <= ts < end for start, end in windows)
+            elif ".ev.Guard." in subject:
                 guards += 1
                 msg_id = (r.header("Nats-Msg-Id") or "").split("#g")[0]
                 retried += msg_id.startswith("saga:") and not msg_id.endswith(":0")
             elif r.header("Draflow-Type") == "SagaCompensated":
                 compensated += 1
     return {
+        "pods_bound_in_log": bound,
+        "steady_pods_bound_in_log": in_windows,
         "guard_events_per_bound_pod": round(guards / max(bound, 1), 2),
         "guard_retries": retried,
         "sagas_compensated": compensated,

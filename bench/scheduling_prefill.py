@@ -8,7 +8,8 @@ as any client's claim) and allocated by the bench, node after node, device after
 upstream's op fills nodes in order), with what the scheduler's PreBind appends for an allocation,
 minus the pod: per claim one atomic batch of ``ClaimAllocated`` (``node_name`` set, ``pod_uid``
 empty: no consumer, so no ``ClaimReserved``) on the claim at its version and the device's
-``GuardTaken`` (never taken before: expected sequence 0), actor ``bench``. Nothing ever releases
+``GuardTaken`` at the guard subject's last sequence (read before, as the scheduler's snapshot
+holds it), actor ``bench``. Nothing ever releases
 them: an allocated claim nobody reserves and nobody deletes stays allocated, as upstream's do.
 """
 
@@ -26,6 +27,7 @@ from draflow.events.api.resource_v1 import (
 )
 from draflow.events.dra import ClaimAllocated
 from draflow.infra.eventstore import EventStore
+from draflow.infra.guard import guard_prefix, guard_subject
 from draflow.services.dra.guards import allocation_guard_keys
 from draflow.services.dra.structured.nodeselector import node_name_selector
 from draflow.services.runtime.client import ApiClient
@@ -71,6 +73,9 @@ async def prefill_claims(
         raise RuntimeError(f"creating the pre-fill claims failed: {bad[0]}")
     listed, _ = await api.list("ResourceClaim", namespace=INIT_NS)
     meta = {c["metadata"]["name"]: c["metadata"] for c in listed}
+    heads: dict[str, int] = {}  # guard subject -> its last sequence (devices used by earlier phases)
+    async for records in store.last_per_subject(guard_prefix(store.root) + ">"):
+        heads.update((r.subject, r.seq) for r in records)
     gate = asyncio.Semaphore(concurrency)
 
     async def allocate(i: int) -> None:
@@ -78,7 +83,8 @@ async def prefill_claims(
         node, alloc = allocation(i, devices_per_node)
         holder = f"ResourceClaim {INIT_NS}/{m['name']}"
         keys = allocation_guard_keys(alloc)
-        guards = take_guards(store.root, holder, m["uid"], [(s, k, 0) for s, k in keys])
+        seen = [(s, k, heads.get(guard_subject(store.root, s, k), 0)) for s, k in keys]
+        guards = take_guards(store.root, holder, m["uid"], seen)
         async with gate:
             await store.append(
                 store.subject("ResourceClaim", INIT_NS, m["name"]),
