@@ -115,8 +115,10 @@ class Bus:
         actor: str = "bench",
         tmp_dir: str | None = None,
         keep: bool = True,
+        data: str = "data",
     ) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_dir))
+        self.data = data
         self.server = LocalNatsServer(self.tmp / "nats")
         self.stream, self.root, self.actor, self.keep = stream, root, actor, keep
         self._store: EventStore | None = None
@@ -124,7 +126,7 @@ class Bus:
     @property
     def settings(self) -> Settings:
         return Settings(
-            nats_url=self.server.url, data_dir=self.tmp / "data", stream=self.stream, root=self.root
+            nats_url=self.server.url, data_dir=self.tmp / self.data, stream=self.stream, root=self.root
         )
 
     @property
