@@ -59,7 +59,7 @@ def allocation(slot: int, devices_per_node: int) -> tuple[str, AllocationResult]
 
 
 async def prefill_claims(
-    api: ApiClient, store: EventStore, first: int, upto: int, devices_per_node: int, concurrency: int = 256
+    api: ApiClient, store: EventStore, first: int, upto: int, devices_per_node: int, concurrency: int = 64
 ) -> float:
     """Create and allocate claims ``first`` .. ``upto - 1`` (the devices in those slots, which
     must be free); returns the seconds it took."""
@@ -91,7 +91,13 @@ async def prefill_claims(
                 [ClaimAllocated(allocation=alloc, node_name=node)],
                 expected_last_seq=int(m["resourceVersion"]),
                 guards=guards,
+                wait_s=30.0,  # a loaded machine's nats-server may take its time with 64 batches in flight
             )
 
-    await asyncio.gather(*(allocate(i) for i in range(first, upto)))
+    done = 0
+    for chunk in range(first, upto, 1000):
+        await asyncio.gather(*(allocate(i) for i in range(chunk, min(upto, chunk + 1000))))
+        done += min(upto, chunk + 1000) - chunk
+        print(f"\rpre-fill: {done} of {upto - first} claims allocated", end="", flush=True)
+    print()
     return time.monotonic() - began
