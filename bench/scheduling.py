@@ -142,7 +142,8 @@ def _result(args: argparse.Namespace, mode: str, p: Phases, tracker: Tracker) ->
     for level, rate in p.steady_rate.items():
         result[f"steady_{level}_pods_per_s"] = round(rate, 1)
         lat = p.steady_latency[level]
-        result[f"steady_{level}_p50_ms"] = round(statistics.median(lat), 1) if lat else None
+        result[f"steady_{level}_p50_ms"] = round(pct(lat, 0.5), 1) if lat else None
+        result[f"steady_{level}_p99_ms"] = round(pct(lat, 0.99), 1) if lat else None
     rates = list(p.steady_rate.values())
     result["steady_state_pods_per_s"] = round(statistics.fmean(rates), 1) if rates else 0.0
     lat_all = [v for vs in p.steady_latency.values() for v in vs]
