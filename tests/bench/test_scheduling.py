@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,7 +49,9 @@ def _bench(*args: str) -> dict[str, Any]:
 
 
 def _consistent(r: dict[str, Any], levels: tuple[str, ...]) -> None:
-    assert KEYS - {f"steady_{lv}_pods_per_s" for lv in ("empty", "half", "full") if lv not in levels} <= set(r)
+    absent = {f"steady_{lv}_pods_per_s" for lv in ("empty", "half", "full") if lv not in levels}
+    assert KEYS - absent <= set(r), KEYS - absent - set(r)
+    assert not absent & set(r)
     # what the live tracker counted in the windows is what the log holds, recounted at the end
     assert r["steady_state_pods"] == r["steady_pods_bound_in_log"] > 0
     assert r["pods_bound_in_log"] == r["pods_created"]  # every pod created was bound, once
@@ -64,7 +67,8 @@ def _consistent(r: dict[str, Any], levels: tuple[str, ...]) -> None:
     assert r["events_to_bound_per_pod"] >= 5 and r["events_per_bound_pod"] >= r["events_to_bound_per_pod"]
     processes = {"apiserver", "claim_controller", "scheduler", "nats-server"}
     assert processes <= set(r["cpu_ms_per_pod"]) and all(r["cpu_ms_per_pod"][p] > 0 for p in processes)
-    assert r["cpu_ms_per_pod_total"] == pytest.approx(sum(r["cpu_ms_per_pod"][p] for p in processes), abs=0.05)
+    total = sum(r["cpu_ms_per_pod"][p] for p in processes)
+    assert r["cpu_ms_per_pod_total"] == pytest.approx(total, abs=0.05)
     assert r["sagas_compensated"] == 0
 
 
@@ -85,7 +89,7 @@ def test_claims_prefilled_like_upstream_with_a_cel_selector() -> None:
     assert r["guard_retries"] == 0
 
 
-def test_profile_without_py_spy_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_profile_without_py_spy_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr("shutil.which", lambda *a, **k: None)
     settings = Settings(nats_url="nats://127.0.0.1:1", data_dir=tmp_path)
     with pytest.raises(ProfilerMissing, match=r"pip install 'draflow\[profile\]'"):
