@@ -13,8 +13,9 @@ pods' (99.8 % at 500 x 10, upstream's 4,990 of 5,000) allocated before the level
 
 * **steady state** (upstream's ``SteadyStateClusterResourceClaimTemplate``): ``--in-flight`` N pods
   (10) exist; once all N are bound they are deleted (grace 0) and N new ones created at once, as
-  upstream's ``createPodsSteadily`` does, so pod creation, claim generation, scheduling, binding and
-  the previous pods' deallocation overlap; for ``--duration`` seconds (10). pods/s = pods bound
+  upstream's ``createPodsSteadily`` does (``--replace each``: each pod deleted and replaced as soon
+  as it is bound), so pod creation, claim generation, scheduling, binding and the previous pods'
+  deallocation overlap; for ``--duration`` seconds (10). pods/s = pods bound
   within the window / its length (upstream's SchedulingThroughput averages the same count over
   1 s samples); created → bound latency p50/p99 (``PodApplied`` → ``PodBound``) over those pods.
 * **backlog** (empty and half only: full has no room for it): the scheduler is paused (SIGSTOP)
@@ -136,6 +137,7 @@ def _result(args: argparse.Namespace, mode: str, p: Phases, tracker: Tracker) ->
         "mode": mode,
         "in_flight": args.in_flight,
         "duration_s": args.duration,
+        "replace": args.replace,
         "prefill": p.prefill,
         "claims_created_by": "claim-controller" if args.claims == "controller" else "bench",
     }
@@ -213,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--devices-per-node", type=int, default=10)
     p.add_argument("--in-flight", type=int, default=10, help="steady state: pods in existence")
     p.add_argument("--duration", type=float, default=10.0, help="steady state: seconds per level")
+    p.add_argument(
+        "--replace",
+        choices=("batch", "each"),
+        default="batch",
+        help="steady state: replace the pods once all are bound (upstream) or each once bound",
+    )
     p.add_argument("--levels", default="empty,half,full", help="occupancy levels to measure, in order")
     p.add_argument("--backlog-pods", type=int, default=500, help="backlog: pods per measurement (0: none)")
     p.add_argument("--prefill", choices=("auto", "pods", "claims"), default="auto")

@@ -157,23 +157,27 @@ class Phases:
         return int((await self.store.js.stream_info(self.store.stream)).state.last_seq)
 
     async def steady(self, level: str) -> None:
-        """upstream's createPodsSteadily: N pods; all bound → all deleted, N new; for the duration."""
+        """upstream's createPodsSteadily: N pods; all bound → all deleted, N new (``--replace
+        batch``; ``each``: every bound pod deleted and replaced at once); for the duration."""
         n, tracker = self.args.in_flight, self.tracker
+        each = self.args.replace == "each"
         await self._warm_up(level)
         cpu0, seq0 = self.cpu(), await self._last_seq()
         start = time.time()
         end = start + self.args.duration
         batch = await self.create(n)
+        wait_for = any if each else all
         while True:
             await tracker.until(
-                lambda b=batch: time.time() >= end or all(p in tracker.bound for p in b),
+                lambda b=batch: time.time() >= end or wait_for(p in tracker.bound for p in b),
                 self.args.duration + 300,
                 f"steady state ({level})",
             )
             if time.time() >= end:
                 break
-            await self.delete(batch)
-            batch = await self.create(n)
+            done = [p for p in batch if p in tracker.bound]
+            await self.delete(done)
+            batch = [p for p in batch if p not in done] + await self.create(len(done))
         cpu1, seq1 = self.cpu(), await self._last_seq()
         for name, s in cpu1.items():
             self.window_cpu[name] = self.window_cpu.get(name, 0.0) + s - cpu0.get(name, 0.0)

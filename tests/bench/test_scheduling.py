@@ -79,13 +79,17 @@ def test_steady_state_backlog_and_fill_through_the_normal_path() -> None:
     assert r["fill_pods"] == (30 // 2) + (30 - 2 - 30 // 2)  # half, then all but the in-flight pods'
 
 
-def test_claims_prefilled_like_upstream_with_a_cel_selector() -> None:
+def test_claims_prefilled_like_upstream_with_a_cel_selector_each_pod_replaced() -> None:
     """Pre-filled claims are allocated on the devices in node order; at full only the in-flight
     pods' devices are left, and the scheduler never hands out a pre-filled one (no compensation,
     no guard conflict)."""
-    r = _bench("--backlog-pods", "0", "--prefill", "claims", "--selector", "cel", "--levels", "half,full")
+    r = _bench(
+        *("--backlog-pods", "0", "--prefill", "claims", "--selector", "cel", "--levels", "half,full"),
+        *("--replace", "each"),
+    )
     _consistent(r, ("half", "full"))
     assert r["mode"] == "cel" and r["prefill"] == "claims" and r["fill_pods_per_s"] is None
+    assert r["replace"] == "each"
     assert r["guard_retries"] == 0
 
 
