@@ -314,21 +314,11 @@ class Watchers:
 async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
     from bench import scheduling
 
-    sched_args = argparse.Namespace(
-        nodes=args.sched_nodes,
-        devices_per_node=10,
-        in_flight=10,
-        duration=5.0,
-        levels=["empty", "half"],
-        backlog_pods=args.sched_pods // 4,
-        prefill="pods",
-        create_chunk=250,
-        claims="controller",
-        selector="none",
-        match_attribute=False,
-        profile=False,
-        profile_dir="",
-        json=False,
+    sched_args = scheduling.parse_args(
+        [
+            *("--nodes", str(args.sched_nodes), "--duration", "5", "--levels", "empty,half"),
+            *("--backlog-pods", str(args.sched_pods // 4), "--prefill", "pods"),
+        ]
     )
     results = {}
     for watchers in (0, args.watchers):

@@ -209,7 +209,8 @@ def _print(r: dict[str, Any]) -> None:
     print_hops(r["hops"])
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (``bench.kubeapi`` builds its scheduling run's with this too)."""
     p = argparse.ArgumentParser(prog="python -m bench.scheduling", description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=500)
     p.add_argument("--devices-per-node", type=int, default=10)
@@ -250,6 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--in-flight: between 1 and the devices the pods can take")
     if args.backlog_pods * per_pod > total - total // 2:
         p.error("--backlog-pods: more than half the devices")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         result = asyncio.run(run(args))
     except ProfilerMissing as exc:
