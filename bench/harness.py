@@ -28,6 +28,7 @@ from draflow.infra.natsd import LocalNatsServer
 __all__ = [
     "ROOT",
     "Bus",
+    "Profiler",
     "ProfilerMissing",
     "Services",
     "cpu_s",
@@ -172,11 +173,65 @@ def _profiler() -> str:
     return found
 
 
+class Profiler:
+    """py-spy attached to running services for a while (``--profile windows``): one flame graph
+    per process, ``<name>-<tag>.svg``. Attaching needs the right to read another process's
+    memory (same user without Yama's restriction, or root)."""
+
+    def __init__(self, out_dir: Path, rate: int = 250) -> None:
+        self.exe = _profiler()
+        self.out_dir = out_dir
+        self.rate = rate
+
+    async def start(
+        self, pids: Mapping[str, int], seconds: float, tag: str
+    ) -> list[asyncio.subprocess.Process]:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        procs = []
+        for name, pid in pids.items():
+            svg = self.out_dir / f"{name}-{tag}.svg"
+            argv = [
+                self.exe,
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                str(max(1, round(seconds))),
+                "--rate",
+                str(self.rate),
+                "--nonblocking",
+                "--format",
+                "flamegraph",
+                "--output",
+                str(svg),
+            ]
+            procs.append(
+                await asyncio.create_subprocess_exec(
+                    *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+                )
+            )
+        return procs
+
+    @staticmethod
+    async def finish(procs: list[asyncio.subprocess.Process], timeout_s: float = 60.0) -> None:
+        """Wait for the recordings to end; say why one failed (e.g. not allowed to attach)."""
+        for proc in procs:
+            try:
+                _, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+                continue
+            if proc.returncode:
+                print(f"py-spy: {err.decode(errors='replace').strip()[-500:]}", file=sys.stderr)
+
+
 class Services:
     """The services of one benchmark run as ``python -m <module>`` processes on ``settings``' bus.
 
-    ``profile_dir``: run each under ``py-spy record`` and write ``<name>.svg`` (a flame graph) there
-    when it stops; CPU and signals then go to the service process, py-spy's child."""
+    ``profile_dir``: run each under ``py-spy record`` from its start and write ``<name>.svg`` (a
+    flame graph of its whole life) there when it stops; CPU and signals then go to the service
+    process, py-spy's child. (:class:`Profiler` attaches for a while instead.)"""
 
     def __init__(
         self,

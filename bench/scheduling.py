@@ -33,9 +33,13 @@ standalone claims directly as upstream's ``allocResourceClaims`` does (see
 Variants: ``--selector cel`` puts a CEL selector in the template's request (upstream's
 ``selector_*`` cases), ``--match-attribute`` asks for two devices with a ``matchAttribute``
 constraint (``match_*``). ``--levels`` picks levels (``--nodes 5000 --levels empty,half`` is the
-issue's large shape). ``--profile`` runs each Python service under py-spy (``pip install
-'draflow[profile]'``) and writes one flame graph per service, over the whole run, into the
-directory it prints.
+issue's large shape).
+
+``--profile`` attaches py-spy (``pip install 'draflow[profile]'``) to each Python service for each
+steady-state window and writes one flame graph per service and level (``<service>-<level>.svg``;
+attaching needs the right to read the services' memory: same user without Yama's ptrace
+restriction, or root); ``--profile run`` starts each service under py-spy instead (no such right
+needed) and writes one flame graph of its whole run. Either way into the directory it prints.
 
 Also reported: CPU ms per bound pod per process over the steady-state windows and their total
 (the bench's own tracker not counted in it), events per bound pod (the pod's path in the log before
@@ -58,7 +62,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, ProfilerMissing, Services, machine, pct
+from bench.harness import Bus, Profiler, ProfilerMissing, Services, machine, pct
 from bench.scheduling_cluster import Tracker, cluster_manifests, devices_per_pod
 from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound, print_hops
 from bench.scheduling_phases import Phases, scan_log
@@ -79,10 +83,10 @@ async def run(
     (``bench.kubeapi`` connects its watchers there)."""
     mode = _mode(args)
     async with Bus("draflow-bench-") as bus:
-        profile_dir = None
-        if args.profile:
-            profile_dir = Path(args.profile_dir or bus.tmp / "profiles")
-        services = Services(bus.settings, profile_dir=profile_dir)
+        profile_dir = Path(args.profile_dir or bus.tmp / "profiles") if args.profile else None
+        whole_run = profile_dir if args.profile == "run" else None
+        services = Services(bus.settings, profile_dir=whole_run)
+        profiler = Profiler(profile_dir) if args.profile == "windows" and profile_dir else None
         tracker = Tracker(bus.store)
         api: ApiClient | None = None
         try:
@@ -102,6 +106,7 @@ async def run(
             tracker.start()
             per_pod = devices_per_pod(mode)
             phases = Phases(args, api, bus, services, tracker, per_pod)
+            phases.profiler = profiler
             await phases.setup(cluster_manifests(args.nodes, args.devices_per_node, mode))
             total = args.nodes * args.devices_per_node
             targets = {"empty": 0, "half": total // 2, "full": total - args.in_flight * per_pod}
@@ -125,8 +130,9 @@ async def run(
             if api is not None:
                 await api.close()
             await services.stop()
-            if profile_dir is not None:
-                print(f"flame graphs (py-spy, one per service): {profile_dir}")
+            if profile_dir is not None and profile_dir.exists():
+                each = "window" if args.profile == "windows" else "run"
+                print(f"flame graphs (py-spy, one per service and {each}): {profile_dir}")
 
 
 def _result(args: argparse.Namespace, mode: str, p: Phases, tracker: Tracker) -> dict[str, Any]:
@@ -234,7 +240,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--selector", choices=("none", "cel"), default="none", help="a CEL selector per request")
     p.add_argument("--match-attribute", action="store_true", help="two devices with a matchAttribute")
-    p.add_argument("--profile", action="store_true", help="flame graphs of each service (py-spy)")
+    p.add_argument(
+        "--profile",
+        nargs="?",
+        const="windows",
+        choices=("windows", "run"),
+        help="flame graphs of each service (py-spy): of each steady-state window (default) or of the run",
+    )
     p.add_argument("--profile-dir", default="", help="where --profile writes (default: the run's folder)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

@@ -9,7 +9,7 @@ import signal
 import time
 from typing import Any
 
-from bench.harness import Bus, Services, cpu_s, stored_at
+from bench.harness import Bus, Profiler, Services, cpu_s, stored_at
 from bench.scheduling_cluster import NS, Tracker, apply_all, claim_manifest, pod_manifest
 from bench.scheduling_prefill import prefill_claims
 from draflow.events.api.core_v1 import PodResourceClaimStatus
@@ -48,6 +48,7 @@ class Phases:
         self.window_cpu: dict[str, float] = {}  # process -> CPU seconds in the steady windows
         self.window_events = 0
         self.windows: list[tuple[float, float]] = []  # the steady-state windows (epoch seconds)
+        self.profiler: Profiler | None = None  # --profile windows
 
     # -- pods ----------------------------------------------------------------------------------------
 
@@ -162,6 +163,10 @@ class Phases:
         n, tracker = self.args.in_flight, self.tracker
         each = self.args.replace == "each"
         await self._warm_up(level)
+        recording = []
+        if self.profiler is not None:
+            pids = {name: self.services.pid(name) for name in self.services.procs}
+            recording = await self.profiler.start(pids, self.args.duration, level)
         cpu0, seq0 = self.cpu(), await self._last_seq()
         start = time.time()
         end = start + self.args.duration
@@ -179,6 +184,7 @@ class Phases:
             await self.delete(done)
             batch = [p for p in batch if p not in done] + await self.create(len(done))
         cpu1, seq1 = self.cpu(), await self._last_seq()
+        await Profiler.finish(recording)
         for name, s in cpu1.items():
             self.window_cpu[name] = self.window_cpu.get(name, 0.0) + s - cpu0.get(name, 0.0)
         self.window_events += seq1 - seq0

@@ -5,6 +5,7 @@ recount of the log, so the benchmark cannot silently measure nothing."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,16 @@ def test_claims_prefilled_like_upstream_with_a_cel_selector_each_pod_replaced() 
     assert r["mode"] == "cel" and r["prefill"] == "claims" and r["fill_pods_per_s"] is None
     assert r["replace"] == "each"
     assert r["guard_retries"] == 0
+
+
+@pytest.mark.skipif(shutil.which("py-spy") is None, reason="py-spy not installed (the [profile] extra)")
+def test_profile_writes_a_flame_graph_per_service_and_window(tmp_path: Path) -> None:
+    out = tmp_path / "profiles"
+    r = _bench("--backlog-pods", "0", "--levels", "empty", "--profile", "--profile-dir", str(out))
+    assert r["profile_dir"] == str(out)
+    svgs = {p.name: p.read_text() for p in out.glob("*.svg")}
+    assert set(svgs) == {"apiserver-empty.svg", "claim_controller-empty.svg", "scheduler-empty.svg"}
+    assert all(text.lstrip().startswith("<?xml") and "<svg" in text for text in svgs.values())
 
 
 def test_profile_without_py_spy_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
