@@ -105,7 +105,7 @@ async def run(
                 await on_ready(bus.settings)
             tracker.start()
             per_pod = devices_per_pod(mode)
-            phases = Phases(args, api, bus, services, tracker, per_pod)
+            phases = Phases(args, api, bus, services, tracker, mode)
             phases.profiler = profiler
             await phases.setup(cluster_manifests(args.nodes, args.devices_per_node, mode))
             total = args.nodes * args.devices_per_node

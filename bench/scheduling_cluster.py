@@ -133,8 +133,9 @@ async def apply_all(api: ApiClient, manifests: list[dict[str, Any]]) -> None:
         raise RuntimeError(f"creating objects failed: {bad[0]}")
 
 
-def claim_manifest(pod: str, uid: str) -> dict[str, Any]:
-    """The claim the claim controller would generate for ``pod`` (``--claims bench``)."""
+def claim_manifest(pod: str, uid: str, mode: str = "plain") -> dict[str, Any]:
+    """The claim the claim controller would generate for ``pod`` from the template
+    (``--claims bench``)."""
     owner = {"apiVersion": "v1", "kind": "Pod", "name": pod, "uid": uid, "controller": True}
     return {
         "apiVersion": "resource.k8s.io/v1",
@@ -145,7 +146,7 @@ def claim_manifest(pod: str, uid: str) -> dict[str, Any]:
             "ownerReferences": [owner],
             "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
         },
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+        "spec": template_manifest(mode)["spec"]["spec"],
     }
 
 

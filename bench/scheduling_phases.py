@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from bench.harness import Bus, Profiler, Services, cpu_s, stored_at
-from bench.scheduling_cluster import NS, Tracker, apply_all, claim_manifest, pod_manifest
+from bench.scheduling_cluster import NS, Tracker, apply_all, claim_manifest, devices_per_pod, pod_manifest
 from bench.scheduling_prefill import prefill_claims
 from draflow.events.api.core_v1 import PodResourceClaimStatus
 from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStatusesRecorded
@@ -28,11 +28,12 @@ class Phases:
         bus: Bus,
         services: Services,
         tracker: Tracker,
-        per_pod: int,
+        mode: str,
     ) -> None:
         self.args, self.api, self.bus, self.services, self.tracker = args, api, bus, services, tracker
         self.store = bus.store
-        self.per_pod = per_pod  # devices one pod takes
+        self.mode = mode  # the template's variant (plain, cel, match)
+        self.per_pod = devices_per_pod(mode)  # devices one pod takes
         self.prefill: str = args.prefill
         self.next_pod = 0
         self.fill_live: list[str] = []  # pods that hold the occupancy (prefill "pods")
@@ -65,7 +66,7 @@ class Phases:
         the pod) and ``status.resourceClaimStatuses``."""
         tracker = self.tracker
         await tracker.until(lambda: all(p in tracker.uid_of for p in names), 120, "pods in the log")
-        await apply_all(self.api, [claim_manifest(p, tracker.uid_of[p]) for p in names])
+        await apply_all(self.api, [claim_manifest(p, tracker.uid_of[p], self.mode) for p in names])
         reqs = [
             AppendRequest(
                 self.store.subject("Pod", NS, p),
