@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -44,10 +42,8 @@ from typing import Any
 
 from grpc import aio
 
+from bench.harness import Bus, Services, cpu_s, pct
 from draflow.events.api.core_v1 import Pod
-from draflow.infra.config import Settings
-from draflow.infra.eventstore import EventStore
-from draflow.infra.natsd import LocalNatsServer
 from draflow.services.kubelet.podresources.server import default_socket_path
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 from draflow.services.runtime.controller import Runtime
@@ -72,6 +68,7 @@ with grpc.insecure_channel("unix:" + socket) as channel:
     )
     request = pb.ListPodResourcesRequest()
     rpc(request, timeout=10)  # connected
+    print("ready", flush=True)
     seen = set()
     n, cpu, begin = 0, time.process_time(), time.monotonic()
     while True:
@@ -84,19 +81,6 @@ with grpc.insecure_channel("unix:" + socket) as channel:
     took, cpu = time.monotonic() - begin, time.process_time() - cpu
 print(json.dumps({"calls": n, "seconds": took, "cpu_s": cpu, "seen": sorted(seen)}))
 """
-
-
-def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pod(name: str, claims: int) -> dict[str, Any]:
@@ -138,38 +122,6 @@ SETUP = [
         },
     },
 ]
-
-
-class Cluster:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.procs: dict[str, asyncio.subprocess.Process] = {}
-
-    async def spawn(self, name: str, module: str, *args: str) -> None:
-        env = {
-            "OTEL_TRACES_EXPORTER": "none",
-            **os.environ,
-            "DRAFLOW_NATS_URL": self.settings.nats_url,
-            "DRAFLOW_STREAM": self.settings.stream,
-            "DRAFLOW_SUBJECT_ROOT": self.settings.root,
-            "DRAFLOW_DATA_DIR": str(self.settings.data_dir),
-            "DRAFLOW_LOG_LEVEL": "WARNING",
-        }
-        with open(self.settings.data_dir / f"{name}.log", "wb") as log:  # noqa: ASYNC230
-            self.procs[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", module, *args, cwd=ROOT, env=env, stdout=log, stderr=log
-            )
-
-    async def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
 
 
 async def _until(check: Any, timeout_s: float, what: str) -> None:
@@ -246,14 +198,17 @@ async def load(
         )
         for _ in range(args.clients)
     ]
-    cpu0, start = _cpu_s(kubelet_pid), time.monotonic()
+    for c in clients:  # the window opens once every client is connected (they take a while to start)
+        assert c.stdout is not None
+        assert (await c.stdout.readline()).strip() == b"ready"
+    cpu0, start = cpu_s(kubelet_pid), time.monotonic()
     await asyncio.sleep(args.seconds)
     if during is not None:
         await during
     stop.touch()
     outputs = [await c.communicate() for c in clients]
     shutil.rmtree(stop.parent, ignore_errors=True)
-    kubelet_cpu, elapsed = _cpu_s(kubelet_pid) - cpu0, time.monotonic() - start
+    kubelet_cpu, elapsed = cpu_s(kubelet_pid) - cpu0, time.monotonic() - start
     reports = [json.loads(out) for out, _ in outputs]
     calls = sum(r["calls"] for r in reports)
     return Load(
@@ -269,14 +224,15 @@ async def load(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="prb-", dir="/tmp"))  # short: the socket path has 107 bytes
-    server = LocalNatsServer(tmp / "nats")
-    server.start()
-    settings = Settings(nats_url=server.url, data_dir=tmp / "d", stream="PRBENCH", root="prbench")
-    settings.data_dir.mkdir(parents=True)
-    store = await EventStore.open(settings, "bench")
+    # short: the socket path has 107 bytes
+    async with Bus("prb-", stream="PRBENCH", root="prbench", tmp_dir="/tmp", keep=False, data="d") as bus:
+        return await _run(args, bus)
+
+
+async def _run(args: argparse.Namespace, bus: Bus) -> dict[str, Any]:
+    settings, store = bus.settings, bus.store
     rt = Runtime(store, actor="bench", api_timeout_s=60.0)
-    cluster = Cluster(settings)
+    cluster = Services(settings)
     socket = default_socket_path(settings.data_dir, NODE)
     try:
         await rt.start()
@@ -335,7 +291,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 t = time.perf_counter()
                 await list_rpc(request)
                 lat.append((time.perf_counter() - t) * 1000)
-            p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
+            p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
             print(
                 f"List latency, one client, {args.calls} calls (answer deserialized): "
                 f"p50 {p50:.3f} ms, p99 {p99:.3f} ms"
@@ -382,12 +338,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{statistics.median(cold):.2f} ms"
             )
 
-            steady = await load(args, socket, cluster.procs["kubelet"].pid)
+            steady = await load(args, socket, cluster.pid("kubelet"))
             print(f"sustained, steady node: {steady.line()}")
 
             before = set(gone)
             busy = asyncio.create_task(churn("busy"))
-            loaded = await load(args, socket, cluster.procs["kubelet"].pid, during=busy)
+            loaded = await load(args, socket, cluster.pid("kubelet"), during=busy)
             busy_took, _ = busy.result()
             started = [n for n in live if n.startswith("churn-busy-")]
             seen = sum(1 for n in started if n in loaded.seen)
@@ -417,11 +373,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "new_pods_seen_by_clients": seen,
         }
     finally:
-        await cluster.stop()
+        await cluster.stop(15)
         await rt.stop()
-        await store.close()
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
