@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -52,7 +53,7 @@ class Env:
             failures=switches,
         )
         self.plugin = Faulty(driver, switches)
-        self.plugins = {"gpu.example.com": self.plugin}
+        self.plugins: dict[str, Any] = {"gpu.example.com": self.plugin}
         self.manager = DRAManager()
 
     def prepare(self, pod: Pod, *claims: ResourceClaim, attempts: int = 3):
@@ -113,7 +114,7 @@ async def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     gpu_only = make_claim("b", allocation=make_allocation(("gpu", "gpu-1")))
     env = Env(tmp_path, mixed, gpu_only)
     other = OtherDriver()
-    env.plugins["net.example.com"] = other  # type: ignore[assignment]
+    env.plugins["net.example.com"] = other
     pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
     outcome = await env.prepare(pod, mixed, gpu_only)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 1, "net.example.com": 1}
