@@ -207,7 +207,9 @@ class EventStore:
         """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
         ``position``: gone (deleted), another identity (deleted and created again), or it ends
         before ``position``. The first check of a store opened without ``ensure`` learns the identity.
-        StoreUnavailable when the stream cannot be asked (or does not exist right now)."""
+        StoreUnavailable when the stream cannot be asked (or does not exist right now), and when
+        only a replica of a leaderless group answered that it ends before ``position``: its own copy
+        may lag (a JetStream cluster electing a leader), so that is no proof of a reset."""
         if self.reset is not None:
             raise self.reset
         try:
@@ -221,6 +223,12 @@ class EventStore:
             raise self.reset from None
         if self.identity is None:
             self.identity = status.created
+        if status.created == self.identity and status.last_seq < position and status.leaderless:
+            # not a shorter log: a replica's copy, lagging, while the group elects its leader
+            raise StoreUnavailable(
+                f"stream {self.stream}: no leader (an election under way); a replica answered, at "
+                f"sequence {status.last_seq}, before this process's {position}: asking again"
+            )
         if status.created != self.identity or status.last_seq < position:
             self.reset = StreamReset(self.stream, position, status.last_seq, self.identity, status.created)
             self._reset_seen.set()

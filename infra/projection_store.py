@@ -24,7 +24,7 @@ import msgspec
 from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Envelope, Event
 from draflow.infra.consumer import ConsumerOptions, DurableConsumer, Handler
-from draflow.infra.errors import PoisonEvent, StreamReset
+from draflow.infra.errors import PoisonEvent, StoreUnavailable, StreamReset
 from draflow.infra.eventstore import EventStore
 from draflow.projections.base import Projection, subject_matches
 
@@ -143,6 +143,12 @@ class ProjectionStore:
         ) as cur:
             row = await cur.fetchone()
         known = str(row[0]) if row else None
+        if known in (None, status.created) and status.last_seq < checkpoint and status.leaderless:
+            # a replica's lagging copy while the group elects its leader, not a shorter log
+            raise StoreUnavailable(
+                f"stream {events.stream}: no leader (an election under way); a replica answered, at "
+                f"sequence {status.last_seq}, before checkpoint {checkpoint}: asking again"
+            )
         if (known is not None and known != status.created) or status.last_seq < checkpoint:
             old = known if known is not None else status.created
             raise StreamReset(events.stream, checkpoint, status.last_seq, old, status.created)
