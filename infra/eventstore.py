@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import nats.errors
-from nats.js.errors import APIError
+from nats.js.errors import APIError, ServiceUnavailableError
 
 from draflow.events.codec import (
     HDR_SCHEMA,
@@ -658,8 +658,21 @@ class EventStore:
         rec = await self.last_record(subject)
         return 0 if rec is None else rec.seq
 
-    async def stream_last_seq(self) -> int:
-        info = await self.js.stream_info(self.stream)
+    async def stream_last_seq(self, *, wait_s: float = 0.0) -> int:
+        """The stream's last sequence. With ``wait_s``, asked again (backing off) for at most that
+        long while JetStream gives no answer: a cluster electing the stream's leader, or every
+        server away, must not fail a service that is starting (it folds up to this position)."""
+        if wait_s <= 0:
+            info = await self.js.stream_info(self.stream)
+            return int(info.state.last_seq)
+        unanswered = (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+        async for attempt in transient_retry(attempts=1000, max_delay_s=wait_s, retry_on=unanswered):
+            with attempt:
+                try:
+                    info = await self.js.stream_info(self.stream)
+                except unanswered as exc:
+                    log.warning("stream %s: no answer to STREAM.INFO (%r); asking again", self.stream, exc)
+                    raise
         return int(info.state.last_seq)
 
     def parse_subject(self, subject: str) -> tuple[str, str | None, str]:

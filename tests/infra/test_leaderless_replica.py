@@ -6,6 +6,10 @@ a message or more before what the leader had committed and the services had alre
 took that for a stream "ending before their position" and stopped with exit 3 (the leader-loss
 chaos test found them). Such an answer says ``cluster.leader: ""``: the reset check asks again
 later instead; a leader's answer still decides.
+
+A service starting meanwhile asked ``STREAM.INFO`` once for the position to fold up to; no answer
+within 10 s (the election not over on a loaded machine) failed its start. It asks again now, for as
+long as its start may take (``stream_last_seq(wait_s=...)``).
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ import asyncio
 import time
 from pathlib import Path
 
+import nats.errors
 import pytest
 
 from draflow.infra.config import Settings
 from draflow.infra.errors import StoreUnavailable, StreamReset
 from draflow.infra.eventstore import EventStore
+from draflow.infra.natsd import LocalNatsServer
 from draflow.infra.ports import Ports
 from draflow.infra.projection_store import ProjectionStore
 from tests.chaos.procfile import ProcSystem
+from tests.conftest import settings_for
 from tests.helpers import free_port_offset
 from tests.paths import ROOT
 
@@ -76,3 +83,22 @@ async def test_a_lagging_replica_of_a_leaderless_group_is_no_reset(tmp_path: Pat
         if events is not None:
             await events.close()
         system.stop_all()
+
+
+async def test_a_starting_service_waits_for_an_answer_about_the_streams_end(
+    own_nats_server: LocalNatsServer, tmp_path: Path
+) -> None:
+    """No JetStream answer for longer than a request's 10 s (here: the server away): once, it is
+    an error; with ``wait_s`` it is asked again until the answer comes."""
+    events = await EventStore.open(settings_for(own_nats_server, tmp_path / "data"), "starting")
+    try:
+        own_nats_server.stop()
+        with pytest.raises(nats.errors.TimeoutError):
+            await events.stream_last_seq()
+        waiting = asyncio.create_task(events.stream_last_seq(wait_s=60))
+        await asyncio.sleep(11)  # its first request goes unanswered
+        assert not waiting.done()
+        own_nats_server.start()
+        assert await asyncio.wait_for(waiting, 30) == 0
+    finally:
+        await events.close()
