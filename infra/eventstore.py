@@ -23,6 +23,7 @@ import contextvars
 import datetime
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -67,6 +68,7 @@ from draflow.infra.publisher import (
 )
 from draflow.infra.reader import RawRecord, StreamReader, StreamStatus
 from draflow.infra.retry import transient_retry
+from draflow.infra.shortfall import Shortfall
 from draflow.infra.snapshots import SnapshotStore
 from draflow.infra.streams import dlq_stream_config, event_stream_config, snapshot_stream_config
 
@@ -170,6 +172,7 @@ class EventStore:
         # the identity (creation time) of the stream this process follows, learnt at start
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
+        self._shortfall = Shortfall(self.stream)  # when "it ends before" is believed
         self._reset_seen = asyncio.Event()
 
     @classmethod
@@ -207,9 +210,9 @@ class EventStore:
         """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
         ``position``: gone (deleted), another identity (deleted and created again), or it ends
         before ``position``. The first check of a store opened without ``ensure`` learns the identity.
-        StoreUnavailable when the stream cannot be asked (or does not exist right now), and when
-        only a replica of a leaderless group answered that it ends before ``position``: its own copy
-        may lag (a JetStream cluster electing a leader), so that is no proof of a reset."""
+        StoreUnavailable when the stream cannot be asked (or does not exist right now), and while
+        an answer that it ends before ``position`` is not proof yet (``infra.shortfall``: a
+        cluster's lagging replica answers so for a moment)."""
         if self.reset is not None:
             raise self.reset
         try:
@@ -223,13 +226,7 @@ class EventStore:
             raise self.reset from None
         if self.identity is None:
             self.identity = status.created
-        if status.created == self.identity and status.last_seq < position and status.leaderless:
-            # not a shorter log: a replica's copy, lagging, while the group elects its leader
-            raise StoreUnavailable(
-                f"stream {self.stream}: no leader (an election under way); a replica answered, at "
-                f"sequence {status.last_seq}, before this process's {position}: asking again"
-            )
-        if status.created != self.identity or status.last_seq < position:
+        if status.created != self.identity or self._shortfall.judge(status, position, time.monotonic()):
             self.reset = StreamReset(self.stream, position, status.last_seq, self.identity, status.created)
             self._reset_seen.set()
             raise self.reset
