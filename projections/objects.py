@@ -376,6 +376,10 @@ class ObjectIndex:
             if self._versions.get(vkey) == seq and self.get(*vkey) is None:
                 del self._versions[vkey]
 
+    def size(self) -> int:
+        """How many objects the index holds (what a snapshot of it costs in proportion to)."""
+        return sum(len(objs) for objs in self._objects.values())
+
     def tombstones(self) -> int:
         """How many deleted subjects' versions are still held (not yet settled)."""
         return len(self._tombstones)
