@@ -309,3 +309,50 @@ def test_a_queued_pod_assumed_by_a_resumed_saga_is_not_scheduled_again() -> None
     core.cluster.assume_pod(pod, "node-000")  # the resumed saga re-assumes its decision
     assert core.schedule_next() is None
     assert "default/p" not in core.queue
+
+
+class _CountingPreEnqueue:
+    """A PreEnqueue plugin that lets every pod through and counts how often it was asked: the
+    queue's work per pop, independent of the clock or machine."""
+
+    name = "CountPreEnqueue"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def pre_enqueue(self, pod: object, cluster: object) -> None:
+        self.calls += 1
+
+
+def test_pop_does_not_look_at_the_whole_pool() -> None:
+    """A burst of pods created before their claims waits gated in the pool; each pop must cost the
+    same whether 10 or 2,000 pods wait there, also once they have waited over five minutes: the
+    leftover flush retries each such pod once, then again only every 30 s (upstream's flush
+    period), not on every pop."""
+    from draflow.services.scheduler.framework import Scheduler, SchedulerConfig
+    from draflow.services.scheduler.plugins import default_plugins
+
+    for waiting in (10, 2000):
+        clock = Clock()
+        counter = _CountingPreEnqueue()
+        core = Scheduler(SchedulerConfig(), plugins=[counter, *default_plugins()], clock=clock)
+        for obj in (make_class(), make_node("n1"), make_slice("n1", 8)):
+            core.observe(obj)
+        for i in range(waiting):
+            core.observe(pod_with_template_claim(f"gated-{i:04d}")[0])  # no claim yet: gated
+        assert counter.calls == waiting
+        clock.now += 301  # every gated pod is due for the leftover flush
+        core.queue.flush()
+        assert counter.calls == 2 * waiting  # each looked at once
+        for i in range(8):
+            pod, claim = pod_with_template_claim(f"ready-{i}")
+            core.observe(claim)
+            core.observe(pod)
+        before = counter.calls
+        for _ in range(8):
+            clock.now += 1
+            assert isinstance(next_result(core), Reserved)
+        assert counter.calls == before  # eight pops, none re-ran PreEnqueue on the pool
+        clock.now += 30  # the flush period: the gated pods are looked at once more
+        core.queue.flush()
+        assert counter.calls == before + waiting
