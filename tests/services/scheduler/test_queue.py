@@ -356,3 +356,34 @@ def test_pop_does_not_look_at_the_whole_pool() -> None:
         clock.now += 30  # the flush period: the gated pods are looked at once more
         core.queue.flush()
         assert counter.calls == before + waiting
+
+
+def test_counts_match_where_every_pod_is() -> None:
+    """The pending-pods metric, counted without walking the pool, against every pod's place."""
+
+    def brute(core) -> dict[str, int]:
+        out = {"active": 0, "backoff": 0, "unschedulable": 0, "in-flight": 0}
+        for key in list(core.queue._pods):
+            out[core.queue.info(key).where] += 1
+        return out
+
+    clock = Clock()
+    core = _core(make_class(), make_node("n1", cpu="2"), make_slice("n1", 2), clock=clock)
+    for i in range(3):
+        core.observe(pod_with_template_claim(f"gated-{i}")[0])  # no claim: gated
+    for i in range(4):
+        pod, claim = pod_with_template_claim(f"p{i}")
+        core.observe(claim)
+        core.observe(pod)
+    core.observe(make_pod("huge", cpu="64"))
+    assert core.queue.counts() == brute(core)
+    qpi = core.queue.pop()  # in flight
+    assert qpi is not None and core.queue.counts() == brute(core) and brute(core)["in-flight"] == 1
+    core.queue.add_backoff(qpi)
+    assert core.queue.counts() == brute(core) and brute(core)["backoff"] == 1
+    while core.schedule_next() is not None:
+        assert core.queue.counts() == brute(core)
+    core.observe_deleted("Pod", "default", "gated-0")
+    clock.now += 20
+    core.queue.flush()
+    assert core.queue.counts() == brute(core)
