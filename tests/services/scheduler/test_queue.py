@@ -387,3 +387,25 @@ def test_counts_match_where_every_pod_is() -> None:
     clock.now += 20
     core.queue.flush()
     assert core.queue.counts() == brute(core)
+
+
+def test_pool_deadlines_stay_bounded_when_pods_are_reindexed() -> None:
+    """Each re-index of a waiting pod (a pod update that moves nothing) adds a deadline entry; the
+    stale ones are compacted away, and the pod is still retried after five minutes."""
+    clock = Clock()
+    core = _core(make_node("n1", cpu="1"), clock=clock)
+    pod = make_pod("p", cpu="2")
+    core.observe(pod)
+    core.schedule_next()
+    queue = core.queue
+    qpi = queue.info("default/p")
+    assert qpi is not None and qpi.where == "unschedulable"
+    for _ in range(5000):
+        queue._pool_add(qpi)  # what update() does for a pod whose change helps nothing
+    assert len(queue._pool_deadlines) <= 2 * len(queue._unschedulable) + 1025
+    clock.now += 299
+    queue.flush()
+    assert _where(core, pod) == "unschedulable"
+    clock.now += 2
+    queue.flush()
+    assert _where(core, pod) == "active"
