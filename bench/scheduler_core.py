@@ -92,20 +92,18 @@ def _node(name: str) -> Node:
     )
 
 
-def _slice(node: str, devices: int) -> ResourceSlice:
-    devs = tuple(
-        Device(
-            name=f"gpu-{i}",
-            attributes={
-                "index": DeviceAttribute(int_=i),
-                "model": DeviceAttribute(string="h100"),
-                "family": DeviceAttribute(string="GPU"),
-                "slice": DeviceAttribute(string=node),
-            },
-            capacity={"memory": DeviceCapacity(value="1Gi")},
-        )
-        for i in range(devices)
-    )
+def _slice(node: str, devices: int, rich: bool = False) -> ResourceSlice:
+    """``rich``: also a family, the slice's name and a memory capacity (what the steady state's
+    CEL selector and matchAttribute shapes read)."""
+
+    def attributes(i: int) -> dict[str, DeviceAttribute]:
+        attrs = {"index": DeviceAttribute(int_=i), "model": DeviceAttribute(string="h100")}
+        if rich:
+            attrs |= {"family": DeviceAttribute(string="GPU"), "slice": DeviceAttribute(string=node)}
+        return attrs
+
+    capacity = {"memory": DeviceCapacity(value="1Gi")} if rich else {}
+    devs = tuple(Device(name=f"gpu-{i}", attributes=attributes(i), capacity=capacity) for i in range(devices))
     return ResourceSlice(
         metadata=ObjectMeta(name=f"{node}-gpu"),
         spec=ResourceSliceSpec(
@@ -194,14 +192,14 @@ def _stats(prefix: str, times: list[float], out: dict[str, float]) -> None:
 
 
 def _setup(
-    nodes: int, devices: int, pods: int, config: SchedulerConfig, shape: str = "one"
+    nodes: int, devices: int, pods: int, config: SchedulerConfig, shape: str = "one", rich: bool = False
 ) -> tuple[Scheduler, list[Pod], dict]:
     core = Scheduler(config, plugins=default_plugins(), clock=lambda: 0.0)
     core.observe(_class())
     for i in range(nodes):
         name = f"node-{i:04d}"
         core.observe(_node(name))
-        core.observe(_slice(name, devices))
+        core.observe(_slice(name, devices, rich))
     all_pods: list[Pod] = []
     claims: dict[str, ResourceClaim] = {}
     for i in range(pods):
@@ -307,7 +305,7 @@ def measure_steady(
 ) -> dict[str, float | str]:
     """scheduler_perf's steady state on the core (see the module docstring)."""
     config = SchedulerConfig(percentage_of_nodes_to_score=percentage)
-    core, _, _ = _setup(nodes, devices, 0, config, shape)
+    core, _, _ = _setup(nodes, devices, 0, config, shape, rich=True)
     per_pod = 2 if shape == "match" else 1
     live: list[tuple[Pod, ResourceClaim]] = []
     counter = 0
