@@ -75,6 +75,7 @@ class ApiStore:
             self._capture,
             lambda: self.position,
             self.policy if snapshot_writer else SnapshotPolicy(every_events=0, every_s=0),
+            size=self.index.size,
         )
 
     def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
