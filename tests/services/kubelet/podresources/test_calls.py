@@ -121,7 +121,7 @@ def test_a_call_its_client_gave_up_on_is_answered_into_the_void(
     assert rpc(channel, ECHO)(b"q", timeout=10) == b"qq"
     begin = time.monotonic()
     server.stop(grace_s=5)  # nothing open any more: no grace needed
-    assert time.monotonic() - begin < 2
+    assert time.monotonic() - begin < 4
 
 
 def test_many_clients_at_once(served: tuple[CallServer, Handlers, grpc.Channel]) -> None:
@@ -151,7 +151,11 @@ def test_stop_ends_calls_under_way_after_the_grace(caplog: pytest.LogCaptureFixt
             assert handlers.arrived.wait(10)
             stopping = threading.Thread(target=server.stop, args=(5.0,))
             stopping.start()
-            time.sleep(0.2)
+            deadline = time.monotonic() + 10
+            while not server._stopping and time.monotonic() < deadline:
+                time.sleep(0.01)
+            with server._lock:  # held while the C server is told to shut down: done now, no new calls
+                pass
             with pytest.raises(grpc.RpcError):  # no new calls once stopping
                 rpc(channel, ECHO)(b"", timeout=5)
             handlers.later[0].reply(b"within the grace")
@@ -171,7 +175,7 @@ def test_stop_ends_calls_under_way_after_the_grace(caplog: pytest.LogCaptureFixt
                 begin = time.monotonic()
                 with caplog.at_level(logging.ERROR):
                     server.stop(grace_s=0.1, cancelled_s=0.5)
-                assert time.monotonic() - begin < 3
+                assert time.monotonic() - begin < 4.5  # given up after cancelled_s: no hanging
                 assert "calls still open" in caplog.text
                 with pytest.raises(grpc.RpcError) as err:
                     silent.result(10)
