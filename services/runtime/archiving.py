@@ -147,7 +147,9 @@ async def archive_and_trim(
         log.info("archived %d-%d (%d events) to %s", seg.first, seg.last, seg.count, store.archive.folder)
     if not trim:
         return run
-    trim_to = run.cut - margin  # the last sequence the trim removes
+    # the last sequence the trim removes; the stream's newest event always stays, so a reader
+    # that read everything up to the end knows nothing after it was trimmed (EventStore.read_raw)
+    trim_to = min(run.cut - margin, last - 1)
     if trim_to >= first:
         run.first_after = await _trim(store, trim_to, run.cut)
     return run
