@@ -676,6 +676,11 @@ class EventStore:
         reader = self._reader
         return await reader.direct_get(reader.direct_subject, f'{{"start_time": "{stamp}"}}'.encode())
 
+    async def record_at(self, seq: int) -> RawRecord | None:
+        """The stored message at ``seq`` (a direct get; None if the stream does not hold it)."""
+        reader = self._reader
+        return await reader.direct_get(reader.direct_subject, f'{{"seq": {int(seq)}}}'.encode())
+
     async def last_record(self, subject: str) -> RawRecord | None:
         """The subject's last stored message, by direct get (None if the subject is empty)."""
         return await self._reader.last(subject)
