@@ -37,7 +37,15 @@ from draflow.infra.snapshots import load_snapshot
 from draflow.infra.streams import event_stream_config
 from draflow.projections.snapshot import OBJECTS, schema
 
-__all__ = ["MARGIN", "SEGMENT_EVENTS", "ArchiveRefused", "ArchiveRun", "Retention", "archive_and_trim", "retention_cut"]
+__all__ = [
+    "MARGIN",
+    "SEGMENT_EVENTS",
+    "ArchiveRefused",
+    "ArchiveRun",
+    "Retention",
+    "archive_and_trim",
+    "retention_cut",
+]
 
 log = logging.getLogger(__name__)
 
