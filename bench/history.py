@@ -126,6 +126,52 @@ def copy_unit(rec: Recording, copy: int, base_seq: int) -> list[Message]:
     ]
 
 
+class _Template:
+    """One text of the unit with its copy-dependent parts cut out, so a copy is a join, not four
+    regular-expression passes (the same substitutions as :func:`copy_unit`, done once)."""
+
+    def __init__(self, text: str, namespace: str) -> None:
+        text = re.sub(rf"\b{re.escape(namespace)}\b", "\x00n\x00", text)
+        text = UUID.sub(lambda m: "\x00t\x00" + m.group(1), text)
+        text = HEX_ID.sub(lambda m: "\x00t\x00" + m.group(1), text)
+        text = RESOURCE_VERSION.sub(lambda m: f'"resourceVersion":"\x00r{m.group(1)}\x00"', text)
+        self.parts = text.split("\x00")  # literal, marker, literal, marker, ...
+
+    def fill(self, ns: str, tag: str, shift: int) -> str:
+        parts = self.parts[:]
+        for i in range(1, len(parts), 2):
+            marker = parts[i]
+            parts[i] = ns if marker == "n" else tag if marker == "t" else str(int(marker[1:]) + shift)
+        return "".join(parts)
+
+
+class UnitCopier:
+    """:func:`copy_unit`, several times faster: the unit's texts are templates made once."""
+
+    def __init__(self, rec: Recording) -> None:
+        self.rec = rec
+        ns = rec.namespace
+        self.templates = [
+            (
+                _Template(m.subject, ns),
+                _Template(m.payload, ns),
+                {k: _Template(v, ns) for k, v in m.headers.items()},
+            )
+            for m in rec.unit
+        ]
+
+    def copy(self, copy: int, base_seq: int) -> list[Message]:
+        tag, shift, ns = f"{copy:08x}", base_seq - self.rec.first_seq, f"churn-{copy}"
+        return [
+            Message(
+                s.fill(ns, tag, shift),
+                p.fill(ns, tag, shift),
+                {k: h.fill(ns, tag, shift) for k, h in hs.items()},
+            )
+            for s, p, hs in self.templates
+        ]
+
+
 async def grow(store: EventStore, rec: Recording, target: int) -> int:
     """Append copies of the unit until the log holds at least ``target`` events; its length."""
     js = store.js
@@ -137,8 +183,10 @@ async def grow(store: EventStore, rec: Recording, target: int) -> int:
         stored = len(rec.setup)
     published = stored
     copy = (stored - len(rec.setup)) // len(rec.unit)
+    copier = UnitCopier(rec)
+    began, told = time.monotonic(), published
     while published < target:
-        for m in copy_unit(rec, copy, published + 1):
+        for m in copier.copy(copy, published + 1):
             await store.nc.publish(m.subject.format(root=root), m.payload.encode(), headers=m.headers)
         published += len(rec.unit)
         copy += 1
@@ -146,6 +194,10 @@ async def grow(store: EventStore, rec: Recording, target: int) -> int:
             await store.nc.flush()
             # keep the server's backlog bounded: wait while it is more than ~100k events behind
             await wait_stored(store, published - 100_000)
+        if published - told >= 1_000_000:  # a long build says how far it is
+            told = published
+            rate = (published - stored) / (time.monotonic() - began)
+            print(f"  ... {published} events ({rate:,.0f} events/s)", flush=True)
     await store.nc.flush()
     await wait_stored(store, published)
     return published
@@ -286,11 +338,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 if args.snapshots:
                     # the apiserver writes the object fold's snapshot (every 20k events by
                     # default): let it write one at the log's end, as a running system would have
+                    # it folds what was added since the last snapshot: allow for that
+                    folding = events - (runs[-1]["events"] if runs else 0)
                     wrote = start_service(
                         "apiserver",
                         settings,
                         work / "data" / "w",
-                        args.timeout,
+                        args.timeout + folding * 300e-6,
                         until=SNAPSHOT_WRITTEN,
                         extra_env={"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "1"},  # at once, whatever the size
                     )
