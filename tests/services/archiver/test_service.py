@@ -18,18 +18,17 @@ from tests.processes import Proc
 MODULE = "draflow.services.archiver"
 
 
-def archiver(event_store: EventStore, retention_s: float, **env: str) -> Proc:
+def archiver(store: EventStore, retention_s: float, min_events: int = 50, segment_events: int = 100) -> Proc:
     return Proc(
-        event_store.settings,
+        store.settings,
         MODULE,
         merge_stderr=True,
         DRAFLOW_RETENTION_S=str(retention_s),
-        DRAFLOW_ARCHIVE_MIN_EVENTS=env.pop("min_events", "50"),
-        DRAFLOW_ARCHIVE_SEGMENT_EVENTS=env.pop("segment_events", "100"),
+        DRAFLOW_ARCHIVE_MIN_EVENTS=str(min_events),
+        DRAFLOW_ARCHIVE_SEGMENT_EVENTS=str(segment_events),
         DRAFLOW_ARCHIVE_MARGIN="5",
         DRAFLOW_LOG_LEVEL="INFO",
         OTEL_TRACES_EXPORTER="none",
-        **env,
     )
 
 
@@ -115,7 +114,7 @@ async def test_kill_9_during_a_scheduled_run_loses_nothing(event_store: EventSto
     rng = random.Random(11)
     for _ in range(3):
         written = len(list(folder.glob("*.json")))
-        proc = archiver(event_store, retention_s=1, segment_events="20", min_events="1")
+        proc = archiver(event_store, retention_s=1, segment_events=20, min_events=1)
         deadline = time.monotonic() + 60
         while len(list(folder.glob("*.json"))) <= written:  # until it has written a segment
             assert time.monotonic() < deadline and proc.proc.poll() is None, proc.stderr
@@ -124,7 +123,7 @@ async def test_kill_9_during_a_scheduled_run_loses_nothing(event_store: EventSto
         proc.kill()
         assert await everything(event_store) == before  # whatever the moment, nothing lost
     assert await first_seq(event_store) == 1  # no run got to its trim
-    proc = archiver(event_store, retention_s=1, segment_events="20", min_events="1")
+    proc = archiver(event_store, retention_s=1, segment_events=20, min_events=1)
     try:
         await until_trimmed(event_store, 60)
         assert await everything(event_store) == before
