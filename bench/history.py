@@ -17,7 +17,8 @@ For each size (ascending, the same log grown), it reports the stream's bytes on 
 (``du`` of the stream's files; JetStream compresses a message block once it is full, 8 MB, so the
 block being written is plain), then starts each service as its own process (``python -m
 draflow.services.<name>``) and measures the seconds from spawn to its ``caught up with the log``
-line and its resident memory (``VmRSS``) then; and the slope of start time against log length.
+line, the CPU seconds it used by then (less sensitive to a loaded machine) and its resident
+memory (``VmRSS``) then; and the slope of start time against log length.
 Before the services are measured, the apiserver is run once until it has written a snapshot of
 the object fold at the log's end (as a running system keeps one), so the starts measured load
 it and fold only the tail; ``--no-snapshots`` measures whole-log folds instead.
@@ -211,6 +212,13 @@ async def wait_stored(store: EventStore, seq: int) -> None:
         delay = min(delay * 2, 0.2)
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process has used (less sensitive to a loaded machine than
+    wall time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -225,6 +233,7 @@ class Start:
     fold_s: float  # what the service itself reports for its fold
     position: int
     rss_mb: float
+    cpu_s: float  # CPU seconds spawn -> caught up
 
 
 SNAPSHOT_WRITTEN = re.compile(r"snapshot objects at (\d+) written")
@@ -284,7 +293,7 @@ def start_service(
             time.sleep(0.01)
         at, m = found[0]
         fold_s = float(m.group(2)) if m.re is CAUGHT_UP else 0.0
-        return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid))
+        return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid), cpu_s(proc.pid))
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -357,10 +366,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         "caught_up_s": round(start.caught_up_s, 3),
                         "fold_s": round(start.fold_s, 3),
                         "rss_mb": round(start.rss_mb, 1),
+                        "cpu_s": round(start.cpu_s, 2),
                     }
                     print(
                         f"  {service:17s} start→caught up {start.caught_up_s:6.2f}s "
-                        f"(fold {start.fold_s:.2f}s at {start.position}), RSS {start.rss_mb:.0f} MB"
+                        f"(fold {start.fold_s:.2f}s at {start.position}), {start.cpu_s:.2f}s of CPU, "
+                        f"RSS {start.rss_mb:.0f} MB"
                     )
                 runs.append(run_)
         finally:
@@ -383,6 +394,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "max_events": last["events"],
         "start_caught_up_s": {s: last["services"][s]["caught_up_s"] for s in services},
         "rss_mb": {s: last["services"][s]["rss_mb"] for s in services},
+        "start_cpu_s": {s: last["services"][s]["cpu_s"] for s in services},
         "bytes_per_event": last["bytes_per_event"],
         "start_slope_us_per_event": slopes,
         "rss_slope_bytes_per_event": rss_slopes,

@@ -46,6 +46,7 @@ def test_figures_and_snapshot_start_against_whole_log_fold() -> None:
         assert [r["events"] for r in result["runs"]] == sorted(r["events"] for r in result["runs"])
         assert set(result["start_caught_up_s"]) == set(result["rss_mb"]) == {"apiserver"}
         assert 0 < result["bytes_per_event"] < 2000
+        assert 0 < result["start_cpu_s"]["apiserver"] < 60
     assert with_snapshots["snapshots"] is True and without["snapshots"] is False
     # the fold (the service's own "caught up ... in Xs"): the snapshot at the log's end against
     # every one of the 20k events
