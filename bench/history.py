@@ -19,15 +19,16 @@ block being written is plain), then starts each service as its own process (``py
 draflow.services.<name>``) and measures the seconds from spawn to its ``caught up with the log``
 line, the CPU seconds it used by then (less sensitive to a loaded machine) and its resident
 memory (``VmRSS``) then; and the slope of start time against log length.
-Before the services are measured, the apiserver is run once until it has written a snapshot of
-the object fold at the log's end (as a running system keeps one), so the starts measured load
-it and fold only the tail; ``--no-snapshots`` measures whole-log folds instead.
+While the log grows, every ``--snapshot-step`` events (default 1M) and at each size's end, the
+apiserver is run until it has written a snapshot of the object fold at the log's end (a running
+system keeps one, every 20k events; no writer has to fold more than a step, well within the
+apiserver's own 120 s start limit), so the starts measured load it and fold only the tail;
+``--no-snapshots`` measures whole-log folds instead.
 
 ``python -m bench.history [--sizes 100k,1M,10M] [--services apiserver,scheduler,claim_controller]
-[--recording FILE] [--no-snapshots] [--json]``; ``--json`` prints one JSON object as the last line
-(``max_events``,
-``start_caught_up_s``, ``rss_mb``, ``bytes_per_event``, ``start_slope_us_per_event``, per size
-figures under ``runs``).
+[--recording FILE] [--no-snapshots] [--snapshot-step 1M] [--json]``; ``--json`` prints one JSON
+object as the last line (``max_events``, ``start_caught_up_s``, ``start_cpu_s``, ``rss_mb``,
+``bytes_per_event``, ``start_slope_us_per_event``, per size figures under ``runs``).
 """
 
 from __future__ import annotations
@@ -204,6 +205,10 @@ async def grow(store: EventStore, rec: Recording, target: int) -> int:
     return published
 
 
+async def stored_events(store: EventStore) -> int:
+    return int((await store.js.stream_info(store.stream)).state.last_seq)
+
+
 async def wait_stored(store: EventStore, seq: int) -> None:
     """Return once the stream holds ``seq`` events (polled: the server has no event to wait on)."""
     delay = 0.01
@@ -329,9 +334,28 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         store = await EventStore.open(settings, "bench-history")
         try:
             for size in sizes:
-                began = time.monotonic()
-                events = await grow(store, rec, size)
-                built_s = time.monotonic() - began
+                built_s = 0.0  # appending only (the snapshots written on the way are not counted)
+                events = await stored_events(store)
+                while events < size:
+                    # a running system keeps its snapshot current (every 20k events): the bench
+                    # writes one every --snapshot-step events, so no writer folds more than that
+                    step = size if not args.snapshots else min(size, events + args.snapshot_step)
+                    began = time.monotonic()
+                    events = await grow(store, rec, step)
+                    built_s += time.monotonic() - began
+                    if args.snapshots:
+                        wrote = start_service(
+                            "apiserver",
+                            settings,
+                            work / "data" / "w",
+                            args.timeout,
+                            until=SNAPSHOT_WRITTEN,
+                            extra_env={"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "1"},  # at once, whatever the size
+                        )
+                        print(
+                            f"  snapshot of the objects at {wrote.position} written by the apiserver",
+                            flush=True,
+                        )
                 disk = stream_disk_bytes(server.store_dir, settings.stream)
                 run_: dict[str, Any] = {
                     "events": events,
@@ -342,22 +366,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 print(
                     f"log of {events} events ({len(rec.unit)}-event lifecycles) built in {built_s:.1f}s: "
-                    f"{disk / 1e6:.1f} MB on disk, {disk / events:.0f} bytes/event"
+                    f"{disk / 1e6:.1f} MB on disk, {disk / events:.0f} bytes/event",
+                    flush=True,
                 )
-                if args.snapshots:
-                    # the apiserver writes the object fold's snapshot (every 20k events by
-                    # default): let it write one at the log's end, as a running system would have
-                    # it folds what was added since the last snapshot: allow for that
-                    folding = events - (runs[-1]["events"] if runs else 0)
-                    wrote = start_service(
-                        "apiserver",
-                        settings,
-                        work / "data" / "w",
-                        args.timeout + folding * 300e-6,
-                        until=SNAPSHOT_WRITTEN,
-                        extra_env={"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "1"},  # at once, whatever the size
-                    )
-                    print(f"  snapshot of the objects at {wrote.position} written by the apiserver")
                 for service in services:
                     start = start_service(
                         service, settings, work / "data" / service, args.timeout, snapshots=args.snapshots
@@ -418,6 +429,12 @@ def main(argv: list[str] | None = None) -> int:
         dest="snapshots",
         action="store_false",
         help="services fold the whole log (no snapshot loaded or written): the figures before snapshots",
+    )
+    parser.add_argument(
+        "--snapshot-step",
+        type=parse_size,
+        default=1_000_000,
+        help="while building, a snapshot is written every this many events (as a running system keeps one)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
