@@ -38,6 +38,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -389,6 +390,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await store.close()
     finally:
         server.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the log (gigabytes at 10M) and the services' dirs
     last = runs[-1]
     slopes = {
         s: round(slope_us([(r["events"], r["services"][s]["caught_up_s"]) for r in runs]), 3)
