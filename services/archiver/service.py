@@ -83,7 +83,7 @@ class Archiver:
     def __init__(self, store: EventStore, settings: ArchiverSettings) -> None:
         self.store = store
         self.settings = settings
-        self.runs: list[ArchiveRun] = []  # what this process's runs did (newest last)
+        self.last_run: ArchiveRun | None = None  # what this process's latest run did
         self._wake = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -107,7 +107,7 @@ class Archiver:
                             segment_events=self.settings.segment_events,
                             margin=self.settings.margin,
                         )
-                        self.runs.append(run)
+                        self.last_run = run
                         log.info(
                             "archived up to %d (%d segments); the stream holds %d-%d",
                             run.cut, len(run.segments), run.first_after, run.last,
@@ -135,7 +135,7 @@ class Archiver:
             for w in waits:
                 w.cancel()
 
-    async def _archived_to(self, first: int, identity: str) -> int:
+    def _archived_to(self, first: int, identity: str) -> int:
         """The last sequence the archive holds contiguously with the stream (first - 1: none)."""
         segs = self.store.archive.contiguous(identity)
         return max(first - 1, segs[-1].last) if segs and segs[-1].last + 1 >= first else first - 1
@@ -156,7 +156,7 @@ class Archiver:
         first, last, identity = status.state.first_seq, status.last_seq, status.created
         if last == 0:
             return False
-        archived = await self._archived_to(first, identity)
+        archived = self._archived_to(first, identity)
         if archived - self.settings.margin >= first:
             return True  # archived but not trimmed (a run was killed before its trim)
         cut = await retention_cut(self.store, self.settings.retention, first, last)
@@ -171,7 +171,7 @@ class Archiver:
         if not older:
             return None
         status = await self.store.stream_status()
-        archived = await self._archived_to(status.state.first_seq, status.created)
+        archived = self._archived_to(status.state.first_seq, status.created)
         target = archived + self.settings.min_events
         if target > status.last_seq:
             return None
