@@ -3,7 +3,8 @@
 The archiver is the one long-running process that holds the admin credential (trimming the
 stream is an update of its limits, which only the admin may make); every other service keeps
 its least-privilege role. It never polls. It runs an archive (``archive_and_trim``) when at least
-``min_events`` events are due, and between runs it sleeps until the first of:
+``min_events`` events are due, again at once while runs get somewhere (a long run lets more fall
+due), and otherwise sleeps until the first of:
 
 * the **age boundary**: the moment the ``min_events``-th event after what is archived becomes
   older than the retention (a timer, read from that event's storage time);
@@ -108,10 +109,14 @@ class Archiver:
                             margin=self.settings.margin,
                         )
                         self.last_run = run
+                        retry = RETRY_S[0]
                         log.info(
                             "archived up to %d (%d segments); the stream holds %d-%d",
                             run.cut, len(run.segments), run.first_after, run.last,
                         )  # fmt: skip
+                        if run.segments or run.first_after > run.first_before:
+                            continue  # it got somewhere: more may be due already (a long run)
+                    # nothing (more) to do now: until the boundary, or a snapshot when there is none
                     wait = await self.next_boundary_s()
                     retry = RETRY_S[0]
                 except _FAILURES as exc:
