@@ -23,12 +23,13 @@ import contextvars
 import datetime
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import nats.errors
-from nats.js.errors import APIError
+from nats.js.errors import APIError, ServiceUnavailableError
 
 from draflow.events.codec import (
     HDR_SCHEMA,
@@ -67,6 +68,7 @@ from draflow.infra.publisher import (
 )
 from draflow.infra.reader import RawRecord, StreamReader, StreamStatus
 from draflow.infra.retry import transient_retry
+from draflow.infra.shortfall import Shortfall
 from draflow.infra.snapshots import SnapshotStore
 from draflow.infra.streams import dlq_stream_config, event_stream_config, snapshot_stream_config
 
@@ -176,6 +178,7 @@ class EventStore:
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
         self._archive_identity: str | None = None  # whose segments reads fill gaps from
+        self._shortfall = Shortfall(self.stream)  # when "it ends before" is believed
         self._reset_seen = asyncio.Event()
 
     @classmethod
@@ -213,7 +216,9 @@ class EventStore:
         """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
         ``position``: gone (deleted), another identity (deleted and created again), or it ends
         before ``position``. The first check of a store opened without ``ensure`` learns the identity.
-        StoreUnavailable when the stream cannot be asked (or does not exist right now)."""
+        StoreUnavailable when the stream cannot be asked (or does not exist right now), and while
+        an answer that it ends before ``position`` is not proof yet (``infra.shortfall``: a
+        cluster's lagging replica answers so for a moment)."""
         if self.reset is not None:
             raise self.reset
         try:
@@ -227,7 +232,7 @@ class EventStore:
             raise self.reset from None
         if self.identity is None:
             self.identity = status.created
-        if status.created != self.identity or status.last_seq < position:
+        if status.created != self.identity or self._shortfall.judge(status, position, time.monotonic()):
             self.reset = StreamReset(self.stream, position, status.last_seq, self.identity, status.created)
             self._reset_seen.set()
             raise self.reset
@@ -585,7 +590,7 @@ class EventStore:
         first, asked_at = 0, -1  # the stream's first sequence, learnt after reply number asked_at
         async for records in self._reader.read(filt, expected, to_seq, batch, wait_s, answers):
             if _has_gap(expected, records):
-                first, asked_at = await self._first_seq(), answers[0]
+                first, asked_at = await self.first_seq(), answers[0]
                 if first > expected:  # the stream no longer holds expected..first-1
                     upto = min(first - 1, records[-1].seq)
                     async for archived in self._archived(filt, expected, upto, first, batch):
@@ -600,15 +605,24 @@ class EventStore:
         if to_seq is None and filt == self.all_events and asked_at < 0:
             return  # a gapless read of everything that ended at the stream's end
         if asked_at != answers[0]:  # the read's end came after the last question: ask again
-            first = await self._first_seq()
+            first = await self.first_seq()
         if first > expected:  # the events after the last one read were trimmed, maybe matching
             upto = first - 1 if to_seq is None else min(first - 1, to_seq)
             async for archived in self._archived(filt, expected, upto, first, batch):
                 yield archived
 
-    async def _first_seq(self) -> int:
-        """The stream's first sequence now (0: empty); learns its identity for the archive."""
-        status = await self._reader.stream_status()
+    async def first_seq(self, wait_s: float = 5.0) -> int:
+        """The stream's first sequence now (0: empty); learns its identity for the archive.
+
+        Only a leader's answer counts: a replica answering for a leaderless group (an election)
+        may not have applied a trim yet, and an old first sequence would hide it. Asked again for
+        at most ``wait_s``, then StoreUnavailable (readers retry)."""
+        delay, deadline = 0.05, time.monotonic() + wait_s
+        while (status := await self._reader.stream_status()).leaderless:
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(f"stream {self.stream}: no leader to say where it starts")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
         self._archive_identity = self.identity or status.created
         return int(status.state.first_seq) if status.last_seq else 0
 
@@ -694,8 +708,21 @@ class EventStore:
         rec = await self.last_record(subject)
         return 0 if rec is None else rec.seq
 
-    async def stream_last_seq(self) -> int:
-        info = await self.js.stream_info(self.stream)
+    async def stream_last_seq(self, *, wait_s: float = 0.0) -> int:
+        """The stream's last sequence. With ``wait_s``, asked again (backing off) for at most that
+        long while JetStream gives no answer: a cluster electing the stream's leader, or every
+        server away, must not fail a service that is starting (it folds up to this position)."""
+        if wait_s <= 0:
+            info = await self.js.stream_info(self.stream)
+            return int(info.state.last_seq)
+        unanswered = (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+        async for attempt in transient_retry(attempts=1000, max_delay_s=wait_s, retry_on=unanswered):
+            with attempt:
+                try:
+                    info = await self.js.stream_info(self.stream)
+                except unanswered as exc:
+                    log.warning("stream %s: no answer to STREAM.INFO (%r); asking again", self.stream, exc)
+                    raise
         return int(info.state.last_seq)
 
     def parse_subject(self, subject: str) -> tuple[str, str | None, str]:

@@ -13,7 +13,7 @@ import gc
 import sys
 
 from draflow.infra.service import ServiceContext, run_service
-from draflow.services.claim_controller.service import ACTOR, ClaimControllerService
+from draflow.services.claim_controller.service import ACTOR, SWEEP_WAKE_S, ClaimControllerService
 from draflow.services.runtime.controller import Runtime
 
 
@@ -36,7 +36,8 @@ async def main(ctx: ServiceContext) -> None:
                 gc.freeze()
                 frozen = True
 
-        await rt.run(ctx.stop, sync)
+        # woken often enough for the resync sweep to keep its pace when nothing else happens
+        await rt.run(ctx.stop, sync, resync_s=SWEEP_WAKE_S)
     finally:
         await rt.stop()
 
