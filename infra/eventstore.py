@@ -135,6 +135,11 @@ def _check_guards(subject: str, guards: Sequence[Guard], prefix: str) -> None:
         seen.add(g.subject)
 
 
+def _has_gap(expected: int, records: Sequence[RawRecord]) -> bool:
+    """Whether ``records`` (read from ``expected`` on) skip a sequence."""
+    return records[-1].seq - expected + 1 != len(records)
+
+
 def _kind_of(subject: str) -> str:
     parts = subject.split(".", 4)
     return parts[2] if len(parts) > 3 else subject
@@ -172,6 +177,7 @@ class EventStore:
         # the identity (creation time) of the stream this process follows, learnt at start
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
+        self._archive_identity: str | None = None  # whose segments reads fill gaps from
         self._shortfall = Shortfall(self.stream)  # when "it ends before" is believed
         self._reset_seen = asyncio.Event()
 
@@ -565,29 +571,71 @@ class EventStore:
         """Stored messages matching ``subject_filter`` (wildcards allowed) in sequence order, in batches.
 
         Stops once caught up with the stream as it was when the read started (or at ``to_seq``).
-        History moved out of the stream is read from the archive segments first, transparently;
-        a range neither holds raises :class:`HistoryUnavailable` naming the oldest sequence.
+        History moved out of the stream is read from the archive segments, transparently, also
+        when a trim removes events while this read is on its way to them; a range neither holds
+        raises :class:`HistoryUnavailable` naming the oldest sequence.
+
+        How a trim is noticed: a trim removes a prefix of the stream, so the stream read returns
+        the next event still there and the removed ones look like a gap. A gap (or, for a
+        filter, the end of the read, which may hide one) is followed by one question to the
+        stream: if its first sequence is now past the gap's start, the archive (written before
+        any trim) fills the gap. Reading everything, the stream's last event is never trimmed,
+        so a contiguous read that reached the end missed nothing and asks nothing.
         """
         filt = subject_filter or self.all_events
-        from_seq = max(1, from_seq)
-        if to_seq is not None and to_seq < from_seq:
+        expected = max(1, from_seq)  # every matching event before this one has been yielded
+        if to_seq is not None and to_seq < expected:
             return
-        status = await self._reader.stream_status()
-        first = status.state.first_seq
-        # the archive only matters when the read starts before the stream's first message
-        segs = self.archive.contiguous(self.identity or status.created) if from_seq < first else []
-        if from_seq < first and status.last_seq:
-            reaches = bool(segs) and segs[-1].last + 1 >= first
-            oldest = segs[0].first if reaches else first
-            if from_seq < oldest:
-                raise HistoryUnavailable(from_seq, oldest, str(self.archive.folder))
-        if segs:
-            for records in self.archive.read(segs, filt, from_seq, to_seq, batch):
+        answers = [0]  # replies the stream read has had (see StreamReader.read)
+        first, asked_at = 0, -1  # the stream's first sequence, learnt after reply number asked_at
+        async for records in self._reader.read(filt, expected, to_seq, batch, wait_s, answers):
+            if _has_gap(expected, records):
+                first, asked_at = await self.first_seq(), answers[0]
+                if first > expected:  # the stream no longer holds expected..first-1
+                    upto = min(first - 1, records[-1].seq)
+                    async for archived in self._archived(filt, expected, upto, first, batch):
+                        yield archived
+                    expected = upto + 1
+                    records = [r for r in records if r.seq > upto]
+            if records:
+                expected = records[-1].seq + 1
                 yield records
-            from_seq = max(from_seq, segs[-1].last + 1)
-            if to_seq is not None and to_seq < from_seq:
-                return
-        async for records in self._reader.read(filt, from_seq, to_seq, batch, wait_s):
+        if to_seq is not None and expected > to_seq:
+            return
+        if to_seq is None and filt == self.all_events and asked_at < 0:
+            return  # a gapless read of everything that ended at the stream's end
+        if asked_at != answers[0]:  # the read's end came after the last question: ask again
+            first = await self.first_seq()
+        if first > expected:  # the events after the last one read were trimmed, maybe matching
+            upto = first - 1 if to_seq is None else min(first - 1, to_seq)
+            async for archived in self._archived(filt, expected, upto, first, batch):
+                yield archived
+
+    async def first_seq(self, wait_s: float = 5.0) -> int:
+        """The stream's first sequence now (0: empty); learns its identity for the archive.
+
+        Only a leader's answer counts: a replica answering for a leaderless group (an election)
+        may not have applied a trim yet, and an old first sequence would hide it. Asked again for
+        at most ``wait_s``, then StoreUnavailable (readers retry)."""
+        delay, deadline = 0.05, time.monotonic() + wait_s
+        while (status := await self._reader.stream_status()).leaderless:
+            if time.monotonic() > deadline:
+                raise StoreUnavailable(f"stream {self.stream}: no leader to say where it starts")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        self._archive_identity = self.identity or status.created
+        return int(status.state.first_seq) if status.last_seq else 0
+
+    async def _archived(
+        self, filt: str, lo: int, hi: int, first: int, batch: int
+    ) -> AsyncIterator[list[RawRecord]]:
+        """The archived events ``lo..hi`` matching ``filt`` (the stream starts at ``first``)."""
+        segs = self.archive.contiguous(self._archive_identity)
+        reaches = bool(segs) and segs[-1].last + 1 >= first
+        oldest = segs[0].first if reaches else first
+        if lo < oldest:
+            raise HistoryUnavailable(lo, oldest, str(self.archive.folder))
+        for records in self.archive.read(segs, filt, lo, hi, batch):
             yield records
 
     async def last_per_subject(
@@ -641,6 +689,11 @@ class EventStore:
         stamp = when.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
         reader = self._reader
         return await reader.direct_get(reader.direct_subject, f'{{"start_time": "{stamp}"}}'.encode())
+
+    async def record_at(self, seq: int) -> RawRecord | None:
+        """The stored message at ``seq`` (a direct get; None if the stream does not hold it)."""
+        reader = self._reader
+        return await reader.direct_get(reader.direct_subject, f'{{"seq": {int(seq)}}}'.encode())
 
     async def last_record(self, subject: str) -> RawRecord | None:
         """The subject's last stored message, by direct get (None if the subject is empty)."""

@@ -26,7 +26,7 @@ from draflow.events.codec import DecodeError, decode
 from draflow.events.envelope import Envelope, Event
 from draflow.infra.consumer import ConsumerOptions, DurableConsumer, Handler
 from draflow.infra.errors import PoisonEvent, StreamReset
-from draflow.infra.eventstore import EventStore
+from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.infra.shortfall import Shortfall
 from draflow.projections.base import Projection, subject_matches
 
@@ -250,17 +250,27 @@ class ProjectionStore:
 
 
 class ProjectionHandler(Handler):
-    """Drives a :class:`ProjectionStore` from a durable consumer: one transaction per fetched batch."""
+    """Drives a :class:`ProjectionStore` from a durable consumer: one transaction per fetched batch.
 
-    def __init__(self, store: ProjectionStore, consumer: str) -> None:
+    Given the event store, it also notices events trimmed from under the consumer: a delivered
+    event past the next expected one is a gap; once per fetched batch the stream is asked for its
+    first sequence, and what it no longer holds is read from the archive and applied first, in
+    the same transaction (``HistoryUnavailable`` if the archive cannot be read: never a skip).
+    """
+
+    def __init__(self, store: ProjectionStore, consumer: str, events: EventStore | None = None) -> None:
         self.store = store
         self.consumer = consumer
+        self.events = events
+        self.covered = 0  # every wanted event up to here was applied (or read and not wanted)
         self._batch: Batch | None = None
+        self._first = 0  # the stream's first sequence, asked after this batch was fetched (0: not yet)
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:
         async with self.store.transaction(self.consumer) as b:
             self._batch = b
+            self._first = 0
             try:
                 yield
             finally:
@@ -268,11 +278,50 @@ class ProjectionHandler(Handler):
 
     async def handle(self, env: Envelope[Event]) -> None:
         assert self._batch is not None, "handle() outside batch()"
+        if self.events is not None and env.seq > self.covered + 1:
+            if not self._first:
+                self._first = await self.events.first_seq()
+            if self._first > self.covered + 1:  # trimmed before the consumer delivered them
+                upto = min(self._first - 1, env.seq - 1)
+                log.warning(
+                    "projection %s: events %d-%d left the stream before delivery; applying them "
+                    "from the archive", self.consumer, self.covered + 1, upto,
+                )  # fmt: skip
+                filters = _filters(self.store)
+                filt = _read_filter(self.events, filters)
+                async for records in self.events.read_raw(filt, self.covered + 1, upto):
+                    await _apply_records(self._batch, records, filters)
+        self.covered = max(self.covered, env.seq)
         try:
             await self._batch.apply(env)
         except PoisonEvent:
             self._batch.skip(env.seq)  # dead-lettered by the consumer; never applied, also not on rebuild
             raise
+
+
+def _filters(db: ProjectionStore) -> list[str]:
+    return sorted({f for t in db.tables for f in t.filters})
+
+
+def _read_filter(events: EventStore, filters: list[str]) -> str:
+    """One subject filter covering ``filters`` (every event when they are several)."""
+    return filters[0] if len(filters) == 1 and not filters[0].endswith(".ev.>") else events.all_events
+
+
+async def _apply_records(b: Batch, records: Sequence[RawRecord], filters: list[str]) -> None:
+    """Stored messages applied as a live consumer would: unmatched and undecodable ones never
+    reach the projection (no checkpoint move); reducer failures are skipped past."""
+    for r in records:
+        if len(filters) > 1 and not any(subject_matches(f, r.subject) for f in filters):
+            continue
+        try:
+            env = decode(r.data, r.seq)
+        except DecodeError:
+            continue
+        try:
+            await b.apply(env)
+        except PoisonEvent:
+            b.skip(r.seq)
 
 
 async def _verified_checkpoint(
@@ -303,17 +352,44 @@ def projection_consumer(
 
     Whenever the consumer is (re)created the stream is verified to be the one the checkpoint
     belongs to; a stream deleted and created again raises StreamReset out of ``run`` (``stop``)
-    or drops the projections and folds the new stream from sequence 1 (``rebuild``).
+    or drops the projections and folds the new stream from sequence 1 (``rebuild``). A
+    checkpoint older than the stream's first event (history archived while the consumer was
+    away) is caught up from the archive first (as :func:`rebuild` does), never skipped.
     """
-    filters = sorted({f for t in db.tables for f in t.filters})
+    filters = _filters(db)
     if any(f.endswith(".ev.>") for f in filters):
         filters = [events.all_events]
     opts = msgspec.structs.replace(options or ConsumerOptions(), ordered=True)
+    handler = ProjectionHandler(db, name, events)
 
     async def checkpoint() -> int:
-        return await _verified_checkpoint(events, db, name, on_reset)
+        start = await _verified_checkpoint(events, db, name, on_reset)
+        first = await events.first_seq()
+        handler.covered = start
+        if start + 1 < first:
+            log.warning(
+                "projection %s: its checkpoint %d is before the stream's first event %d; catching up "
+                "from the archive", name, start, first,
+            )  # fmt: skip
+            _, handler.covered = await _catch_up(events, db, name, start + 1)
+            start = await db.checkpoint(name)
+        return start
 
-    return DurableConsumer(events, name, filters, ProjectionHandler(db, name), opts, start_after=checkpoint)
+    return DurableConsumer(events, name, filters, handler, opts, start_after=checkpoint)
+
+
+async def _catch_up(
+    events: EventStore, db: ProjectionStore, consumer: str, start: int, batch: int = 2048
+) -> tuple[int, int]:
+    """Apply the log from ``start`` to its end (archive included); (events applied, last read)."""
+    filters = _filters(db)
+    applied, read_to = 0, start - 1
+    async for records in events.read_raw(_read_filter(events, filters), start, batch=batch):
+        async with db.transaction(consumer) as b:
+            await _apply_records(b, records, filters)
+            applied += b.applied
+        read_to = records[-1].seq
+    return applied, read_to
 
 
 async def rebuild(
@@ -325,24 +401,6 @@ async def rebuild(
     same way, so a rebuild reproduces the live projection exactly. A checkpoint of another stream
     (deleted and created again) raises StreamReset, or with ``on_reset="rebuild"`` starts over.
     """
-    filters = sorted({f for t in db.tables for f in t.filters})
-    filt = filters[0] if len(filters) == 1 else events.all_events
     start = await _verified_checkpoint(events, db, consumer, on_reset) + 1
-    applied = 0
-    async for records in events.read_raw(filt, start, batch=batch):
-        async with db.transaction(consumer) as b:
-            for r in records:
-                # the same rules as the live consumer: unmatched and undecodable events never reach
-                # the projection (no checkpoint move); reducer failures are skipped past.
-                if len(filters) > 1 and not any(subject_matches(f, r.subject) for f in filters):
-                    continue
-                try:
-                    env = decode(r.data, r.seq)
-                except DecodeError:
-                    continue
-                try:
-                    await b.apply(env)
-                except PoisonEvent:
-                    b.skip(r.seq)
-            applied += b.applied
+    applied, _ = await _catch_up(events, db, consumer, start, batch)
     return applied

@@ -219,8 +219,18 @@ class StreamReader:
             self.inbox.cancel(token)
 
     async def read(
-        self, subject_filter: str, from_seq: int, to_seq: int | None, batch: int, wait_s: float
+        self,
+        subject_filter: str,
+        from_seq: int,
+        to_seq: int | None,
+        batch: int,
+        wait_s: float,
+        answers: list[int] | None = None,
     ) -> AsyncIterator[list[RawRecord]]:
+        """``answers`` (one counter) is increased by every reply the read gets from the server:
+        a caller that asked the stream something after a batch knows whether the read's last
+        word (its end) came before or after that question."""
+        tick = answers if answers is not None else [0]
         seq = max(1, from_seq)
         if to_seq is not None and to_seq < seq:
             return
@@ -229,6 +239,7 @@ class StreamReader:
             chain: list[RawRecord] = []
             while len(chain) < CHAIN_LIMIT:
                 rec = await self.next_on_subject(subject_filter, seq)
+                tick[0] += 1
                 if rec is None or (to_seq is not None and rec.seq > to_seq):
                     if chain:
                         yield chain
@@ -242,6 +253,7 @@ class StreamReader:
         size = LONG_DIRECT_BATCH if literal else DIRECT_BATCH
         while True:
             records, pending = await self.direct_batch(subject_filter, seq, size, wait_s)
+            tick[0] += 1
             if to_seq is not None and records and records[-1].seq >= to_seq:
                 records = [r for r in records if r.seq <= to_seq]
                 pending = 0
@@ -253,7 +265,9 @@ class StreamReader:
             if not literal and pending > 4 * DIRECT_BATCH:
                 break
         async for records in self._consume(subject_filter, seq, to_seq, batch, wait_s):
+            tick[0] += 1
             yield records
+        tick[0] += 1  # the consumer's end (caught up, or nothing pending)
 
     async def last_per_subject(
         self, subject_filter: str, batch: int, wait_s: float

@@ -59,7 +59,8 @@ class Role:
 STATIC_ROLES: tuple[Role, ...] = (
     Role(
         ADMIN,
-        "stream management, `draflow import` / `backup` / `restore` / `archive`, `dlq retry` / `discard`",
+        "stream management, the `archiver` service (trims), `draflow import` / `backup` / `restore` / "
+        "`archive`, `dlq retry` / `discard`",
         api="all",
         admin=True,
     ),

@@ -37,7 +37,15 @@ from draflow.infra.snapshots import load_snapshot
 from draflow.infra.streams import event_stream_config
 from draflow.projections.snapshot import OBJECTS, schema
 
-__all__ = ["ArchiveRefused", "ArchiveRun", "Retention", "archive_and_trim"]
+__all__ = [
+    "MARGIN",
+    "SEGMENT_EVENTS",
+    "ArchiveRefused",
+    "ArchiveRun",
+    "Retention",
+    "archive_and_trim",
+    "retention_cut",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +97,20 @@ async def _cut_by_age(store: EventStore, older_than_s: float, first: int, last: 
     return max(first - 1, rec.seq - 1)
 
 
+async def retention_cut(store: EventStore, retention: Retention, first: int, last: int) -> int:
+    """The newest sequence the retention lets go (age and/or size; first - 1: none), before
+    the snapshot's cap."""
+    cut = first - 1
+    if retention.older_than_s:
+        cut = await _cut_by_age(store, retention.older_than_s, first, last)
+    if retention.max_bytes:
+        state = (await store.js.stream_info(store.stream)).state
+        if state.bytes > retention.max_bytes and state.messages:
+            keep = int(retention.max_bytes / (state.bytes / state.messages))
+            cut = max(cut, last - keep)
+    return cut
+
+
 async def archive_and_trim(
     store: EventStore,
     retention: Retention,
@@ -107,14 +129,7 @@ async def archive_and_trim(
     if last == 0:
         run.reason = "the log is empty"
         return run
-    cut = first - 1
-    if retention.older_than_s:
-        cut = await _cut_by_age(store, retention.older_than_s, first, last)
-    if retention.max_bytes:
-        state = (await store.js.stream_info(store.stream)).state
-        if state.bytes > retention.max_bytes and state.messages:
-            keep = int(retention.max_bytes / (state.bytes / state.messages))
-            cut = max(cut, last - keep)
+    cut = await retention_cut(store, retention, first, last)
     snap = await load_snapshot(store.snapshots, OBJECTS, schema(), identity, last)
     run.snapshot = snap.header.position if snap is not None else 0
     if cut >= first and run.snapshot < cut:
@@ -147,7 +162,9 @@ async def archive_and_trim(
         log.info("archived %d-%d (%d events) to %s", seg.first, seg.last, seg.count, store.archive.folder)
     if not trim:
         return run
-    trim_to = run.cut - margin  # the last sequence the trim removes
+    # the last sequence the trim removes; the stream's newest event always stays, so a reader
+    # that read everything up to the end knows nothing after it was trimmed (EventStore.read_raw)
+    trim_to = min(run.cut - margin, last - 1)
     if trim_to >= first:
         run.first_after = await _trim(store, trim_to, run.cut)
     return run

@@ -22,48 +22,19 @@ from draflow.infra.eventstore import EventStore
 from draflow.infra.snapshots import SnapshotPolicy
 from draflow.services.runtime.archiving import Retention, archive_and_trim
 from draflow.services.runtime.store import ApiStore
-from tests.paths import GOLDEN, ROOT
+from tests.builders.history import EVERYTHING_OLD, LINES, everything, publish, snapshot_at
+from tests.paths import ROOT
 from tests.processes import draflow, draflow_out, service_env
 
-LINES = (GOLDEN / "basic-claim-template.jsonl").read_text().splitlines()[1:]
 CUT = 40  # the snapshot's position
 MARGIN = 5
-EVERYTHING_OLD = Retention(older_than_s=1e-6)
 POD = ("pod", "pod0", "-n", "basic-resourceclaimtemplate")
 
 
-async def _publish(store: EventStore, lines: list[str], copy: int = 0) -> None:
-    """The recorded events again (``copy`` > 0: under new ids, so they are not de-duplicated)."""
-    for line in lines:
-        rec = json.loads(line)
-        subject = store.root + rec["subject"][len("draflow") :]
-        env = dict(rec["envelope"], subject=subject)
-        headers = dict(rec["headers"])
-        if copy:
-            headers["Nats-Msg-Id"] = f"{headers['Nats-Msg-Id']}~{copy}"
-        await store.js.publish(subject, json.dumps(env).encode(), headers=headers)
-
-
-async def _snapshot_at(events: EventStore, position: int) -> None:
-    writer = ApiStore(events, snapshot_writer=True)
-    await writer.start(timeout_s=30)
-    try:
-        assert await writer.snapshotter.save_now() == position
-    finally:
-        await writer.stop()
-
-
-async def _everything(events: EventStore, subject: str | None = None) -> list[tuple[int, str, bytes]]:
-    out = []
-    async for records in events.read_raw(subject, 1):
-        out += [(r.seq, r.subject, r.data) for r in records]
-    return out
-
-
 async def _log_with_snapshot(events: EventStore) -> None:
-    await _publish(events, LINES[:CUT])
-    await _snapshot_at(events, CUT)
-    await _publish(events, LINES[CUT:])
+    await publish(events, LINES[:CUT])
+    await snapshot_at(events, CUT)
+    await publish(events, LINES[CUT:])
 
 
 def _tools(settings: Settings, replay_dir: Path) -> dict[str, str]:
@@ -85,9 +56,9 @@ async def test_archive_trims_and_every_reader_reads_across_the_boundary(
 ) -> None:
     settings = event_store.settings
     await _log_with_snapshot(event_store)
-    before = await _everything(event_store)
+    before = await everything(event_store)
     pod = event_store.subject("Pod", "basic-resourceclaimtemplate", "pod1")  # 11, 16, 38, 42, ..
-    pod_before = await _everything(event_store, pod)
+    pod_before = await everything(event_store, pod)
     tools_before = _tools(settings, tmp_path / "replay-before")
 
     run = await archive_and_trim(event_store, EVERYTHING_OLD, segment_events=16, margin=MARGIN)
@@ -97,8 +68,8 @@ async def test_archive_trims_and_every_reader_reads_across_the_boundary(
     status = await event_store.stream_status()
     assert status.state.first_seq == CUT - MARGIN + 1 and status.last_seq == len(LINES)
     # the hot log is "a snapshot plus everything since"; the archive makes it whole again
-    assert await _everything(event_store) == before
-    assert await _everything(event_store, pod) == pod_before
+    assert await everything(event_store) == before
+    assert await everything(event_store, pod) == pod_before
     assert [e.seq for e in await event_store.events(pod)] == [seq for seq, _, _ in pod_before]
     # one aggregate's read opens only the segments holding it
     assert [(s.first, s.last) for s in run.segments if pod in s.subjects] == [(1, 16), (33, 40)]
@@ -118,11 +89,11 @@ async def test_archive_trims_and_every_reader_reads_across_the_boundary(
 
 
 async def test_nothing_is_archived_without_a_covering_snapshot(event_store: EventStore) -> None:
-    await _publish(event_store, LINES)
+    await publish(event_store, LINES)
     run = await archive_and_trim(event_store, EVERYTHING_OLD, margin=0)
     assert run.segments == [] and run.first_after == 1 and "no snapshot covers" in run.reason
     # a retention that lets nothing go archives nothing either
-    await _snapshot_at(event_store, len(LINES))
+    await snapshot_at(event_store, len(LINES))
     run = await archive_and_trim(event_store, Retention(older_than_s=3600), margin=0)
     assert run.segments == [] and run.first_after == 1
 
@@ -131,17 +102,17 @@ async def test_a_rerun_after_segments_were_written_but_not_trimmed_is_idempotent
     event_store: EventStore,
 ) -> None:
     await _log_with_snapshot(event_store)
-    before = await _everything(event_store)
+    before = await everything(event_store)
     first = await archive_and_trim(event_store, EVERYTHING_OLD, margin=MARGIN, trim=False)
     assert [(s.first, s.last) for s in first.segments] == [(1, CUT)]
     assert (await event_store.stream_status()).state.first_seq == 1  # killed before the trim
-    assert await _everything(event_store) == before
+    assert await everything(event_store) == before
 
     again = await archive_and_trim(event_store, EVERYTHING_OLD, margin=MARGIN)
     assert again.segments == []  # nothing written twice
     assert again.first_after == CUT - MARGIN + 1
     assert len(event_store.archive.segments()) == 1
-    assert await _everything(event_store) == before
+    assert await everything(event_store) == before
 
 
 async def test_a_read_before_the_oldest_retained_history_names_the_oldest_sequence(
@@ -156,7 +127,7 @@ async def test_a_read_before_the_oldest_retained_history_names_the_oldest_sequen
     for path in folder.glob("000000000001-000000000016.*"):
         path.unlink()
     with pytest.raises(HistoryUnavailable, match="the oldest available is 17") as caught:
-        await _everything(event_store)
+        await everything(event_store)
     assert caught.value.oldest == 17
     kept = [r.seq async for batch in event_store.read_raw(None, 17) for r in batch]
     assert kept == list(range(17, len(LINES) + 1))
@@ -188,28 +159,28 @@ async def test_a_corrupt_segment_is_refused_not_read(event_store: EventStore) ->
     data[-3] ^= 0xFF
     path.write_bytes(bytes(data))
     with pytest.raises(ArchiveCorrupt, match="SHA-256 differs"):
-        await _everything(event_store)
+        await everything(event_store)
 
 
 async def test_retention_by_size_keeps_about_that_many_bytes(event_store: EventStore) -> None:
-    await _publish(event_store, LINES)
-    await _snapshot_at(event_store, len(LINES))
+    await publish(event_store, LINES)
+    await snapshot_at(event_store, len(LINES))
     state = (await event_store.js.stream_info(event_store.stream)).state
     per_event = state.bytes / state.messages
     keep_bytes = int(20 * per_event)  # about the newest 20 events
     run = await archive_and_trim(event_store, Retention(older_than_s=0, max_bytes=keep_bytes), margin=0)
     assert abs(run.cut - (len(LINES) - 20)) <= 1
     assert run.first_after == run.cut + 1
-    assert [r[0] for r in await _everything(event_store)] == list(range(1, len(LINES) + 1))
+    assert [r[0] for r in await everything(event_store)] == list(range(1, len(LINES) + 1))
 
 
 async def test_kill_9_during_archiving_loses_nothing(event_store: EventStore) -> None:
     settings = event_store.settings
     for copy in range(40):  # a few thousand events in many segments
-        await _publish(event_store, LINES, copy)
+        await publish(event_store, LINES, copy)
     last = (await event_store.stream_status()).last_seq
-    await _snapshot_at(event_store, last)
-    before = await _everything(event_store)
+    await snapshot_at(event_store, last)
+    before = await everything(event_store)
     await asyncio.sleep(1.1)
     rng = random.Random(7)
     args = ("archive", "--older-than", "1s", "--margin", "10", "--segment-events", "20")
@@ -228,13 +199,13 @@ async def test_kill_9_during_archiving_loses_nothing(event_store: EventStore) ->
         assert proc.returncode is None, "the run ended before it could be killed"
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
-        assert await _everything(event_store) == before  # whatever the moment, nothing lost
+        assert await everything(event_store) == before  # whatever the moment, nothing lost
     assert (await event_store.stream_status()).state.first_seq == 1  # no run got to the trim
     done = draflow(settings, *args)
     assert done.returncode == 0, done.stderr
     status = await event_store.stream_status()
     assert status.state.first_seq == last - 10 + 1
-    assert await _everything(event_store) == before
+    assert await everything(event_store) == before
     archive = Archive(archive_dir(settings))
     segs = archive.contiguous()
     assert segs[0].first == 1 and segs[-1].last == last
