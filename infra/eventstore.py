@@ -217,7 +217,7 @@ class EventStore:
         ``position``: gone (deleted), another identity (deleted and created again), or it ends
         before ``position``. The first check of a store opened without ``ensure`` learns the identity.
         StoreUnavailable when the stream cannot be asked (or does not exist right now), and while
-        an answer that it ends before ``position`` is not proof yet (``infra.shortfall``: a
+        an answer that it ends before ``position`` is not proof yet (``draflow.infra.shortfall``: a
         cluster's lagging replica answers so for a moment)."""
         if self.reset is not None:
             raise self.reset

@@ -138,7 +138,7 @@ class ProjectionStore:
     async def verify_stream(self, events: EventStore, consumer: str) -> None:
         """Raise StreamReset when ``consumer``'s checkpoint is a position in another stream than
         the one ``events`` reads now (deleted and created again, or shorter than the checkpoint:
-        ``StoreUnavailable`` until that is proven, ``infra.shortfall``). The first verification of
+        ``StoreUnavailable`` until that is proven, ``draflow.infra.shortfall``). The first verification of
         a file records the stream's identity."""
         status = await events.stream_status()
         checkpoint = await self.checkpoint(consumer)

@@ -6,7 +6,7 @@ a message or more before what the leader had committed and the services had alre
 took that for a stream "ending before their position" and stopped with exit 3 (the leader-loss
 chaos test found them). Such an answer says ``cluster.leader: ""``: the reset check asks again
 later instead; a leader's answer decides once it has gone on saying so for a few seconds
-(``infra.shortfall``: an answer of a moment may lag on a loaded machine too).
+(``draflow.infra.shortfall``: an answer of a moment may lag on a loaded machine too).
 
 A service starting meanwhile asked ``STREAM.INFO`` once for the position to fold up to; no answer
 within 10 s (the election not over on a loaded machine) failed its start. It asks again now, for as
