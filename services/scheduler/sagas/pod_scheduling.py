@@ -41,6 +41,13 @@ instances from over-committing a node).
 
 Each step is idempotent: it first looks at the objects and appends only what is missing, with a
 deterministic message id, so a re-run after a crash has no second effect.
+
+The saga's own log is kept short (the critical path of every pod): ``reserve`` is a local step (no
+saga event: whichever process drives the saga assumes the decision again), ``prebind`` and
+``bind`` record no "started" (their compensations are registered in ``SagaStarted``), and each
+records its completion in the atomic batch of its last write (the claim's, the pod's; ``bind``'s
+also closes the saga): ``SagaStarted``, then two appends. Sagas recorded before keep the steps'
+events they were started with.
 """
 
 from __future__ import annotations
@@ -286,18 +293,23 @@ async def prebind(ctx: Ctx) -> dict[str, Any]:
     ext = plan.extended_claim
     if ext is not None:
         await create_extended_claim(ctx, rt, ext)
+    output: dict[str, Any] = {"claims": [c.name for c in plan.claims] + [n.name for n in plan.numeric]}
+    # the step's completion rides on its last effect when that is a structured claim's append
+    last = plan.claims[-1] if plan.claims and not plan.numeric and ext is None else None
     for c in plan.claims:
-        await _prebind_claim(ctx, plan, c)
+        await _prebind_claim(ctx, plan, c, output if c is last else None)
     for n in plan.numeric:
         await prebind_numeric(ctx, plan.uid, n)
     if ext is not None:
         await record_extended_status(
             ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
         )
-    return {"claims": [c.name for c in plan.claims] + [n.name for n in plan.numeric]}
+    return output
 
 
-async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
+async def _prebind_claim(
+    ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan, complete: dict[str, Any] | None = None
+) -> None:
     rt = ctx.deps
     binding = PodSchedulingInput.binding(c)
     claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
@@ -331,7 +343,12 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
         try:
             await ctx.append(
-                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
+                subject,
+                events,
+                expected_last_seq=version,
+                suffix=f"{c.name}:{attempt}",
+                guards=guards,
+                complete=complete,
             )
         except GuardConflict as conflict:  # another decision took one of the devices meanwhile
             await accept_or_refuse(rt, conflict, expected, f"{c.namespace}/{c.name}")
@@ -428,6 +445,7 @@ async def bind(ctx: Ctx) -> dict[str, Any]:
                 PodBound(node_name=plan.node_name, at=rt.now()),
                 expected_last_seq=version,
                 suffix=str(attempt),
+                complete={"node": plan.node_name},
             )
         except ConcurrencyError:
             pod, version = await rt.load("Pod", plan.namespace, plan.name)
@@ -444,9 +462,11 @@ async def bind(ctx: Ctx) -> dict[str, Any]:
 POD_SCHEDULING_SAGA = SagaDefinition(
     POD_SCHEDULING,
     (
-        Step("reserve", reserve, unreserve),
-        Step("prebind", prebind, release),
-        Step("bind", bind),
+        # the assume cache is this process's memory: whoever drives the saga assumes again
+        Step("reserve", reserve, unreserve, local=True),
+        # their writes show they ran, and release undoes only what the log shows this saga wrote
+        Step("prebind", prebind, release, logs_start=False),
+        Step("bind", bind, logs_start=False),
     ),
     PodSchedulingInput,
 )
