@@ -36,7 +36,9 @@ async def main(ctx: ServiceContext) -> None:
                 gc.freeze()
                 frozen = True
 
-        await rt.run(ctx.stop, sync)
+        # no batching window: a pass starts as soon as a change lands (its pods are synced
+        # concurrently, so a burst of changes costs one short pass, not a wait)
+        await rt.run(ctx.stop, sync, settle_s=0.0)
     finally:
         await rt.stop()
 
