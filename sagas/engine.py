@@ -147,11 +147,17 @@ class StepContext(Generic[In, Deps]):
         """Append on behalf of the saga: deterministic msg id, correlation = the saga id
         (``guards``: guard messages in the same atomic batch, :mod:`draflow.infra.guard`).
 
-        ``complete``: this append is the step's last effect; record the step's completion with
-        this output (and ``SagaCompleted`` after the saga's last step) in the same atomic batch,
-        at the saga's version, so the effect and the saga's progress land together or not at
-        all. :class:`SagaMoved` when the saga moved meanwhile."""
-        progress = self._progress(complete)
+        ``complete``: this append is the step's last effect; when it is an atomic batch anyway
+        (several events, guards), record the step's completion with this output (and
+        ``SagaCompleted`` after the saga's last step) in the same batch, at the saga's version,
+        so the effect and the saga's progress land together or not at all (otherwise the engine
+        records the completion after the step, as usual). :class:`SagaMoved` when the saga moved
+        meanwhile."""
+        n = 1 if isinstance(events, Event) else len(events)
+        # only on an append that is an atomic batch anyway: JetStream stages every batch of a
+        # file-backed R1 stream in a file store of its own (~2.5 ms of server CPU, ~15 ms per
+        # batch measured), far more than the single appends it would save
+        progress = self._progress(complete) if n + len(guards) > 1 else []
         try:
             seqs = await self.store.append(
                 subject,

@@ -44,10 +44,12 @@ deterministic message id, so a re-run after a crash has no second effect.
 
 The saga's own log is kept short (the critical path of every pod): ``reserve`` is a local step (no
 saga event: whichever process drives the saga assumes the decision again), ``prebind`` and
-``bind`` record no "started" (their compensations are registered in ``SagaStarted``), and each
-records its completion in the atomic batch of its last write (the claim's, the pod's; ``bind``'s
-also closes the saga): ``SagaStarted``, then two appends. Sagas recorded before keep the steps'
-events they were started with.
+``bind`` record no "started" (their compensations are registered in ``SagaStarted``), and
+``prebind`` records its completion in the atomic batch of its last claim's write (a batch anyway:
+the claim's events and the device guards). ``bind``'s ``PodBound`` is a single message, and its
+completion and ``SagaCompleted`` follow as single appends: JetStream stages each atomic batch in a
+file store of its own, which costs far more than the round trips a batch would save. Sagas
+recorded before keep the steps' events they were started with.
 """
 
 from __future__ import annotations
@@ -445,7 +447,6 @@ async def bind(ctx: Ctx) -> dict[str, Any]:
                 PodBound(node_name=plan.node_name, at=rt.now()),
                 expected_last_seq=version,
                 suffix=str(attempt),
-                complete={"node": plan.node_name},
             )
         except ConcurrencyError:
             pod, version = await rt.load("Pod", plan.namespace, plan.name)
