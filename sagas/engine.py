@@ -474,18 +474,15 @@ class SagaEngine:
         parent = covering if covering_id == state.saga_id and covering else state.traceparent
         with tracing.span(span_name, traceparent=parent, attributes=attrs) as span:
             try:
-                async for attempt in transient_retry(
-                    attempts=self.retry_attempts,
-                    initial_s=self.retry_initial_s,
-                    max_wait_s=self.retry_max_wait_s,
-                ):
-                    with attempt:
-                        ctx.attempt = attempt.retry_state.attempt_number
-                        if ctx.attempt > 1:
-                            _step_metric(state, span_name, "retried")
-                        out = await fn(ctx)
-                        _step_metric(state, span_name, "ok")
-                        return True, out, ctx.attempt
+                ctx.attempt = 1
+                try:  # the first attempt without building a retry policy: the common case
+                    out = await fn(ctx)
+                except TransientError:
+                    if self.retry_attempts <= 1:
+                        raise
+                    out = await self._retry(fn, ctx, state, span_name)
+                _step_metric(state, span_name, "ok")
+                return True, out, ctx.attempt
             except SagaMoved:
                 raise
             except TransientError as exc:
@@ -497,6 +494,27 @@ class SagaEngine:
                 span.set_attribute("error.type", err.split(":")[0])
             log.info("saga %s: %s failed: %s", state.saga_id, span_name, err)
             return False, err, ctx.attempt
+        raise AssertionError("unreachable")
+
+    async def _retry(
+        self,
+        fn: Callable[[StepContext[Any, Any]], Awaitable[Any]],
+        ctx: StepContext[Any, Any],
+        state: SagaState,
+        span_name: str,
+    ) -> Any:
+        """Attempts 2 to ``retry_attempts`` after a transient failure (bounded, exponential,
+        jittered; the last failure is raised)."""
+        await asyncio.sleep(self.retry_initial_s)
+        async for attempt in transient_retry(
+            attempts=self.retry_attempts - 1,
+            initial_s=self.retry_initial_s,
+            max_wait_s=self.retry_max_wait_s,
+        ):
+            with attempt:
+                ctx.attempt = attempt.retry_state.attempt_number + 1
+                _step_metric(state, span_name, "retried")
+                return await fn(ctx)
         raise AssertionError("unreachable")
 
     async def resume_pending(self, *, concurrency: int = 16) -> list[SagaState]:
