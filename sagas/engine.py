@@ -4,16 +4,17 @@ Before a step runs, ``SagaStepStarted`` registers its compensation; the step's r
 by ``SagaStepCompleted``. Three shortcuts save round trips on hot sagas (see
 :mod:`draflow.events.saga`): a step declared ``logs_start=False`` (its effect shows it ran, its
 compensation undoes only what the log shows) has its compensation registered in ``SagaStarted``
-instead; a ``local`` step (an in-memory effect, redone by whichever process drives the saga) logs
-neither start nor completion; and a step may record its completion in the atomic batch of its
-effect (``StepContext.append(..., complete=output)``), together with ``SagaCompleted`` when it is
-the last step. Transient failures (:class:`~draflow.infra.errors.TransientError`, store
-unavailability) are retried with tenacity (bounded, exponential, jittered); anything else, or
-exhausted retries, records ``SagaStepFailed`` and compensates every started step in reverse order.
-A crash at any point leaves a saga whose events say exactly what is done and what is owed:
-:meth:`SagaEngine.resume_pending` (run by whichever instance starts next) continues it, forward or
-backward. Steps and compensations must be idempotent; :class:`StepContext` gives them
-deterministic ids and appends so that a re-run after a crash has no second effect.
+instead; a ``local`` step (an effect in memory, or idempotent writes a re-run finds in place:
+redone by whichever process drives the saga) logs neither start nor completion; and a step may
+record its completion in the atomic batch of its effect (``StepContext.append(...,
+complete=output)``), together with ``SagaCompleted`` when it is the last step. Transient failures
+(:class:`~draflow.infra.errors.TransientError`, store unavailability) are retried with tenacity
+(bounded, exponential, jittered); anything else, or exhausted retries, records ``SagaStepFailed``
+and compensates every started step in reverse order. A crash at any point leaves a saga whose
+events say exactly what is done and what is owed: :meth:`SagaEngine.resume_pending` (run by
+whichever instance starts next) continues it, forward or backward. Steps and compensations must be
+idempotent; :class:`StepContext` gives them deterministic ids and appends so that a re-run after a
+crash has no second effect.
 
 A saga is declared as data: a :class:`SagaDefinition` (a module-level constant) names its input
 Struct and lists its :class:`Step` s, each a module-level function of the :class:`StepContext`.
@@ -126,6 +127,7 @@ class StepContext(Generic[In, Deps]):
         self.compensating = compensating
         self.attempt = 0
         self._state = state
+        self.logged = True  # False for a local step: nothing of its progress is logged
         # the saga events this step's own batch recorded (its completion...), with their sequences
         self.recorded: list[tuple[Event, int]] = []
 
@@ -179,7 +181,8 @@ class StepContext(Generic[In, Deps]):
     def _progress(self, complete: dict[str, Any] | None) -> list[Guard]:
         # only for steps whose start is implied: a saga started before the shortcuts goes on
         # recording its steps' events as it did
-        if complete is None or self.compensating or self.recorded or self.index not in self._state.implied:
+        implied = self.index in self._state.implied
+        if complete is None or self.compensating or self.recorded or not implied or not self.logged:
             return []
         subject = self.engine.subject(self.saga_id)
         out = [
@@ -206,8 +209,9 @@ class Step(msgspec.Struct, frozen=True):
     # False: no SagaStepStarted; the step's effect shows it ran, and its compensation undoes
     # only what the log shows, so it is owed from the moment the saga reaches the step
     logs_start: bool = True
-    # an in-memory effect (redone by whichever process drives the saga): neither its start nor
-    # its completion is logged
+    # not logged: neither its start nor its completion is a saga event, so whichever process
+    # drives the saga runs it again; for an effect in memory, or writes a re-run finds in place
+    # (idempotent and cheap to re-check), whose compensation undoes only what the log shows
     local: bool = False
 
 
@@ -434,6 +438,7 @@ class SagaEngine:
                     state, SagaStepStarted(step=step.name, index=action.index, compensation=comp)
                 )
             ctx: StepContext[Any, Any] = StepContext(self, state, inp, action.index, False)
+            ctx.logged = not (step.local and action.index in state.implied)
             ok, result, attempts = await self._attempt(step.action, ctx, step.name)
             completed = SagaStepCompleted(step=step.name, index=action.index, output=result or {})
             if ok and ctx.recorded:  # landed with the step's effect

@@ -42,14 +42,14 @@ instances from over-committing a node).
 Each step is idempotent: it first looks at the objects and appends only what is missing, with a
 deterministic message id, so a re-run after a crash has no second effect.
 
-The saga's own log is kept short (the critical path of every pod): ``reserve`` is a local step (no
-saga event: whichever process drives the saga assumes the decision again), ``prebind`` and
-``bind`` record no "started" (their compensations are registered in ``SagaStarted``), and
-``prebind`` records its completion in the atomic batch of its last claim's write (a batch anyway:
-the claim's events and the device guards). ``bind``'s ``PodBound`` is a single message, and its
-completion and ``SagaCompleted`` follow as single appends: JetStream stages each atomic batch in a
-file store of its own, which costs far more than the round trips a batch would save. Sagas
-recorded before keep the steps' events they were started with.
+The saga's own log is kept short (the critical path of every pod): its three steps are local
+steps of the saga engine, with no saga events of their own (their compensations are registered in
+``SagaStarted``). Whichever process drives the saga runs them again: ``reserve`` assumes the
+decision again, ``prebind`` and ``bind`` find their writes in place (correlated with the saga's
+id, checked as above) and append nothing twice. A saga is then ``SagaStarted``, the claims'
+batches, ``PodBound`` and ``SagaCompleted``; on a failure, ``SagaStepFailed`` names the step and
+the compensations of every step up to it are owed. Sagas recorded before keep the steps' events
+they were started with.
 """
 
 from __future__ import annotations
@@ -295,23 +295,18 @@ async def prebind(ctx: Ctx) -> dict[str, Any]:
     ext = plan.extended_claim
     if ext is not None:
         await create_extended_claim(ctx, rt, ext)
-    output: dict[str, Any] = {"claims": [c.name for c in plan.claims] + [n.name for n in plan.numeric]}
-    # the step's completion rides on its last effect when that is a structured claim's append
-    last = plan.claims[-1] if plan.claims and not plan.numeric and ext is None else None
     for c in plan.claims:
-        await _prebind_claim(ctx, plan, c, output if c is last else None)
+        await _prebind_claim(ctx, plan, c)
     for n in plan.numeric:
         await prebind_numeric(ctx, plan.uid, n)
     if ext is not None:
         await record_extended_status(
             ctx, rt, plan.namespace, plan.name, plan.uid, ext, plan.extended_mappings
         )
-    return output
+    return {"claims": [c.name for c in plan.claims] + [n.name for n in plan.numeric]}
 
 
-async def _prebind_claim(
-    ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan, complete: dict[str, Any] | None = None
-) -> None:
+async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
     rt = ctx.deps
     binding = PodSchedulingInput.binding(c)
     claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
@@ -345,12 +340,7 @@ async def _prebind_claim(
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
         try:
             await ctx.append(
-                subject,
-                events,
-                expected_last_seq=version,
-                suffix=f"{c.name}:{attempt}",
-                guards=guards,
-                complete=complete,
+                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
             )
         except GuardConflict as conflict:  # another decision took one of the devices meanwhile
             await accept_or_refuse(rt, conflict, expected, f"{c.namespace}/{c.name}")
@@ -463,11 +453,12 @@ async def bind(ctx: Ctx) -> dict[str, Any]:
 POD_SCHEDULING_SAGA = SagaDefinition(
     POD_SCHEDULING,
     (
-        # the assume cache is this process's memory: whoever drives the saga assumes again
+        # no saga events of their own: whoever drives the saga runs them again. Reserve's effect
+        # is this process's memory (the assume cache); PreBind's and Bind's writes carry the
+        # saga's id, so a re-run finds them in place, and release undoes only what the log shows
         Step("reserve", reserve, unreserve, local=True),
-        # their writes show they ran, and release undoes only what the log shows this saga wrote
-        Step("prebind", prebind, release, logs_start=False),
-        Step("bind", bind, logs_start=False),
+        Step("prebind", prebind, release, local=True),
+        Step("bind", bind, local=True),
     ),
     PodSchedulingInput,
 )

@@ -90,11 +90,15 @@ def _legacy(engine: SagaEngine) -> SagaEngine:
 @pytest.mark.parametrize(
     ("stop_at", "trail_end", "legacy"),
     [
-        # joint written, p-gpu not: the step still open (its start implied by SagaStarted)
+        # joint written, p-gpu not: PreBind half done (its steps log no events of their own)
         pytest.param(_on_claim("joint", ClaimAllocated), "SagaStarted", False, id="inside-prebind"),
-        # between PreBind and Bind: p-gpu's batch carried PreBind's completion
+        # p-gpu written too, the pod not bound: between PreBind and Bind
+        pytest.param(_on_claim("p-gpu", ClaimAllocated), "SagaStarted", False, id="after-prebind"),
+        # the pod bound, SagaCompleted not recorded: the re-run finds its own writes in place
+        pytest.param(_bound, "SagaStarted", False, id="bound-not-recorded"),
+        # a saga recorded before the shortcuts, stopped between PreBind and Bind
         pytest.param(
-            _saga_event(SagaStepCompleted, "prebind"), "SagaStepCompleted", False, id="after-prebind"
+            _saga_event(SagaStepCompleted, "prebind"), "SagaStepCompleted", True, id="legacy-after-prebind"
         ),
         # a saga recorded before the shortcuts, stopped inside PreBind
         pytest.param(_on_claim("joint", ClaimAllocated), "SagaStepStarted", True, id="legacy-inside-prebind"),
