@@ -1,7 +1,11 @@
 """frobnicator.example.com (KEP-4381's numeric example driver) as its own plugin process: its
 capacity reaches the kubelet over the capacity stream and becomes the node's NodeResourceCapacity;
 a change on the plugin's side (frobnicators lost, through its admin endpoint) is republished, and
-a killed and restarted plugin is subscribed to again."""
+a killed and restarted plugin is subscribed to again.
+
+The plugin's capacity stream has no timer (``kubeletplugin.capacity``): every change below reaches
+the kubelet through a wake-up alone, the admin endpoint's for the failure switch and the plugin
+host's for the Node's label, the two things the frobnicator's capacity depends on."""
 
 from __future__ import annotations
 
@@ -84,3 +88,7 @@ async def test_capacity_follows_the_plugin_and_survives_its_restart(cluster: Cla
     await eventually(lambda: counted(8), what="the restarted plugin's capacity published")
     await admin(cluster.settings, capacity_lost=6)
     await eventually(lambda: counted(2), what="a change after the restart")
+    node = await cluster.client.get("Node", NODE)
+    node["metadata"]["labels"][f"{FROB}/frobnicators"] = "10"  # more hardware on the node
+    await cluster.apply(node)
+    await eventually(lambda: counted(4), what="the Node's new label (10, 6 of them lost) published")

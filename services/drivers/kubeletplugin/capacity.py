@@ -3,23 +3,29 @@
 
 A driver that reports capacity (a ``capacity()`` method returning the KEP's
 ``NodeResourceInstance`` tuple) gets the service on its DRA endpoint. Each message is the complete
-list; it is sent at once, then whenever the answer changed: ``changed()`` (the failure switches
-were set: ``capacity_lost`` is the demo hardware losing units) wakes every stream, and every
-``refresh_s`` the plugin asks its driver again, as one that watches its hardware would. An
-unchanged answer is not sent again, so the kubelet does nothing until something moved.
+list; it is sent at once, then whenever the answer changed. An unchanged answer is not sent again,
+so the kubelet does nothing until something moved.
+
+Nothing is polled: a stream asks the driver again only when woken (``changed()``, the plugin
+server's ``capacity_changed()``). What a shipped driver's capacity depends on wakes it: the
+frobnicator's is its Node's label less the failure switch ``capacity_lost``, and the plugin host
+wakes the streams on every Node change in the plugin's view (``host.main_for``) and the admin
+endpoint on every switch change (``health_changed()``). A driver whose capacity moved by itself
+(hardware it watches; none here does) would need a wake-up of its own: ``capacity_changed()``
+when it notices, or a reporter with ``refresh_s`` (a poll).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from grpc import aio
 
 from draflow.events.api.numeric_v1alpha2 import NodeResourceInstance
+from draflow.services.drivers.kubeletplugin.streams import WakingReporter, servicer
 from draflow.services.runtime.kubeletapi.dranumeric.v1alpha1 import api_pb2 as num_pb2
 from draflow.services.runtime.kubeletapi.dranumeric.v1alpha1 import api_pb2_grpc as num_grpc
 
@@ -58,44 +64,24 @@ def instances_of(response: Any) -> tuple[NodeResourceInstance, ...]:
     return tuple(out)
 
 
-class CapacityReporter:
-    def __init__(self, capacity: Capacity, *, refresh_s: float = 30.0) -> None:
+class CapacityReporter(WakingReporter):
+    def __init__(self, capacity: Capacity, *, refresh_s: float | None = None) -> None:
+        super().__init__(refresh_s)
         self.capacity = capacity
-        self.refresh_s = refresh_s
-        self._waiting: set[asyncio.Event] = set()
 
-    def changed(self) -> None:
-        """The capacity may have changed: every open stream asks the driver again."""
-        for event in self._waiting:
-            event.set()
-
-    async def stream(self) -> AsyncIterator[Any]:
-        wake = asyncio.Event()
-        self._waiting.add(wake)
+    async def stream(self) -> AsyncGenerator[Any, None]:
+        """The capacity now, then again each time it is woken and the answer changed."""
         sent: tuple[NodeResourceInstance, ...] | None = None
-        try:
+        with self.waiter() as wait:
             while True:
-                wake.clear()
                 now = tuple(await asyncio.to_thread(self.capacity))
                 if now != sent:
                     sent = now
                     yield to_message(now)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self.refresh_s)
-        finally:
-            self._waiting.discard(wake)
-
-
-class _CapacityService:
-    def __init__(self, reporter: CapacityReporter) -> None:
-        self.reporter = reporter
-
-    async def NodeListAndWatchResources(
-        self, request: Any, context: aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[Any]:
-        async for response in self.reporter.stream():
-            yield response
+                await wait()
 
 
 def add_capacity_service(server: aio.Server, reporter: CapacityReporter) -> None:
-    num_grpc.add_NodeResourceCapacityServicer_to_server(_CapacityService(reporter), server)
+    num_grpc.add_NodeResourceCapacityServicer_to_server(
+        servicer("NodeListAndWatchResources", reporter.stream), server
+    )

@@ -11,15 +11,14 @@ plugin that polls its hardware would.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from grpc import aio
 
 from draflow.services.drivers.kubeletplugin.faults import FailureSwitches
+from draflow.services.drivers.kubeletplugin.streams import WakingReporter, servicer
 from draflow.services.runtime.kubeletapi.drahealth.v1alpha1 import api_pb2 as health_pb2
 from draflow.services.runtime.kubeletapi.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 
@@ -28,12 +27,11 @@ __all__ = ["HealthReporter", "add_health_service"]
 Devices = Callable[[], Sequence[tuple[str, str]]]
 
 
-class HealthReporter:
+class HealthReporter(WakingReporter):
     def __init__(self, devices: Devices, switches: FailureSwitches, *, refresh_s: float = 30.0) -> None:
+        super().__init__(refresh_s)
         self.devices = devices
         self.switches = switches
-        self.refresh_s = refresh_s
-        self._waiting: set[asyncio.Event] = set()
 
     def snapshot(self) -> list[tuple[str, str, bool]]:
         """``(pool, device, healthy)`` of every device, in the driver's order."""
@@ -53,35 +51,15 @@ class HealthReporter:
             ]
         )
 
-    def changed(self) -> None:
-        """The health may have changed (a switch was set): every open stream sends again."""
-        for event in self._waiting:
-            event.set()
-
-    async def stream(self) -> AsyncIterator[Any]:
+    async def stream(self) -> AsyncGenerator[Any, None]:
         """The complete list now, then again on every change and every ``refresh_s``."""
-        wake = asyncio.Event()
-        self._waiting.add(wake)
-        try:
+        with self.waiter() as wait:
             while True:
-                wake.clear()
                 yield self.response()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self.refresh_s)
-        finally:
-            self._waiting.discard(wake)
-
-
-class _HealthService:
-    def __init__(self, reporter: HealthReporter) -> None:
-        self.reporter = reporter
-
-    async def NodeWatchResources(
-        self, request: Any, context: aio.ServicerContext[Any, Any]
-    ) -> AsyncIterator[Any]:
-        async for response in self.reporter.stream():
-            yield response
+                await wait()
 
 
 def add_health_service(server: aio.Server, reporter: HealthReporter) -> None:
-    health_grpc.add_DRAResourceHealthServicer_to_server(_HealthService(reporter), server)
+    health_grpc.add_DRAResourceHealthServicer_to_server(
+        servicer("NodeWatchResources", reporter.stream), server
+    )

@@ -39,6 +39,7 @@ __all__ = [
     "add_plugin_args",
     "allocated",
     "options_from_args",
+    "plugin_main",
     "run_plugin",
 ]
 
@@ -206,3 +207,28 @@ def run_plugin(
         on_stream_reset="rebuild",
         role=f"kubelet-{options.node}",
     )
+
+
+def plugin_main(
+    name: str,
+    driver_for: Callable[[argparse.Namespace], MakeDriver],
+    *,
+    prog: str,
+    description: str | None = None,
+    add_args: Callable[[argparse.ArgumentParser], None] | None = None,
+    after_start: AfterStart | None = None,
+    argv: Sequence[str] | None = None,
+) -> int:
+    """A driver's ``__main__`` in one call: the common options (``add_plugin_args``) and the
+    driver's own (``add_args``), then ``run_plugin`` with what ``driver_for(args)`` returns. A
+    ``ValueError`` from ``driver_for`` is a bad option: its message and the usage, exit code 2."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    add_plugin_args(p)
+    if add_args is not None:
+        add_args(p)
+    args = p.parse_args(argv)
+    try:
+        make_driver = driver_for(args)
+    except ValueError as exc:
+        p.error(str(exc))
+    return run_plugin(name, make_driver, options_from_args(args), after_start)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import msgspec
 
@@ -35,19 +35,28 @@ from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.config import SchedulerConfig
 from draflow.services.scheduler.framework.cycle import HostChoice, check_node, select_host
 from draflow.services.scheduler.framework.decisions import SchedulingError, Unschedulable
-from draflow.services.scheduler.framework.interface import CycleState
+from draflow.services.scheduler.framework.interface import (
+    CycleState,
+    DeferredFilterPlugin,
+    FilterPlugin,
+    PreFilterPlugin,
+)
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
 from draflow.services.scheduler.framework.profile import Profile
-from draflow.services.scheduler.framework.status import Status
+from draflow.services.scheduler.framework.status import Code, Status
 
 __all__ = [
     "SIMULATION",
     "CapacityPlugin",
     "Checkpoint",
     "ClusterAutoScalerPlugin",
+    "DecidingPlugin",
     "Simulation",
     "SimulationError",
     "bound",
+    "decide_again",
+    "reserved_with",
+    "reserved_without",
     "unbound",
 ]
 
@@ -94,6 +103,48 @@ def bound(pod: Pod, node_name: str) -> Pod:
 def unbound(pod: Pod) -> Pod:
     """The pod as a pending one (an evicted pod looks for a new node)."""
     return bound(pod, "") if pod.spec.node_name else pod
+
+
+class DecidingPlugin(PreFilterPlugin, FilterPlugin, DeferredFilterPlugin, Protocol):
+    """A plugin that decides again in SimulateBindPod (both DRA plugins)."""
+
+
+def decide_again(
+    plugin: DecidingPlugin, sim: CycleState, pod: Pod, node: NodeInfo
+) -> CycleState | Status | None:
+    """SimulateBindPod's first half: the plugin's own PreFilter and Filter (deferred part too) for
+    ``pod`` on ``node`` again, in a cycle state of its own seeded from the simulation's (the KEP
+    hands the plugin the simulation's state, not the one Filter filled: the same code on the same
+    snapshot gives the same answer). The state it decided in (what it chose is there to write into
+    the snapshot), the failure, or None when PreFilter skipped the pod (nothing of the plugin's)."""
+    state = CycleState(pod, sim.cluster, sim.config)
+    state.data.update(sim.data)
+    status = plugin.pre_filter(state, pod)
+    if status is not None:
+        return None if status.code == Code.SKIP else status
+    status = plugin.filter(state, pod, node)
+    if status is None and plugin.wants_deferred(state):
+        status = plugin.filter_deferred(state, pod, node)
+    return state if status is None else status
+
+
+class _Consumer(Protocol):
+    @property
+    def uid(self) -> str: ...
+
+
+C = TypeVar("C", bound=_Consumer)
+
+
+def reserved_with(reserved: tuple[C, ...], consumer: C) -> tuple[C, ...]:
+    """``reservedFor`` with ``consumer`` in it (once: a shared claim gains a consumer)."""
+    return reserved if any(r.uid == consumer.uid for r in reserved) else (*reserved, consumer)
+
+
+def reserved_without(reserved: tuple[C, ...], uid: str) -> tuple[C, ...] | None:
+    """``reservedFor`` without the pod ``uid``; None when the pod was not in it."""
+    left = tuple(r for r in reserved if r.uid != uid)
+    return None if len(left) == len(reserved) else left
 
 
 def _copy(value: Any) -> Any:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.numeric import NumericClaimDeallocated
 from draflow.infra.errors import ConcurrencyError
@@ -24,19 +22,15 @@ from draflow.services.scheduler.sagas.host import (
     read_object,
 )
 from draflow.services.scheduler.sagas.numeric_steps import reservation_writer
+from draflow.services.scheduler.sagas.reallocation import ReallocationInput
 
 __all__ = ["NUMERIC_REALLOCATION", "NUMERIC_REALLOCATION_SAGA", "NumericReallocationInput"]
 
 NUMERIC_REALLOCATION = "NumericReallocation"
 
 
-class NumericReallocationInput(msgspec.Struct, frozen=True, kw_only=True):
-    claim_namespace: str
-    claim_name: str
-    claim_uid: str = ""
-    pod_namespace: str
-    pod_name: str
-    pod_uid: str
+# the structured saga's input: the same claim and pod (a classic claim's namespace, name and uid)
+NumericReallocationInput = ReallocationInput
 
 
 async def deallocate(ctx: StepContext[NumericReallocationInput, SchedulerHost]) -> dict[str, Any]:

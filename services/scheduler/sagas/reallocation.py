@@ -54,6 +54,19 @@ class ReallocationInput(msgspec.Struct, frozen=True, kw_only=True):
     pod_name: str
     pod_uid: str
 
+    @classmethod
+    def of(cls, claim: ClaimRef, pod: Pod) -> ReallocationInput:
+        """Free ``claim`` (PostFilter's choice) for ``pod``."""
+        meta = pod.metadata
+        return cls(
+            claim_namespace=claim.namespace,
+            claim_name=claim.name,
+            claim_uid=claim.uid,
+            pod_namespace=meta.namespace,
+            pod_name=meta.name,
+            pod_uid=meta.uid,
+        )
+
 
 def _deallocated_by(history: Sequence[Envelope[Event]], saga_id: str) -> bool:
     """Whether this saga's deallocation is in the claim's log: a step re-run after a crash must

@@ -62,7 +62,6 @@ from draflow.services.scheduler.sagas.extended_claim import (
 from draflow.services.scheduler.sagas.numeric_reallocation import (
     NUMERIC_REALLOCATION,
     NUMERIC_REALLOCATION_SAGA,
-    NumericReallocationInput,
 )
 from draflow.services.scheduler.sagas.pod_scheduling import (
     POD_SCHEDULING,
@@ -297,29 +296,15 @@ class SchedulerService:
             )
         if isinstance(result, Unschedulable) and result.deallocate is not None:
             ref = result.deallocate
-            inp = ReallocationInput(
-                claim_namespace=ref.namespace,
-                claim_name=ref.name,
-                claim_uid=ref.uid,
-                pod_namespace=pod.metadata.namespace,
-                pod_name=pod.metadata.name,
-                pod_uid=pod.metadata.uid,
-            )
             saga_id = self._saga_id("realloc", ref.uid or ref.name)
+            inp = ReallocationInput.of(ref, pod)
             self._spawn(self._saga(REALLOCATION, saga_id, inp, position, traceparent), saga=True)
 
         if isinstance(result, Unschedulable) and result.deallocate_numeric is not None:
             ref = result.deallocate_numeric
-            ninp = NumericReallocationInput(
-                claim_namespace=ref.namespace,
-                claim_name=ref.name,
-                claim_uid=ref.uid,
-                pod_namespace=pod.metadata.namespace,
-                pod_name=pod.metadata.name,
-                pod_uid=pod.metadata.uid,
-            )
             saga_id = self._saga_id("nrealloc", ref.uid or ref.name)
-            self._spawn(self._saga(NUMERIC_REALLOCATION, saga_id, ninp, position, traceparent), saga=True)
+            inp = ReallocationInput.of(ref, pod)
+            self._spawn(self._saga(NUMERIC_REALLOCATION, saga_id, inp, position, traceparent), saga=True)
 
     async def _saga(
         self, saga_type: str, saga_id: str, inp: msgspec.Struct, position: int = 0, traceparent: str = ""

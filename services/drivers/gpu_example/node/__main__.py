@@ -22,31 +22,22 @@ if __name__ == "__main__":
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from draflow.services.drivers.gpu_example.plugin import GpuExamplePlugin
 from draflow.services.drivers.gpu_example.slices import DRIVER
-from draflow.services.drivers.kubeletplugin.host import (
-    PluginContext,
-    add_plugin_args,
-    options_from_args,
-    run_plugin,
-)
+from draflow.services.drivers.kubeletplugin.host import PluginContext, plugin_main
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m draflow.services.drivers.gpu_example.node", description=__doc__
-    )
-    add_plugin_args(p)
+def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=8, help="GPUs on this node (the kubelet's --gpus)")
-    args = p.parse_args(argv)
-    if args.gpus < 1:
-        p.error("--gpus: must be at least 1")
-    return args
 
 
-def driver_for(gpus: int) -> Callable[[PluginContext], GpuExamplePlugin]:
+def driver_for(args: argparse.Namespace) -> Callable[[PluginContext], GpuExamplePlugin]:
+    gpus: int = args.gpus
+    if gpus < 1:
+        raise ValueError("--gpus: must be at least 1")
+
     def make(ctx: PluginContext) -> GpuExamplePlugin:
         return GpuExamplePlugin(
             ctx.node,
@@ -60,6 +51,16 @@ def driver_for(gpus: int) -> Callable[[PluginContext], GpuExamplePlugin]:
     return make
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    return plugin_main(
+        "gpu-example-plugin",
+        driver_for,
+        prog="python -m draflow.services.drivers.gpu_example.node",
+        description=__doc__,
+        add_args=add_args,
+        argv=argv,
+    )
+
+
 if __name__ == "__main__":
-    args = parse_args(sys.argv[1:])
-    sys.exit(run_plugin("gpu-example-plugin", driver_for(args.gpus), options_from_args(args)))
+    sys.exit(main())

@@ -19,35 +19,22 @@ if __name__ == "__main__":
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from draflow.services.dra.kubeletplugin import DRAPlugin
-from draflow.services.drivers.kubeletplugin.host import (
-    PluginContext,
-    add_plugin_args,
-    options_from_args,
-    run_plugin,
-)
-from draflow.services.drivers.nvidia_sim.devices import DRIVER, LayoutError, NodeLayout, node_slice
+from draflow.services.drivers.kubeletplugin.host import PluginContext, plugin_main
+from draflow.services.drivers.nvidia_sim.devices import DRIVER, NodeLayout, node_slice
 from draflow.services.drivers.nvidia_sim.plugin import NvidiaGpuPlugin
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m draflow.services.drivers.nvidia_sim.node", description=__doc__
-    )
-    add_plugin_args(p)
+def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, required=True, metavar="N", help="simulated GH200 GPUs on this node")
     p.add_argument("--mig-gpus", type=int, default=0, metavar="K", help="of those, the last K in MIG mode")
-    args = p.parse_args(argv)
-    try:
-        args.layout = NodeLayout(args.gpus, args.mig_gpus)
-    except LayoutError as exc:
-        p.error(str(exc))
-    return args
 
 
-def driver_for(layout: NodeLayout) -> Callable[[PluginContext], NvidiaGpuPlugin]:
+def driver_for(args: argparse.Namespace) -> Callable[[PluginContext], NvidiaGpuPlugin]:
+    layout = NodeLayout(args.gpus, args.mig_gpus)  # a LayoutError (a ValueError) is a usage error
+
     def make(ctx: PluginContext) -> NvidiaGpuPlugin:
         return NvidiaGpuPlugin(
             ctx.node, layout, ctx.cdi_root, ctx.get_claim, state_dir=ctx.plugins_dir / DRIVER
@@ -68,6 +55,17 @@ async def publish_slice(ctx: PluginContext, driver: DRAPlugin) -> None:
         raise RuntimeError(f"{DRIVER} plugin on {ctx.node}: cannot publish its ResourceSlice")
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    return plugin_main(
+        "nvidia-plugin",
+        driver_for,
+        prog="python -m draflow.services.drivers.nvidia_sim.node",
+        description=__doc__,
+        add_args=add_args,
+        after_start=publish_slice,
+        argv=argv,
+    )
+
+
 if __name__ == "__main__":
-    args = parse_args(sys.argv[1:])
-    sys.exit(run_plugin("nvidia-plugin", driver_for(args.layout), options_from_args(args), publish_slice))
+    sys.exit(main())

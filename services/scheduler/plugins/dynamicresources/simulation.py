@@ -27,7 +27,8 @@ from draflow.services.scheduler.framework.assume import ClaimKey
 from draflow.services.scheduler.framework.cluster import ClusterState
 from draflow.services.scheduler.framework.interface import CycleState
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
-from draflow.services.scheduler.framework.status import Code, Status, error
+from draflow.services.scheduler.framework.simulation import decide_again, reserved_with, reserved_without
+from draflow.services.scheduler.framework.status import Status, error
 
 if TYPE_CHECKING:
     from draflow.services.scheduler.plugins.dynamicresources.plugin import DRAState, DynamicResources
@@ -74,16 +75,9 @@ def simulate_bind(plugin: DynamicResources, sim: CycleState, pod: Pod, node: Nod
 
     record: DRASimulation = sim.data[SIMULATED]
     cluster = sim.cluster
-    state = CycleState(pod, cluster, sim.config)
-    state.data.update(sim.data)
-    status = plugin.pre_filter(state, pod)
-    if status is not None:
-        return None if status.code == Code.SKIP else status
-    status = plugin.filter(state, pod, node)
-    if status is None and plugin.wants_deferred(state):
-        status = plugin.filter_deferred(state, pod, node)
-    if status is not None:
-        return status
+    state = decide_again(plugin, sim, pod, node)
+    if not isinstance(state, CycleState):
+        return state
     data: DRAState = state.data[NAME]
     claims = data.allocating(node.name)
     results = data.node_allocations.get(node.name, [])
@@ -96,10 +90,9 @@ def simulate_bind(plugin: DynamicResources, sim: CycleState, pod: Pod, node: Nod
         if allocation is None:
             allocation = new[id(claim)]
             record.allocated.add(_key(claim))
-        reserved = claim.status.reserved_for
-        if all(r.uid != consumer.uid for r in reserved):
-            reserved = (*reserved, consumer)
-        cluster.upsert_claim(_with_status(claim, allocation, reserved))
+        cluster.upsert_claim(
+            _with_status(claim, allocation, reserved_with(claim.status.reserved_for, consumer))
+        )
     ext = data.ext_nodes.get(node.name)
     if ext is not None and ext.claim is not None:
         special = plugin.simulated_special_claim(state, pod, ext.claim)
@@ -129,8 +122,8 @@ def simulate_evict(sim: CycleState, pod: Pod) -> Status | None:
     cluster = sim.cluster
     uid = pod.metadata.uid
     for claim in claims_of(pod, cluster):
-        reserved = tuple(r for r in claim.status.reserved_for if r.uid != uid)
-        if len(reserved) == len(claim.status.reserved_for):
+        reserved = reserved_without(claim.status.reserved_for, uid)
+        if reserved is None:
             continue  # not this pod's reservation
         key = _key(claim)
         if reserved:

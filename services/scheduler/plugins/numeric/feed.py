@@ -10,41 +10,34 @@ rejected are tried again. Vendor parameter objects are of kinds draflow does not
 ``apiVersion``, ``kind``, namespace and name it carries.
 
 The plugin's condition asks (a template that cannot map a claim's parameters) are appended in
-background tasks as ``NumericClaimConditionRecorded`` at the claim's version; identical asks in
-flight are merged and a claim that changed is decided again.
+background tasks (``ClaimAsks``) as ``NumericClaimConditionRecorded`` at the claim's version;
+identical asks in flight are merged and a claim that changed is decided again.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import msgspec
 
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api import numeric_v1alpha2 as nv
 from draflow.events.api.registry import resource_types
-from draflow.events.envelope import Envelope, Event
 from draflow.events.numeric import NumericClaimConditionRecorded
-from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import EventStore
-from draflow.projections.objects import ObjectIndex, fold
+from draflow.projections.objects import ObjectIndex
 from draflow.services.dra.numeric.plans import LEDGER_KIND, ledger_name, parse_ledger_name
 from draflow.services.scheduler.framework.core import Scheduler
 from draflow.services.scheduler.framework.events import ActionType, ClusterEvent, EventResource
+from draflow.services.scheduler.plugins.claim_asks import ClaimAsks
 from draflow.services.scheduler.plugins.numeric.plugin import ConditionAsk, NumericResources
 
 __all__ = ["NUMERIC_KINDS", "NumericFeed"]
 
-log = logging.getLogger(__name__)
-
 NUMERIC_KINDS = frozenset({cv.CLASS_KIND, nv.KIND, cv.CLAIM_KIND, LEDGER_KIND})
 # subjects of kinds that are never parameter objects
 _NOT_PARAMETERS = frozenset({"Saga", "Event", "PodSchedulingContext"})
-MAX_CONFLICTS = 8
 _CHANGED = ClusterEvent(EventResource.NUMERIC, ActionType.UPDATE_OTHER)
 
 
@@ -52,23 +45,16 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _apply(state: Any, env: Envelope[Event]) -> Any:
-    return fold(state, env.type, env.data, env.seq)
-
-
-class NumericFeed:
+class NumericFeed(ClaimAsks[ConditionAsk]):
     def __init__(self, store: EventStore, core: Scheduler, wake: Callable[[], None]) -> None:
-        self.store = store
+        super().__init__(store, wake)
         self.core = core
-        self.wake = wake
         plugins = [p for p in core.profile.plugins if isinstance(p, NumericResources)]
         self.plugin = plugins[0] if plugins else None
         if self.plugin is not None:
             self.plugin.sink = self.submit
         # the built-in kinds (a CustomResourceDefinition's kind is a possible parameter object)
         self._served = frozenset(rt.kind for rt in resource_types() if not rt.crd)
-        self._inflight: dict[ConditionAsk, asyncio.Task[None]] = {}
-        self.written = 0
 
     def wants(self, kind: str) -> bool:
         """Whether a subject of this kind token feeds the books (numeric kinds, parameter objects)."""
@@ -120,49 +106,17 @@ class NumericFeed:
                 books.ledger_versions[pair] = version
 
     # -- claim conditions -------------------------------------------------------------------------
-    def submit(self, ask: ConditionAsk) -> None:
-        if ask in self._inflight:
-            return
-        try:
-            task = asyncio.get_running_loop().create_task(self._write(ask))
-        except RuntimeError:  # no loop (a pure test drove the core)
-            return
-        self._inflight[ask] = task
-        task.add_done_callback(lambda _: self._inflight.pop(ask, None))
+    def describe(self, ask: ConditionAsk) -> str:
+        return f"condition of numeric claim {ask.namespace}/{ask.name}"
 
-    async def stop(self) -> None:
-        tasks = list(self._inflight.values())
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    async def _write(self, ask: ConditionAsk) -> None:
-        subject = self.store.subject(cv.CLAIM_KIND, ask.namespace, ask.name)
-        try:
-            for _ in range(MAX_CONFLICTS):
-                loaded = await self.store.load(subject, _apply, None)
-                claim = loaded.state
-                if not isinstance(claim, cv.ResourceClaim) or (ask.uid and claim.metadata.uid != ask.uid):
-                    return
-                if claim.status.numeric_allocation is not None:
-                    return  # allocated meanwhile: the condition no longer applies
-                current = next((c for c in claim.status.conditions if c.type == ask.condition.type), None)
-                if current is not None and current.message == ask.condition.message:
-                    return
-                stamped = msgspec.structs.replace(ask.condition, last_transition_time=_now())
-                try:
-                    await self.store.append(
-                        subject,
-                        NumericClaimConditionRecorded(condition=stamped),
-                        expected_last_seq=loaded.version,
-                    )
-                except ConcurrencyError:
-                    continue
-                self.written += 1
-                self.wake()
-                return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("condition of numeric claim %s/%s failed", ask.namespace, ask.name)
+    def decide(self, ask: ConditionAsk, claim: cv.ResourceClaim) -> NumericClaimConditionRecorded | None:
+        if ask.uid and claim.metadata.uid != ask.uid:
+            return None
+        if claim.status.numeric_allocation is not None:
+            return None  # allocated meanwhile: the condition no longer applies
+        current = next((c for c in claim.status.conditions if c.type == ask.condition.type), None)
+        if current is not None and current.message == ask.condition.message:
+            return None
+        return NumericClaimConditionRecorded(
+            condition=msgspec.structs.replace(ask.condition, last_transition_time=_now())
+        )

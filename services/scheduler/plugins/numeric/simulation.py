@@ -28,7 +28,8 @@ from draflow.services.dra.numeric.model import ModelDecodeError, decode_model_ob
 from draflow.services.dra.resourceclaim import pod_owner_reference
 from draflow.services.scheduler.framework.interface import CycleState
 from draflow.services.scheduler.framework.nodeinfo import NodeInfo
-from draflow.services.scheduler.framework.status import Code, Status, error
+from draflow.services.scheduler.framework.simulation import decide_again, reserved_with, reserved_without
+from draflow.services.scheduler.framework.status import Status, error
 
 if TYPE_CHECKING:
     from draflow.services.scheduler.plugins.numeric.books import NumericBooks
@@ -87,16 +88,9 @@ def _with_status(
 def simulate_bind(plugin: NumericResources, sim: CycleState, pod: Pod, node: NodeInfo) -> Status | None:
     from draflow.services.scheduler.plugins.numeric.plugin import NAME
 
-    state = CycleState(pod, sim.cluster, sim.config)
-    state.data.update(sim.data)
-    status = plugin.pre_filter(state, pod)
-    if status is not None:
-        return None if status.code == Code.SKIP else status
-    status = plugin.filter(state, pod, node)
-    if status is None and plugin.wants_deferred(state):
-        status = plugin.filter_deferred(state, pod, node)
-    if status is not None:
-        return status
+    state = decide_again(plugin, sim, pod, node)
+    if not isinstance(state, CycleState):
+        return state
     data: NumericState = state.data[NAME]
     results = data.results.get(node.name, [])
     if len(results) != len(data.pending):
@@ -109,9 +103,9 @@ def simulate_bind(plugin: NumericResources, sim: CycleState, pod: Pod, node: Nod
             _with_status(p.claim, build_allocation(p.cls, p.resolved, node.name, alloc), reserved)
         )
     for claim in data.allocated:
-        reserved = claim.status.reserved_for
-        if all(r.uid != consumer.uid for r in reserved):
-            books.upsert_claim(_with_status(claim, claim.status.numeric_allocation, (*reserved, consumer)))
+        reserved = reserved_with(claim.status.reserved_for, consumer)
+        if reserved is not claim.status.reserved_for:  # the pod was not among its consumers yet
+            books.upsert_claim(_with_status(claim, claim.status.numeric_allocation, reserved))
     return None
 
 
@@ -122,8 +116,8 @@ def simulate_evict(sim: CycleState, pod: Pod) -> Status | None:
         claim = books.claims.get((ns, ref.claim_name))
         if claim is None or not books.is_numeric(claim):
             continue
-        reserved = tuple(r for r in claim.status.reserved_for if r.uid != uid)
-        if len(reserved) == len(claim.status.reserved_for):
+        reserved = reserved_without(claim.status.reserved_for, uid)
+        if reserved is None:
             continue  # not this pod's reservation
         allocation = claim.status.numeric_allocation
         if not reserved and claim.spec.allocation_mode != cv.IMMEDIATE:

@@ -4,13 +4,16 @@ plugin library's ``NodeResourceCapacity`` service and the kubelet's ``CapacityWa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from grpc import aio
 
 from draflow.services.drivers.frobnicator.node import FrobnicatorNodePlugin
+from draflow.services.drivers.kubeletplugin.capacity import CapacityReporter
 from draflow.services.drivers.kubeletplugin.server import PluginServer
 from draflow.services.kubelet.plugins.capacity import CapacityWatcher
 from draflow.services.runtime.kubeletapi import sockets
@@ -182,5 +185,40 @@ async def test_a_plugin_without_the_capacity_service_is_not_asked_again(watched:
         await assert_eventually(lambda: instance.socket in watched.streams.unimplemented, timeout_s=5)
         watched.streams.reconcile()
         assert watched.streams.streaming() == frozenset() and watched.streams.reports == {}
+    finally:
+        await plugin.stop(0.1)
+
+
+class GarbledFirst(CapacityReporter):
+    """A plugin whose first capacity stream sends an instance whose data is not JSON (a broken
+    build), and whose later streams are right."""
+
+    garbled = 1
+
+    async def stream(self) -> AsyncGenerator[Any, None]:
+        if self.garbled:
+            self.garbled -= 1
+            yield num_pb2.NodeListAndWatchResourcesResponse(
+                instances=[num_pb2.NodeResourceInstance(id="frobnicators", data=b"{not json")]
+            )
+            await asyncio.Event().wait()  # the stream stays open: the kubelet is the one to break it
+        async for message in super().stream():
+            yield message
+
+
+async def test_a_message_the_kubelet_cannot_decode_breaks_the_stream_and_it_is_opened_again(
+    watched: Watched, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver, plugin = watched.plugin(8)
+    plugin.capacity = reporter = GarbledFirst(driver.capacity)
+    caplog.set_level(logging.WARNING, logger="draflow.services.kubelet.plugins.streams")
+    await plugin.start()
+    try:
+        await watched.scan()
+        await assert_eventually(lambda: watched.count() == 8, timeout_s=5)
+        assert reporter.garbled == 0 and watched.streams.messages == 1  # the garbled one never counted
+        assert "capacity stream of frobnicator.example.com: instance 'frobnicators': data is not JSON" in (
+            caplog.text
+        )
     finally:
         await plugin.stop(0.1)
