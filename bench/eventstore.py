@@ -4,12 +4,16 @@ Starts its own nats-server (JetStream, file storage) in a temporary directory an
 
 * acked appends/s, one at a time: each append waits for its ack before the next (with optimistic
   concurrency on the aggregate, as a service deciding event by event does);
+* acked guarded appends/s, one at a time: an event plus a guard message (``infra/guard.py``) in one
+  atomic batch, as the scheduler's PreBind appends an allocation; nats-server commits an atomic
+  batch differently from a plain publish (on file storage it costs far more), so it is its own figure;
 * pipelined appends/s: many appends in flight (``EventStore.append_many``);
 * replay events/s: folding the whole stream (decoded into typed msgspec Structs) with a reducer,
   as a service does when it rebuilds its in-memory state at start.
 
-``--json`` prints ``{"append_acked_per_s": ..., "append_pipelined_per_s": ..., "replay_per_s": ...}``
-as the last line. Targets on a 2-core machine: pipelined >= 5,000/s, replay >= 50,000/s.
+``--json`` prints ``{"append_acked_per_s": ..., "append_guarded_per_s": ..., "append_pipelined_per_s":
+..., "replay_per_s": ...}`` as the last line. Targets on a 2-core machine: pipelined >= 5,000/s,
+replay >= 50,000/s.
 """
 
 from __future__ import annotations
@@ -17,16 +21,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
+from bench.harness import Bus
 from draflow.events.envelope import Envelope, Event
 from draflow.events.union import register_events
-from draflow.infra.config import Settings
 from draflow.infra.eventstore import AppendRequest, EventStore
-from draflow.infra.natsd import LocalNatsServer
+from draflow.infra.guard import guard_subject, take
 
 
 class BenchClaimAllocated(Event, frozen=True, kw_only=True):
@@ -62,18 +64,8 @@ def _fold(state: dict[str, Any], env: Envelope[Event]) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        server = LocalNatsServer(Path(tmp) / "store")
-        server.start()
-        try:
-            settings = Settings(nats_url=server.url, data_dir=Path(tmp), stream="BENCH", root="bench")
-            store = await EventStore.open(settings, "bench")
-            try:
-                return await measure(store, args)
-            finally:
-                await store.close()
-        finally:
-            server.stop()
+    async with Bus("draflow-bench-eventstore-", keep=False) as bus:
+        return await measure(bus.store, args)
 
 
 async def measure(store: EventStore, args: argparse.Namespace) -> dict[str, float]:
@@ -87,6 +79,15 @@ async def measure(store: EventStore, args: argparse.Namespace) -> dict[str, floa
     acked = args.acked / (time.perf_counter() - t0)
     print(f"acked appends, one at a time:  {acked:10,.0f} /s  ({args.acked} appends, OCC on 200 aggregates)")
 
+    t0 = time.perf_counter()
+    for i in range(args.guarded):
+        guard = take(guard_subject(store.root, "device", f"bench/d{i}"), 0, f"claim-{i}", f"uid-{i}")
+        subject = store.subject("ResourceClaim", "bench", f"guarded-{i}")
+        await store.append(subject, _event(i), expected_last_seq=0, guards=[guard])
+    guarded = args.guarded / (time.perf_counter() - t0)
+    print(f"guarded appends (atomic batch of event + guard), one at a time: {guarded:10,.0f} /s  ", end="")
+    print(f"({args.guarded} appends)")
+
     reqs = [
         AppendRequest(store.subject("ResourceClaim", "bench", f"claim-{i}"), [_event(i)], 0)
         for i in range(args.pipelined)
@@ -98,7 +99,7 @@ async def measure(store: EventStore, args: argparse.Namespace) -> dict[str, floa
     print(f"pipelined appends:             {pipelined:10,.0f} /s  ", end="")
     print(f"({args.pipelined} appends, {args.window} in flight)")
 
-    have = args.acked + args.pipelined
+    have = args.acked + 2 * args.guarded + args.pipelined
     if have < args.events:  # fill the stream up to the replay size (not measured)
         fill = [
             AppendRequest(store.subject("ResourceClaim", "fill", f"claim-{i}"), [_event(i)], None)
@@ -124,6 +125,7 @@ async def measure(store: EventStore, args: argparse.Namespace) -> dict[str, floa
     print(f"  replay client CPU per event: {cpu_us:10.1f} us  (the rest is nats-server and waiting)")
     return {
         "append_acked_per_s": round(acked),
+        "append_guarded_per_s": round(guarded),
         "append_pipelined_per_s": round(pipelined),
         "replay_per_s": round(best),
     }
@@ -132,6 +134,7 @@ async def measure(store: EventStore, args: argparse.Namespace) -> dict[str, floa
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--acked", type=int, default=3000, help="appends measured one at a time")
+    p.add_argument("--guarded", type=int, default=300, help="event + guard batches, one at a time")
     p.add_argument("--pipelined", type=int, default=30000, help="appends measured pipelined")
     p.add_argument("--window", type=int, default=1024, help="pipelined appends in flight")
     p.add_argument("--events", type=int, default=100_000, help="events in the stream for the replay")

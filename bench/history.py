@@ -46,11 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.harness import ROOT, service_env
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer, stream_disk_bytes
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_RECORDING = ROOT / "tests" / "data" / "golden" / "basic-claim-template.jsonl"
 SERVICES = ("apiserver", "scheduler", "claim_controller", "quota_reconciler")
 CAUGHT_UP = re.compile(r"caught up with the log at (\d+) in ([0-9.]+)s")
@@ -189,15 +189,7 @@ def start_service(
     extra_env: dict[str, str] | None = None,
 ) -> Start:
     """Spawn the service, wait for its caught-up line (or ``until``), read its RSS, stop it."""
-    env = dict(
-        os.environ,
-        DRAFLOW_NATS_URL=settings.nats_url,
-        DRAFLOW_STREAM=settings.stream,
-        DRAFLOW_SUBJECT_ROOT=settings.root,
-        DRAFLOW_DATA_DIR=str(data_dir),
-        OTEL_TRACES_EXPORTER="none",
-        DRAFLOW_LOG_LEVEL="INFO",
-    )
+    env = service_env(settings, log_level="INFO", DRAFLOW_DATA_DIR=str(data_dir))
     env.pop("DRAFLOW_METRICS_PORT", None)
     env.update(extra_env or {})
     if not snapshots:  # the whole log folded, as before snapshots

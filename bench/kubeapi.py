@@ -39,14 +39,13 @@ from typing import Any
 
 import aiohttp
 
-from bench.scheduling_cluster import _stored_at
+from bench.harness import ROOT, service_env, stored_at
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
 from draflow.services.apiserver.kubeapi.auth import load_or_create
 from draflow.services.runtime.client import ApiClient
 
-ROOT = Path(__file__).resolve().parents[1]
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
@@ -118,16 +117,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
     settings.data_dir.mkdir(parents=True)
     port = _free_port()
-    env = {
-        "OTEL_TRACES_EXPORTER": "none",
-        **os.environ,
-        "DRAFLOW_NATS_URL": settings.nats_url,
-        "DRAFLOW_STREAM": settings.stream,
-        "DRAFLOW_SUBJECT_ROOT": settings.root,
-        "DRAFLOW_DATA_DIR": str(settings.data_dir),
-        "DRAFLOW_LOG_LEVEL": "WARNING",
-        "DRAFLOW_KUBE_API": f"127.0.0.1:{port}",
-    }
+    env = service_env(settings, DRAFLOW_KUBE_API=f"127.0.0.1:{port}")
     log = (tmp / "apiserver.log").open("wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "draflow.services.apiserver", cwd=ROOT, env=env, stdout=log, stderr=log
@@ -194,7 +184,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
         async for records in store.read_raw(f"{settings.root}.ev.>", first):
             for rec in records:
                 if rec.seq in received:
-                    stored[rec.seq] = _stored_at(rec)
+                    stored[rec.seq] = stored_at(rec)
             if len(stored) == len(received) or records[-1].seq >= max(received):
                 break
         lat = sorted((received[s] - stored[s]) * 1000 for s in stored)
@@ -324,15 +314,11 @@ class Watchers:
 async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
     from bench import scheduling
 
-    sched_args = argparse.Namespace(
-        nodes=args.sched_nodes,
-        devices_per_node=10,
-        pods=args.sched_pods,
-        steady_pods=args.sched_pods // 4,
-        create_chunk=250,
-        fill_rate=0.0,
-        claims="controller",
-        json=False,
+    sched_args = scheduling.parse_args(
+        [
+            *("--nodes", str(args.sched_nodes), "--duration", "5", "--levels", "empty,half"),
+            *("--backlog-pods", str(args.sched_pods // 4), "--prefill", "pods"),
+        ]
     )
     results = {}
     for watchers in (0, args.watchers):
@@ -352,9 +338,9 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
                 f"process used {fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
             )
             results[watchers]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
-    base = results[0]["steady_pods_per_s"]
-    loaded = results[args.watchers]["steady_pods_per_s"]
-    fill, fill_loaded = results[0]["fill_pods_per_s"], results[args.watchers]["fill_pods_per_s"]
+    base = results[0]["steady_state_pods_per_s"]
+    loaded = results[args.watchers]["steady_state_pods_per_s"]
+    fill, fill_loaded = results[0]["fill_pods_per_s"] or 0.0, results[args.watchers]["fill_pods_per_s"] or 0.0
     return {
         "watchers": args.watchers,
         "sched_pods_per_s": base,
@@ -363,8 +349,10 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
         "fill_pods_per_s": fill,
         "fill_pods_per_s_with_watchers": fill_loaded,
         "watchers_fill_slowdown_pct": round((fill - fill_loaded) / fill * 100, 1) if fill else 0.0,
-        "apiserver_cpu_ms_per_pod": results[0]["cpu_ms_per_pod"].get("apiserver"),
-        "apiserver_cpu_ms_per_pod_with_watchers": results[args.watchers]["cpu_ms_per_pod"].get("apiserver"),
+        "apiserver_cpu_ms_per_pod": results[0]["cpu_ms_per_pod_run"].get("apiserver"),
+        "apiserver_cpu_ms_per_pod_with_watchers": results[args.watchers]["cpu_ms_per_pod_run"].get(
+            "apiserver"
+        ),
         "watchers_client_cpu_ms_per_pod": results[args.watchers].get("watchers_cpu_ms_per_pod"),
     }
 

@@ -23,24 +23,18 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from bench.scheduling import _cpu_s, _pct
+from bench.harness import Bus, Services, cpu_s, pct, stored_at, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.events.numeric import NumericClaimAllocated
-from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore, RawRecord
-from draflow.infra.natsd import LocalNatsServer
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.tail import Tail
 
-ROOT = Path(__file__).resolve().parents[1]
 DRIVER = "frobnicator.example.com"
 TEMPLATE = """kind: Parameters
 apiVersion: counter.dra.config.k8s.io/v1alpha1
@@ -112,12 +106,6 @@ def pod_manifest(pod: str) -> dict[str, Any]:
     }
 
 
-def _stored_at(rec: RawRecord) -> float:
-    if rec.ts_ns:
-        return rec.ts_ns / 1e9
-    return rec.time.timestamp() if rec.time is not None else time.time()
-
-
 class Tracker:
     """Storage times of what is measured, from the log."""
 
@@ -150,7 +138,7 @@ class Tracker:
 
     def _apply(self, rec: RawRecord) -> None:
         t = rec.header(HDR_TYPE) or ""
-        ts = _stored_at(rec)
+        ts = stored_at(rec)
         if t == "SagaStarted":
             self.saga_started[rec.subject] = ts
         elif t in ("SagaCompleted", "SagaCompensated") and rec.subject in self.saga_started:
@@ -171,45 +159,22 @@ class Tracker:
                 self.allocated.setdefault(env.data.consumer.uid, ts)
 
     async def until(self, check: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not check():
-            self.changed.clear()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"timed out waiting for {what}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(left, 0.5))
-
-
-async def spawn(settings: Settings, name: str, module: str) -> asyncio.subprocess.Process:
-    env = {
-        "OTEL_TRACES_EXPORTER": "none",
-        **os.environ,
-        "DRAFLOW_NATS_URL": settings.nats_url,
-        "DRAFLOW_STREAM": settings.stream,
-        "DRAFLOW_SUBJECT_ROOT": settings.root,
-        "DRAFLOW_DATA_DIR": str(settings.data_dir),
-        "DRAFLOW_LOG_LEVEL": "WARNING",
-    }
-    with open(settings.data_dir / f"{name}.log", "wb") as log:  # noqa: ASYNC230
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", module, cwd=ROOT, env=env, stdout=log, stderr=log
-        )
+        await until(check, self.changed, timeout_s, what)
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="draflow-bench-numeric-"))
-    server = LocalNatsServer(tmp / "nats")
-    server.start()
-    settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = await EventStore.open(settings, "bench")
+    async with Bus("draflow-bench-numeric-") as bus:
+        return await _run(args, bus)
+
+
+async def _run(args: argparse.Namespace, bus: Bus) -> dict[str, Any]:
+    settings, store = bus.settings, bus.store
     tracker = Tracker(store)
-    procs: dict[str, asyncio.subprocess.Process] = {}
+    services = Services(settings)
     api: ApiClient | None = None
     try:
-        procs["apiserver"] = await spawn(settings, "apiserver", "draflow.services.apiserver")
-        procs["scheduler"] = await spawn(settings, "scheduler", "draflow.services.scheduler")
+        await services.spawn("apiserver", "draflow.services.apiserver")
+        await services.spawn("scheduler", "draflow.services.scheduler")
         api = await ApiClient.connect(settings, actor="bench", timeout_s=60.0)
         for _ in range(300):
             try:
@@ -237,20 +202,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             (tracker.allocated[u] - tracker.created[u]) * 1000 for u in uids if u in tracker.allocated
         ]
         saga_ms = [t * 1000 for t in tracker.saga_took]
-        pids = {name: proc.pid for name, proc in procs.items()}
-        if server.proc is not None:
-            pids["nats-server"] = server.proc.pid
-        pids["bench"] = os.getpid()
+        cpu = services.cpu()
+        if bus.nats_pid is not None:
+            cpu["nats-server"] = cpu_s(bus.nats_pid)
+        cpu["bench"] = cpu_s(os.getpid())
         result: dict[str, Any] = {
             "nodes": args.nodes,
             "units_per_node": args.units_per_node,
             "pods": args.pods,
             "fill_pods_per_s": round(args.pods / max(last - first, 1e-6), 1),
-            "alloc_latency_p50_ms": round(_pct(latencies, 0.50), 1),
-            "alloc_latency_p99_ms": round(_pct(latencies, 0.99), 1),
-            "saga_p50_ms": round(_pct(saga_ms, 0.5), 1),
-            "saga_p99_ms": round(_pct(saga_ms, 0.99), 1),
-            "cpu_ms_per_pod": {n: round(_cpu_s(pid) * 1000 / args.pods, 2) for n, pid in pids.items()},
+            "alloc_latency_p50_ms": round(pct(latencies, 0.50), 1),
+            "alloc_latency_p99_ms": round(pct(latencies, 0.99), 1),
+            "saga_p50_ms": round(pct(saga_ms, 0.5), 1),
+            "saga_p99_ms": round(pct(saga_ms, 0.99), 1),
+            "cpu_ms_per_pod": {n: round(s * 1000 / args.pods, 2) for n, s in cpu.items()},
         }
         print(f"fill: {args.pods} pods in {last - first:.2f}s = {result['fill_pods_per_s']} pods/s")
         print(
@@ -264,17 +229,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await tracker.stop()
         if api is not None:
             await api.close()
-        for proc in procs.values():
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-        await store.close()
-        server.stop()
+        await services.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

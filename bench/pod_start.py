@@ -20,36 +20,20 @@ import contextlib
 import functools
 import importlib.util
 import json
-import os
-import signal
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import Bus, Services, pct, stored_at, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE
-from draflow.infra.config import Settings
-from draflow.infra.eventstore import EventStore, RawRecord
-from draflow.infra.natsd import LocalNatsServer
+from draflow.infra.eventstore import EventStore
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.tail import Tail
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "draflow.services.drivers.gpu_example.node"
 NODE = "node-1"
-
-
-def _stored_at(rec: RawRecord) -> float:
-    if rec.ts_ns:
-        return rec.ts_ns / 1e9
-    return rec.time.timestamp() if rec.time is not None else time.time()
-
-
-def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
 class Log:
@@ -80,9 +64,9 @@ class Log:
                 kind, name = rec.subject.split(".")[2], rec.subject.rsplit(".", 1)[-1]
                 t = rec.header(HDR_TYPE) or ""
                 if t == "PodBound":
-                    self.bound.setdefault(name, _stored_at(rec))
+                    self.bound.setdefault(name, stored_at(rec))
                 elif t == "PodStarted":
-                    self.started.setdefault(name, _stored_at(rec))
+                    self.started.setdefault(name, stored_at(rec))
                 elif kind == "ResourceClaim" and t == "ResourceClaimApplied":
                     self.claims.add(name)
                 elif kind == "ResourceClaim" and t == "ResourceClaimDeleted":
@@ -95,13 +79,7 @@ class Log:
         return all(n in self.started for n in names)
 
     async def until(self, check: Any, timeout_s: float, what: str) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not check():
-            self.changed.clear()
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"timed out waiting for {what}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), 0.5)
+        await until(check, self.changed, timeout_s, what)
 
 
 def pod(name: str) -> dict[str, Any]:
@@ -129,32 +107,18 @@ TEMPLATE = {
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="draflow-bench-"))
-    server = LocalNatsServer(tmp / "nats")
-    server.start()
-    settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = await EventStore.open(settings, "bench")
-    env = {
-        "OTEL_TRACES_EXPORTER": "none",
-        **os.environ,
-        "DRAFLOW_NATS_URL": settings.nats_url,
-        "DRAFLOW_STREAM": settings.stream,
-        "DRAFLOW_SUBJECT_ROOT": settings.root,
-        "DRAFLOW_DATA_DIR": str(settings.data_dir),
-        "DRAFLOW_LOG_LEVEL": "WARNING",
-    }
-    procs: list[asyncio.subprocess.Process] = []
+    async with Bus("draflow-bench-") as bus:
+        return await _run(args, bus)
+
+
+async def _run(args: argparse.Namespace, bus: Bus) -> dict[str, Any]:
+    settings, store = bus.settings, bus.store
+    services = Services(settings)
     plugin_process = importlib.util.find_spec(PLUGIN) is not None
     gpus = ["--node", NODE, "--gpus", str(args.gpus)]
 
     async def spawn(module: str, *argv: str) -> None:
-        with open(settings.data_dir / f"{module.rsplit('.', 1)[-1]}-{len(procs)}.log", "wb") as log:  # noqa: ASYNC230
-            procs.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", module, *argv, cwd=ROOT, env=env, stdout=log, stderr=log
-                )
-            )
+        await services.spawn(f"{module.rsplit('.', 1)[-1]}-{len(services.procs)}", module, *argv)
 
     log = Log(store)
     api: ApiClient | None = None
@@ -186,8 +150,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "pods_per_round": args.pods,
             "rounds": args.rounds,
             "plugin": "separate process (gRPC)" if plugin_process else "in the kubelet",
-            "bound_to_running_p50_ms": round(_pct(latencies, 0.5), 1),
-            "bound_to_running_p99_ms": round(_pct(latencies, 0.99), 1),
+            "bound_to_running_p50_ms": round(pct(latencies, 0.5), 1),
+            "bound_to_running_p99_ms": round(pct(latencies, 0.99), 1),
             "bound_to_running_max_ms": round(max(latencies), 1),
             "failed_prepares": len(log.failed_prepares),
         }
@@ -203,17 +167,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await log.stop()
         if api is not None:
             await api.close()
-        for proc in procs:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-        await store.close()
-        server.stop()
+        await services.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

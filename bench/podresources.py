@@ -23,29 +23,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from grpc import aio
 
+from bench.harness import Bus, Services, cpu_s, pct
 from draflow.events.api.core_v1 import Pod
-from draflow.infra.config import Settings
-from draflow.infra.eventstore import EventStore
-from draflow.infra.natsd import LocalNatsServer
 from draflow.services.kubelet.podresources.server import default_socket_path
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
 from draflow.services.runtime.controller import Runtime
 
-ROOT = Path(__file__).resolve().parents[1]
 NODE = "node-1"
 NS = "bench"
 
@@ -64,19 +55,6 @@ with grpc.insecure_channel("unix:" + socket) as channel:
         n += 1
 print(n, time.monotonic() - begin)
 """
-
-
-def _pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
-
-
-def _cpu_s(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pod(name: str, claims: int) -> dict[str, Any]:
@@ -120,38 +98,6 @@ SETUP = [
 ]
 
 
-class Cluster:
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.procs: dict[str, asyncio.subprocess.Process] = {}
-
-    async def spawn(self, name: str, module: str, *args: str) -> None:
-        env = {
-            "OTEL_TRACES_EXPORTER": "none",
-            **os.environ,
-            "DRAFLOW_NATS_URL": self.settings.nats_url,
-            "DRAFLOW_STREAM": self.settings.stream,
-            "DRAFLOW_SUBJECT_ROOT": self.settings.root,
-            "DRAFLOW_DATA_DIR": str(self.settings.data_dir),
-            "DRAFLOW_LOG_LEVEL": "WARNING",
-        }
-        with open(self.settings.data_dir / f"{name}.log", "wb") as log:  # noqa: ASYNC230
-            self.procs[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", module, *args, cwd=ROOT, env=env, stdout=log, stderr=log
-            )
-
-    async def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-
-
 async def _until(check: Any, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
@@ -176,14 +122,15 @@ class Watch:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    tmp = Path(tempfile.mkdtemp(prefix="prb-", dir="/tmp"))  # short: the socket path has 107 bytes
-    server = LocalNatsServer(tmp / "nats")
-    server.start()
-    settings = Settings(nats_url=server.url, data_dir=tmp / "d", stream="PRBENCH", root="prbench")
-    settings.data_dir.mkdir(parents=True)
-    store = await EventStore.open(settings, "bench")
+    # short: the socket path has 107 bytes
+    async with Bus("prb-", stream="PRBENCH", root="prbench", tmp_dir="/tmp", keep=False, data="d") as bus:
+        return await _run(args, bus)
+
+
+async def _run(args: argparse.Namespace, bus: Bus) -> dict[str, Any]:
+    settings, store = bus.settings, bus.store
     rt = Runtime(store, actor="bench", api_timeout_s=60.0)
-    cluster = Cluster(settings)
+    cluster = Services(settings)
     socket = default_socket_path(settings.data_dir, NODE)
     try:
         await rt.start()
@@ -242,7 +189,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 t = time.perf_counter()
                 await list_rpc(request)
                 lat.append((time.perf_counter() - t) * 1000)
-            p50, p99 = _pct(lat, 0.5), _pct(lat, 0.99)
+            p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
             print(f"List latency, one client, {args.calls} calls: p50 {p50:.3f} ms, p99 {p99:.3f} ms")
 
             live = list(names)
@@ -275,8 +222,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{statistics.median(cold):.2f} ms"
             )
 
-            kubelet_pid = cluster.procs["kubelet"].pid
-            cpu0 = _cpu_s(kubelet_pid)
+            kubelet_pid = cluster.pid("kubelet")
+            cpu0 = cpu_s(kubelet_pid)
             start = time.monotonic()
             clients = [
                 await asyncio.create_subprocess_exec(
@@ -295,7 +242,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             calls = sum(n for n, _ in counts)
             elapsed = time.monotonic() - start
             rate = sum(n / t for n, t in counts)  # each client over its own calling time
-            kubelet_cpu = (_cpu_s(kubelet_pid) - cpu0) / elapsed
+            kubelet_cpu = (cpu_s(kubelet_pid) - cpu0) / elapsed
             print(
                 f"sustained: {args.clients} client processes, {calls:,} List calls in {args.seconds:.0f}s "
                 f"= {rate:,.0f} calls/s "
@@ -315,11 +262,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "churn_to_running_p50_ms_busy": round(statistics.median(busy_took) * 1000),
         }
     finally:
-        await cluster.stop()
+        await cluster.stop(15)
         await rt.stop()
-        await store.close()
-        server.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,162 +1,79 @@
-"""End-to-end DRA scheduling throughput, modelled on scheduler_perf's DRA cases.
+"""End-to-end DRA scheduling throughput, measured as scheduler_perf measures it.
 
 Real processes on a real JetStream: a local nats-server, the apiserver, the claim controller
 (generates each pod's ResourceClaim from its template; ``--claims bench`` has the bench create the
-claims instead) and the scheduler. The bench creates a DeviceClass, a ResourceClaimTemplate,
-``--nodes`` Nodes and one ResourceSlice per node with ``--devices-per-node`` devices (published
-directly, as a driver would), then pods through the apiserver, each with one template claim for
-one device. The bench itself stands in for the 500 kubelets (it registers the Nodes, as a light
-node agent would) and, like scheduler_perf, does not run the bound pods: what is measured is
-scheduling (allocation, reservation, binding through the PodScheduling saga). Timestamps come from
-the log (JetStream's storage time of each event).
+claims instead) and the scheduler, all running throughout. The bench creates a DeviceClass, a
+ResourceClaimTemplate, ``--nodes`` Nodes and one ResourceSlice per node with
+``--devices-per-node`` devices (published directly, as a driver would), then pods through the
+apiserver, each with one claim from the template. The bench stands in for the kubelets and, like
+scheduler_perf, does not run the bound pods. Every time is a storage time in the log.
 
-Phases (``B = --steady-pods``):
+Per occupancy level — *empty*, *half* and *full*: 0 %, 50 % and all devices but the in-flight
+pods' (99.8 % at 500 x 10, upstream's 4,990 of 5,000) allocated before the level is measured:
 
-* steady state at *empty*, *half* and *full* occupancy: the scheduler is paused (SIGSTOP), B bound
-  pods are deleted (the claim controller releases and deallocates their claims), B new pods are
-  created and get their claims, then the scheduler continues (SIGCONT): pods/s = B / (last
-  PodBound - SIGCONT). The queue is never empty while measured, as scheduler_perf measures.
-* fill: the pods up to 50 % and then up to ``--pods`` are created while the scheduler runs
-  (creation and scheduling overlap); pods/s = pods / (last PodBound - first PodApplied), and
-  pod-created → claim-allocated latency (PodApplied → ClaimAllocated) p50/p99.
+* **steady state** (upstream's ``SteadyStateClusterResourceClaimTemplate``): ``--in-flight`` N pods
+  (10) exist; once all N are bound they are deleted (grace 0) and N new ones created at once, as
+  upstream's ``createPodsSteadily`` does (``--replace each``: each pod deleted and replaced as soon
+  as it is bound), so pod creation, claim generation, scheduling, binding and the previous pods'
+  deallocation overlap; for ``--duration`` seconds (10). pods/s = pods bound
+  within the window / its length (upstream's SchedulingThroughput averages the same count over
+  1 s samples); created → bound latency p50/p99 (``PodApplied`` → ``PodBound``) over those pods.
+* **backlog** (empty and half only: full has no room for it): the scheduler is paused (SIGSTOP)
+  while ``--backlog-pods`` B pods are created and get their claims, then continued: pods/s = B /
+  (last ``PodBound`` - SIGCONT), the scheduler draining a ready queue alone. The B pods are then
+  deleted and their claims deallocated before the next phase.
 
-``python -m bench.scheduling [--nodes 500] [--devices-per-node 10] [--pods 5000] [--json]``;
-``--json`` prints one JSON object as the last line.
+Occupancy (``--prefill``): ``pods`` creates pods as fast as the apiserver takes them (chunks of
+``--create-chunk``) while everything runs, each scheduled through the normal path; that is the
+**fill** figure (pods / (last ``PodBound`` - first ``PodApplied``)). ``claims`` allocates
+standalone claims directly as upstream's ``allocResourceClaims`` does (see
+:mod:`bench.scheduling_prefill` for exactly what it appends); ``auto`` (default) is ``pods`` up to
+1,000 nodes, ``claims`` above.
+
+Variants: ``--selector cel`` puts a CEL selector in the template's request (upstream's
+``selector_*`` cases), ``--match-attribute`` asks for two devices with a ``matchAttribute``
+constraint (``match_*``). ``--levels`` picks levels (``--nodes 5000 --levels empty,half`` is the
+issue's large shape).
+
+``--profile`` attaches py-spy (``pip install 'draflow[profile]'``) to each Python service for each
+steady-state window and writes one flame graph per service and level (``<service>-<level>.svg``;
+attaching needs the right to read the services' memory: same user without Yama's ptrace
+restriction, or root); ``--profile run`` starts each service under py-spy instead (no such right
+needed) and writes one flame graph of its whole run. Either way into the directory it prints.
+
+Also reported: CPU ms per bound pod per process over the steady-state windows and their total
+(the bench's own tracker not counted in it), events per bound pod (the pod's path in the log before
+the bench deleted it: ``events_per_bound_pod``; everything the windows appended, deletions included:
+``log_events_per_bound_pod``), a per-hop breakdown of created → bound (:mod:`bench.scheduling_hops`)
+and the PodScheduling saga's duration.
+
+``python -m bench.scheduling [--nodes 500] [--devices-per-node 10] [--in-flight 10] [--duration 10]
+[--json]``; ``--json`` prints one JSON object as the last line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import os
-import signal
 import statistics
 import sys
-import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.scheduling_cluster import Tracker, apply_all, claim_manifest, cluster_manifests, pod_manifest
-from draflow.events.api.core_v1 import PodResourceClaimStatus
-from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStatusesRecorded
+from bench.harness import Bus, Profiler, ProfilerMissing, Services, machine, pct
+from bench.scheduling_cluster import Tracker, cluster_manifests, devices_per_pod
+from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound, print_hops
+from bench.scheduling_phases import Phases, scan_log
 from draflow.infra.config import Settings
-from draflow.infra.eventstore import AppendRequest, EventStore
-from draflow.infra.natsd import LocalNatsServer
 from draflow.services.runtime.client import ApiClient
 
-ROOT = Path(__file__).resolve().parents[1]
+LEVELS = ("empty", "half", "full")
 
 
-class Bench:
-    def __init__(
-        self, args: argparse.Namespace, settings: Settings, store: EventStore, tracker: Tracker
-    ) -> None:
-        self.args = args
-        self.store = store
-        self.tracker = tracker
-        self.settings = settings
-        self.procs: dict[str, asyncio.subprocess.Process] = {}
-        self.next_pod = 0
-        self.live: list[str] = []  # bound or pending pods, oldest first
-
-    async def spawn(self, name: str, module: str) -> None:
-        env = {
-            # the services trace by default; the benchmark measures them untraced unless asked
-            "OTEL_TRACES_EXPORTER": "none",
-            **os.environ,
-            "DRAFLOW_NATS_URL": self.settings.nats_url,
-            "DRAFLOW_STREAM": self.settings.stream,
-            "DRAFLOW_SUBJECT_ROOT": self.settings.root,
-            "DRAFLOW_DATA_DIR": str(self.settings.data_dir),
-            "DRAFLOW_LOG_LEVEL": "WARNING",
-        }
-        with open(self.settings.data_dir / f"{name}.log", "wb") as log:  # noqa: ASYNC230
-            self.procs[name] = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", module, cwd=ROOT, env=env, stdout=log, stderr=log
-            )
-
-    async def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGCONT)
-                    proc.terminate()
-        for proc in self.procs.values():
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-
-    def signal_scheduler(self, sig: int) -> None:
-        self.procs["scheduler"].send_signal(sig)
-
-    async def create(self, api: ApiClient, n: int) -> list[str]:
-        names = [f"pod-{self.next_pod + i:05d}" for i in range(n)]
-        self.next_pod += n
-        await apply_all(api, [pod_manifest(p) for p in names])
-        self.live.extend(names)
-        if self.args.claims == "bench":
-            await self.create_claims(api, names)
-        return names
-
-    async def create_claims(self, api: ApiClient, names: list[str]) -> None:
-        """What the claim controller does for each new pod: its claim from the template (owned by
-        the pod) and ``status.resourceClaimStatuses``."""
-        tracker = self.tracker
-        await tracker.until(lambda: all(p in tracker.uid_of for p in names), 120, "pods in the log")
-        await apply_all(api, [claim_manifest(p, tracker.uid_of[p]) for p in names])
-        reqs = [
-            AppendRequest(
-                self.store.subject("Pod", "default", p),
-                [
-                    PodClaimStatusesRecorded(
-                        statuses=(PodResourceClaimStatus(name="gpu", resource_claim_name=f"{p}-gpu"),)
-                    )
-                ],
-                None,
-            )
-            for p in names
-        ]
-        await self.store.append_many(reqs)
-
-    async def delete_oldest(self, api: ApiClient, n: int) -> list[str]:
-        gone, self.live = self.live[:n], self.live[n:]
-        await api.delete([("Pod", "default", p) for p in gone], grace_period_seconds=0)
-        if self.args.claims == "bench":  # release, deallocate, delete, as the claim controller does
-            reqs = [
-                AppendRequest(
-                    self.store.subject("ResourceClaim", "default", f"{p}-gpu"),
-                    [
-                        ClaimReservationsReleased(uids=(self.tracker.uid_of[p],)),
-                        ClaimDeallocated(reason="PodDeleted"),
-                    ],
-                    None,
-                )
-                for p in gone
-            ]
-            await self.store.append_many(reqs)
-            await api.delete([("ResourceClaim", "default", f"{p}-gpu") for p in gone])
-        return gone
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (0 when it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
+def _mode(args: argparse.Namespace) -> str:
+    return "cel" if args.selector == "cel" else "match" if args.match_attribute else "plain"
 
 
 async def run(
@@ -164,180 +81,198 @@ async def run(
 ) -> dict[str, Any]:
     """``on_ready(settings)`` runs once the apiserver answers, before the cluster is set up
     (``bench.kubeapi`` connects its watchers there)."""
-    tmp = Path(tempfile.mkdtemp(prefix="draflow-bench-"))
-    server = LocalNatsServer(tmp / "nats")
-    server.start()
-    settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = await EventStore.open(settings, "bench")
-    tracker = Tracker(store)
-    bench = Bench(args, settings, store, tracker)
-    api: ApiClient | None = None
-    try:
-        await bench.spawn("apiserver", "draflow.services.apiserver")
-        if args.claims == "controller":
-            await bench.spawn("claim_controller", "draflow.services.claim_controller")
-        await bench.spawn("scheduler", "draflow.services.scheduler")
-        api = await ApiClient.connect(settings, actor="bench", timeout_s=60.0)
-        for _ in range(300):
-            try:
-                await api.list("Node")
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
-        if on_ready is not None:
-            await on_ready(settings)
-        tracker.start()
-        t0 = time.monotonic()
-        setup = await api.apply(cluster_manifests(args.nodes, args.devices_per_node))
-        assert all(r.error is None for r in setup), [r.error for r in setup if r.error][:1]
-        took = time.monotonic() - t0
-        print(f"setup: {args.nodes} nodes x {args.devices_per_node} devices in {took:.1f}s", end="; ")
-        print(f"claims created by the {args.claims}")
-        steady: dict[str, float] = {}
-        fill_pods = 0
-        fill_time = 0.0
-        latencies: list[float] = []
-
-        async def measure_steady(level: str) -> None:
-            b = args.steady_pods
-            bench.signal_scheduler(signal.SIGSTOP)
-            try:
-                before = tracker.deallocated
-                gone = await bench.delete_oldest(api, b) if level != "empty" else []
-                if gone:
-                    await tracker.until(
-                        lambda: tracker.deallocated - before >= len(gone), 120, "deallocations"
-                    )
-                names = await bench.create(api, b)
-                await tracker.until(lambda: all(n in tracker.statuses for n in names), 120, "claims")
-            finally:
-                bench.signal_scheduler(signal.SIGCONT)
-            start = time.time()
-            await tracker.until(lambda: all(n in tracker.bound for n in names), 300, f"steady {level}")
-            end = max(tracker.bound[n] for n in names)
-            steady[level] = b / max(end - start, 1e-6)
-            print(f"steady state ({level}): {b} pods in {end - start:.2f}s = {steady[level]:.1f} pods/s")
-
-        async def fill(upto: int) -> None:
-            nonlocal fill_pods, fill_time
-            n = upto - len(bench.live)
-            if n <= 0:
-                return
-            names: list[str] = []
-            began = time.monotonic()
-            for i in range(0, n, args.create_chunk):
-                names += await bench.create(api, min(args.create_chunk, n - i))
-                if args.fill_rate > 0:  # paced creation: latency without queueing
-                    await asyncio.sleep(max(0.0, began + len(names) / args.fill_rate - time.monotonic()))
-            await tracker.until(lambda: all(p in tracker.bound for p in names), 600, "fill")
-            uids = [tracker.uid_of[p] for p in names]
-            first = min(tracker.created[u] for u in uids)
-            last = max(tracker.bound[p] for p in names)
-            fill_pods += n
-            fill_time += last - first
-            latencies.extend((tracker.allocated[u] - tracker.created[u]) * 1000 for u in uids)
-            print(f"fill to {upto}: {n} pods in {last - first:.2f}s = {n / (last - first):.1f} pods/s")
-
-        total = args.pods
-        await measure_steady("empty")
-        await fill(total // 2)
-        await measure_steady("half")
-        await fill(total)
-        await measure_steady("full")
-        result = {
-            "nodes": args.nodes,
-            "devices_per_node": args.devices_per_node,
-            "pods": total,
-            "claims_created_by": "claim-controller" if args.claims == "controller" else "bench",
-            "steady_empty_pods_per_s": round(steady["empty"], 1),
-            "steady_half_pods_per_s": round(steady["half"], 1),
-            "steady_full_pods_per_s": round(steady["full"], 1),
-            "steady_pods_per_s": round(statistics.fmean(steady.values()), 1),
-            "fill_pods_per_s": round(fill_pods / fill_time, 1) if fill_time else 0.0,
-            "alloc_latency_p50_ms": round(_pct(latencies, 0.50), 1),
-            "alloc_latency_p99_ms": round(_pct(latencies, 0.99), 1),
-        }
-        print(
-            f"fill: {fill_pods} pods at {result['fill_pods_per_s']} pods/s; pod created -> claim allocated "
-            f"p50 {result['alloc_latency_p50_ms']} ms, p99 {result['alloc_latency_p99_ms']} ms"
-        )
-        print(f"steady state: {result['steady_pods_per_s']} pods/s (mean of empty/half/full)")
-        saga_ms = [t * 1000 for t in tracker.saga_took]
-        result["saga_p50_ms"] = round(_pct(saga_ms, 0.5), 1)
-        result["saga_p99_ms"] = round(_pct(saga_ms, 0.99), 1)
-        print(f"PodScheduling saga duration: p50 {result['saga_p50_ms']} ms, p99 {result['saga_p99_ms']} ms")
-        pids = {name: proc.pid for name, proc in bench.procs.items()}
-        if server.proc is not None:
-            pids["nats-server"] = server.proc.pid
-        pids["bench"] = os.getpid()
-        cpu = {name: round(_cpu_s(pid) * 1000 / bench.next_pod, 2) for name, pid in pids.items()}
-        result["cpu_ms_per_pod"] = cpu
-        result["pods_created"] = bench.next_pod
-        print("CPU ms per pod: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
-        result.update(await _events_per_pod(store, len(tracker.bound)))
-        print(
-            f"log: {result['events_per_bound_pod']} events per bound pod "
-            f"({result['guard_events_per_bound_pod']} of them guard messages); "
-            f"{result['guard_retries']} PreBind retries after a guard conflict, "
-            f"{result['sagas_compensated']} sagas compensated"
-        )
-        return result
-    finally:
-        await tracker.stop()
-        if api is not None:
-            await api.close()
-        await bench.stop_all()
-        await store.close()
-        server.stop()
+    mode = _mode(args)
+    async with Bus("draflow-bench-") as bus:
+        profile_dir = Path(args.profile_dir or bus.tmp / "profiles") if args.profile else None
+        whole_run = profile_dir if args.profile == "run" else None
+        services = Services(bus.settings, profile_dir=whole_run)
+        profiler = Profiler(profile_dir) if args.profile == "windows" and profile_dir else None
+        tracker = Tracker(bus.store)
+        api: ApiClient | None = None
+        try:
+            await services.spawn("apiserver", "draflow.services.apiserver")
+            if args.claims == "controller":
+                await services.spawn("claim_controller", "draflow.services.claim_controller")
+            await services.spawn("scheduler", "draflow.services.scheduler")
+            api = await ApiClient.connect(bus.settings, actor="bench", timeout_s=60.0)
+            for _ in range(300):
+                try:
+                    await api.list("Node")
+                    break
+                except Exception:
+                    await asyncio.sleep(0.1)
+            if on_ready is not None:
+                await on_ready(bus.settings)
+            tracker.start()
+            per_pod = devices_per_pod(mode)
+            phases = Phases(args, api, bus, services, tracker, mode)
+            phases.profiler = profiler
+            await phases.setup(cluster_manifests(args.nodes, args.devices_per_node, mode))
+            total = args.nodes * args.devices_per_node
+            targets = {"empty": 0, "half": total // 2, "full": total - args.in_flight * per_pod}
+            for level in args.levels:
+                await phases.occupy(targets[level])
+                await phases.steady(level)
+                if level != "full" and args.backlog_pods:
+                    await phases.backlog(level)
+            result = _result(args, mode, phases, tracker)
+            result.update(await scan_log(bus.store, phases.windows))
+            print(
+                f"whole run: {result['pods_bound_in_log']} pods bound in the log, "
+                f"{result['guard_retries']} PreBind retries after a guard conflict, "
+                f"{result['sagas_compensated']} sagas compensated"
+            )
+            if profile_dir is not None:
+                result["profile_dir"] = str(profile_dir)
+            return result
+        finally:
+            await tracker.stop()
+            if api is not None:
+                await api.close()
+            await services.stop()
+            if profile_dir is not None and profile_dir.exists():
+                each = "window" if args.profile == "windows" else "run"
+                print(f"flame graphs (py-spy, one per service and {each}): {profile_dir}")
 
 
-async def _events_per_pod(store: EventStore, bound: int) -> dict[str, float]:
-    """What the run wrote to the log per bound pod (set-up included), how much of it guards, and
-    what conflicts cost: PreBind appends retried after a guard conflict (attempt > 0 in the take's
-    message id), sagas compensated."""
-    total = guards = retried = compensated = 0
-    async for records in store.read_raw(None, 1):
-        total += len(records)
-        for r in records:
-            if ".ev.Guard." in r.subject:
-                guards += 1
-                msg_id = (r.header("Nats-Msg-Id") or "").split("#g")[0]
-                retried += msg_id.startswith("saga:") and not msg_id.endswith(":0")
-            elif r.header("Draflow-Type") == "SagaCompensated":
-                compensated += 1
-    per = max(bound, 1)
-    return {
-        "events_per_bound_pod": round(total / per, 2),
-        "guard_events_per_bound_pod": round(guards / per, 2),
-        "guard_retries": retried,
-        "sagas_compensated": compensated,
+def _result(args: argparse.Namespace, mode: str, p: Phases, tracker: Tracker) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        **machine(),
+        "nodes": args.nodes,
+        "devices_per_node": args.devices_per_node,
+        "mode": mode,
+        "in_flight": args.in_flight,
+        "duration_s": args.duration,
+        "replace": args.replace,
+        "prefill": p.prefill,
+        "claims_created_by": "claim-controller" if args.claims == "controller" else "bench",
     }
+    for level, rate in p.steady_rate.items():
+        result[f"steady_{level}_pods_per_s"] = round(rate, 1)
+        lat = p.steady_latency[level]
+        result[f"steady_{level}_p50_ms"] = round(pct(lat, 0.5), 1) if lat else None
+        result[f"steady_{level}_p99_ms"] = round(pct(lat, 0.99), 1) if lat else None
+    rates = list(p.steady_rate.values())
+    result["steady_state_pods_per_s"] = round(statistics.fmean(rates), 1) if rates else 0.0
+    lat_all = [v for vs in p.steady_latency.values() for v in vs]
+    result["steady_state_p50_ms"] = round(pct(lat_all, 0.5), 1)
+    result["steady_state_p99_ms"] = round(pct(lat_all, 0.99), 1)
+    result["steady_state_pods"] = len(p.steady_pods)
+    for level, rate in p.backlog_rate.items():
+        result[f"backlog_{level}_pods_per_s"] = round(rate, 1)
+    backlog = list(p.backlog_rate.values())
+    result["backlog_pods_per_s"] = round(statistics.fmean(backlog), 1) if backlog else None
+    result["fill_pods_per_s"] = round(p.fill_pods / p.fill_time, 1) if p.fill_time else None
+    result["fill_pods"] = p.fill_pods
+    result["prefill_claims_s"] = round(p.prefill_s, 1) if p.prefill == "claims" else None
+    bound = max(1, len(p.steady_pods))
+    cpu = {name: round(s * 1000 / bound, 2) for name, s in p.window_cpu.items()}
+    result["cpu_ms_per_pod"] = cpu
+    result["cpu_ms_per_pod_total"] = round(sum(v for k, v in cpu.items() if k != "bench"), 2)
+    # the whole run (set-up, fill, backlog included) per pod created, as earlier versions reported
+    result["pods_created"] = p.next_pod
+    result["cpu_ms_per_pod_run"] = {k: round(s * 1000 / max(1, p.next_pod), 2) for k, s in p.cpu().items()}
+    uids = [tracker.uid_of[n] for n in p.steady_pods]
+    paths = [path for u in uids if (path := path_to_bound(tracker.marks.get(u, [])))]
+    counts = events_to_deletion(
+        tracker.marks, {tracker.uid_of[n]: t for n, t in p.deleted_at.items() if n in p.steady_pods}
+    )
+    result["events_per_bound_pod"] = round(statistics.fmean(counts), 2) if counts else None
+    result["events_to_bound_per_pod"] = round(statistics.fmean(len(x) for x in paths), 2) if paths else None
+    result["log_events_per_bound_pod"] = round(p.window_events / bound, 2)
+    result["hops"] = hop_breakdown(paths)
+    saga_ms = [t * 1000 for t in tracker.saga_took]
+    result["saga_p50_ms"] = round(pct(saga_ms, 0.5), 1)
+    result["saga_p99_ms"] = round(pct(saga_ms, 0.99), 1)
+    _print(result)
+    return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def _print(r: dict[str, Any]) -> None:
+    levels = ", ".join(
+        f"{lv} {r[f'steady_{lv}_pods_per_s']}" for lv in LEVELS if f"steady_{lv}_pods_per_s" in r
+    )
+    print(
+        f"steady state ({r['in_flight']} in flight, {r['duration_s']}s per level): "
+        f"{r['steady_state_pods_per_s']} pods/s (mean; {levels}); created -> bound "
+        f"p50 {r['steady_state_p50_ms']} ms, p99 {r['steady_state_p99_ms']} ms "
+        f"over {r['steady_state_pods']} pods"
+    )
+    print(
+        f"backlog: {r['backlog_pods_per_s']} pods/s; "
+        f"fill: {r['fill_pods_per_s']} pods/s ({r['fill_pods']} pods)"
+    )
+    cpu = ", ".join(f"{k} {v}" for k, v in r["cpu_ms_per_pod"].items())
+    print(
+        f"CPU ms per bound pod (steady state): {cpu}; total (without the bench) {r['cpu_ms_per_pod_total']}"
+    )
+    print(
+        f"events per bound pod: {r['events_per_bound_pod']} on its path before deletion "
+        f"({r['events_to_bound_per_pod']} up to PodBound), {r['log_events_per_bound_pod']} appended "
+        f"per bound pod in the windows (deletions included)"
+    )
+    print(f"PodScheduling saga duration: p50 {r['saga_p50_ms']} ms, p99 {r['saga_p99_ms']} ms")
+    print_hops(r["hops"])
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options, checked (``bench.kubeapi`` builds its scheduling run's with this too)."""
     p = argparse.ArgumentParser(prog="python -m bench.scheduling", description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=500)
     p.add_argument("--devices-per-node", type=int, default=10)
-    p.add_argument("--pods", type=int, default=5000, help="fill to this many pods (<= nodes x devices)")
-    p.add_argument("--steady-pods", type=int, default=500, help="pods per steady-state measurement")
-    p.add_argument("--create-chunk", type=int, default=250, help="pods per apply request while filling")
+    p.add_argument("--in-flight", type=int, default=10, help="steady state: pods in existence")
+    p.add_argument("--duration", type=float, default=10.0, help="steady state: seconds per level")
     p.add_argument(
-        "--fill-rate", type=float, default=0.0, help="create fill pods at this rate (0: as fast as possible)"
+        "--replace",
+        choices=("batch", "each"),
+        default="batch",
+        help="steady state: replace the pods once all are bound (upstream) or each once bound",
     )
+    p.add_argument("--levels", default="empty,half,full", help="occupancy levels to measure, in order")
+    p.add_argument("--backlog-pods", type=int, default=500, help="backlog: pods per measurement (0: none)")
+    p.add_argument("--prefill", choices=("auto", "pods", "claims"), default="auto")
+    p.add_argument("--create-chunk", type=int, default=250, help="pods per apply request while filling")
     p.add_argument(
         "--claims",
         choices=("controller", "bench"),
         default="controller",
-        help="who creates (and, after pod deletion, releases and deletes) the claims",
+        help="who creates (and, after pod deletion, releases and deletes) the pods' claims",
     )
+    p.add_argument("--selector", choices=("none", "cel"), default="none", help="a CEL selector per request")
+    p.add_argument("--match-attribute", action="store_true", help="two devices with a matchAttribute")
+    p.add_argument(
+        "--profile",
+        nargs="?",
+        const="windows",
+        choices=("windows", "run"),
+        help="flame graphs of each service (py-spy): of each steady-state window (default) or of the run",
+    )
+    p.add_argument("--profile-dir", default="", help="where --profile writes (default: the run's folder)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    if args.pods > args.nodes * args.devices_per_node:
-        p.error("--pods: more pods than devices")
-    if args.steady_pods * 2 > args.pods:
-        p.error("--steady-pods: at most half of --pods")
-    result = asyncio.run(run(args))
+    args.levels = [lv.strip() for lv in args.levels.split(",") if lv.strip()]
+    if not args.levels or any(lv not in LEVELS for lv in args.levels):
+        p.error(f"--levels: a comma-separated list of {', '.join(LEVELS)}")
+    if args.selector == "cel" and args.match_attribute:
+        p.error("--selector cel and --match-attribute are separate modes")
+    if args.prefill == "auto":
+        args.prefill = "pods" if args.nodes <= 1000 else "claims"
+    total = args.nodes * args.devices_per_node
+    per_pod = devices_per_pod(_mode(args))
+    if args.in_flight < 1 or args.in_flight * per_pod > total:
+        p.error("--in-flight: between 1 and the devices the pods can take")
+    if args.backlog_pods * per_pod > total - total // 2:
+        p.error("--backlog-pods: more than half the devices")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        result = asyncio.run(run(args))
+    except ProfilerMissing as exc:
+        print(f"bench.scheduling: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(result))
     return 0

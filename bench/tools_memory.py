@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.harness import service_env
 from bench.history import DEFAULT_RECORDING, ROOT, grow, load_recording, parse_size
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
@@ -38,13 +39,7 @@ TOOLS = {
 def run_tool(argv: list[str], settings: Settings, code: Path = ROOT) -> tuple[float, float, int]:
     """(peak RSS in MB, seconds, exit code) of ``draflow <argv>`` run to its end, with the
     checkout ``code`` (another one, e.g. an older commit's, measures that code's tools)."""
-    env = dict(
-        os.environ,
-        DRAFLOW_NATS_URL=settings.nats_url,
-        DRAFLOW_STREAM=settings.stream,
-        DRAFLOW_SUBJECT_ROOT=settings.root,
-        OTEL_TRACES_EXPORTER="none",
-    )
+    env = service_env(settings)
     if code != ROOT:
         env["PYTHONPATH"] = str(code)
     began = time.monotonic()

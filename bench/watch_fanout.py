@@ -19,21 +19,15 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from draflow.infra.config import Settings
-from draflow.infra.eventstore import EventStore
-from draflow.infra.natsd import LocalNatsServer
+from bench.harness import ROOT, Bus
 from draflow.services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
 from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pods(prefix: str, n: int) -> list[dict[str, Any]]:
@@ -57,13 +51,8 @@ async def _call(api: ApiServer, verb: str, req: dict[str, Any]) -> None:
 
 async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int]:
     """(CPU seconds this process spent on the updates and their delivery, events delivered)."""
-    tmp = Path(tempfile.mkdtemp(prefix="draflow-bench-fanout-"))
-    server = LocalNatsServer(tmp / "nats")
-    server.start()
-    try:
-        settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="FANOUT", root="fanout")
-        settings.data_dir.mkdir(parents=True)
-        events = await EventStore.open(settings, "apiserver")
+    async with Bus("draflow-bench-fanout-", stream="FANOUT", root="fanout", actor="apiserver") as bus:
+        settings, events = bus.settings, bus.store
         api = ApiServer(events)
         await api.start()
         creds = load_or_create(settings.data_dir / "kubeapi", "127.0.0.1")
@@ -120,9 +109,6 @@ async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int]
                 await fleet.wait()
             await kube.stop()
             await api.stop()
-            await events.close()
-    finally:
-        server.stop()
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
