@@ -19,6 +19,15 @@ reservedFor, then the bound pod), so the state grows like the real pipeline's. F
   nodes and scores them, as kube-scheduler does (``--percentage`` changes the sample).
 
 Run ``python -m bench.scheduler_core [--json] [--nodes N] [--devices D] [--percentage P]``.
+
+``--steady FILL`` measures scheduler_perf's steady state instead, on the core alone: the cluster is
+filled to ``FILL`` (0.5: half its devices allocated, every decision fed back), then pods are
+created, scheduled, fed back and the oldest deleted (pod and claim) one after the other, and
+``steady_ms_*`` is the CPU time of all of that per pod. ``--shape`` picks the claim: ``one``
+device, ``selector`` (one device with a CEL selector on capacity and an attribute, upstream's
+``resourceclaimtemplate-with-selector``) or ``match`` (two devices with ``matchAttribute`` on a
+per-node attribute, upstream's ``resourceclaimtemplate-for-two-devices``). Comparing ``--nodes
+500`` with ``--nodes 5000`` shows what grows with the cluster (it should not).
 """
 
 from __future__ import annotations
@@ -48,9 +57,11 @@ from draflow.events.api.resource_v1 import (
     CELDeviceSelector,
     Device,
     DeviceAttribute,
+    DeviceCapacity,
     DeviceClaim,
     DeviceClass,
     DeviceClassSpec,
+    DeviceConstraint,
     DeviceRequest,
     DeviceSelector,
     DeviceSubRequest,
@@ -66,6 +77,10 @@ from draflow.services.scheduler.plugins import default_plugins
 from draflow.services.scheduler.plugins.dynamicresources import prebind_claim
 
 DRIVER = "gpu.example.com"
+SELECTOR = (
+    f"device.capacity['{DRIVER}'].memory.compareTo(quantity('1Gi')) == 0 && "
+    f"device.attributes['{DRIVER}'].family == 'GPU'"
+)
 SAMPLED_PODS = 1000
 
 
@@ -77,14 +92,18 @@ def _node(name: str) -> Node:
     )
 
 
-def _slice(node: str, devices: int) -> ResourceSlice:
-    devs = tuple(
-        Device(
-            name=f"gpu-{i}",
-            attributes={"index": DeviceAttribute(int_=i), "model": DeviceAttribute(string="h100")},
-        )
-        for i in range(devices)
-    )
+def _slice(node: str, devices: int, rich: bool = False) -> ResourceSlice:
+    """``rich``: also a family, the slice's name and a memory capacity (what the steady state's
+    CEL selector and matchAttribute shapes read)."""
+
+    def attributes(i: int) -> dict[str, DeviceAttribute]:
+        attrs = {"index": DeviceAttribute(int_=i), "model": DeviceAttribute(string="h100")}
+        if rich:
+            attrs |= {"family": DeviceAttribute(string="GPU"), "slice": DeviceAttribute(string=node)}
+        return attrs
+
+    capacity = {"memory": DeviceCapacity(value="1Gi")} if rich else {}
+    devs = tuple(Device(name=f"gpu-{i}", attributes=attributes(i), capacity=capacity) for i in range(devices))
     return ResourceSlice(
         metadata=ObjectMeta(name=f"{node}-gpu"),
         spec=ResourceSliceSpec(
@@ -111,6 +130,11 @@ def _requests(shape: str) -> tuple[DeviceRequest, ...]:
 
     if shape == "one":
         return (one("gpu"),)
+    if shape == "selector":
+        return (one("gpu", SELECTOR),)
+    if shape == "match":
+        two = ExactDeviceRequest(device_class_name="gpu", allocation_mode="ExactCount", count=2)
+        return (DeviceRequest(name="gpu", exactly=two),)
     if shape == "two":  # two signatures: no single count orders the nodes
         return (one("gpu"), one("any", f'device.attributes["{DRIVER}"].index >= 0'))
     subs = tuple(
@@ -118,6 +142,12 @@ def _requests(shape: str) -> tuple[DeviceRequest, ...]:
         for name, n in (("pair", 2), ("one", 1))
     )
     return (DeviceRequest(name="gpu", first_available=subs),)
+
+
+def _constraints(shape: str) -> tuple[DeviceConstraint, ...]:
+    if shape != "match":
+        return ()
+    return (DeviceConstraint(requests=("gpu",), match_attribute=f"{DRIVER}/slice"),)
 
 
 def _pod_and_claim(i: int, shape: str = "one") -> tuple[Pod, ResourceClaim]:
@@ -141,7 +171,9 @@ def _pod_and_claim(i: int, shape: str = "one") -> tuple[Pod, ResourceClaim]:
         metadata=ObjectMeta(
             name=claim_name, namespace="default", uid=f"uid-claim-{i}", owner_references=(owner,)
         ),
-        spec=ResourceClaimSpec(devices=DeviceClaim(requests=_requests(shape))),
+        spec=ResourceClaimSpec(
+            devices=DeviceClaim(requests=_requests(shape), constraints=_constraints(shape))
+        ),
     )
     return pod, claim
 
@@ -160,14 +192,14 @@ def _stats(prefix: str, times: list[float], out: dict[str, float]) -> None:
 
 
 def _setup(
-    nodes: int, devices: int, pods: int, config: SchedulerConfig, shape: str = "one"
+    nodes: int, devices: int, pods: int, config: SchedulerConfig, shape: str = "one", rich: bool = False
 ) -> tuple[Scheduler, list[Pod], dict]:
     core = Scheduler(config, plugins=default_plugins(), clock=lambda: 0.0)
     core.observe(_class())
     for i in range(nodes):
         name = f"node-{i:04d}"
         core.observe(_node(name))
-        core.observe(_slice(name, devices))
+        core.observe(_slice(name, devices, rich))
     all_pods: list[Pod] = []
     claims: dict[str, ResourceClaim] = {}
     for i in range(pods):
@@ -268,6 +300,59 @@ def measure(nodes: int = 500, devices: int = 10, percentage: int | None = None) 
     return out
 
 
+def measure_steady(
+    nodes: int, devices: int, fill: float, shape: str, pods: int, percentage: int | None = None
+) -> dict[str, float | str]:
+    """scheduler_perf's steady state on the core (see the module docstring)."""
+    config = SchedulerConfig(percentage_of_nodes_to_score=percentage)
+    core, _, _ = _setup(nodes, devices, 0, config, shape, rich=True)
+    per_pod = 2 if shape == "match" else 1
+    live: list[tuple[Pod, ResourceClaim]] = []
+    counter = 0
+
+    def one() -> None:
+        nonlocal counter
+        pod, claim = _pod_and_claim(counter, shape)
+        counter += 1
+        core.observe(claim)
+        core.observe(pod)
+        step = core.schedule_next()
+        assert step is not None
+        result = step[1]
+        if not isinstance(result, Reserved):
+            raise SystemExit(f"unexpected {result}")
+        written = prebind_claim(claim, result.claims[0])
+        core.observe(written)
+        spec = msgspec.structs.replace(pod.spec, node_name=result.node_name)
+        live.append((msgspec.structs.replace(pod, spec=spec), written))
+
+    target = int(nodes * devices * fill) // per_pod
+    t0 = time.process_time()
+    while len(live) < target:
+        one()
+    fill_s = time.process_time() - t0
+    times: list[float] = []
+    for _ in range(pods):
+        t = time.thread_time_ns()
+        one()
+        old_pod, old_claim = live.pop(0)
+        core.observe_deleted("Pod", "default", old_pod.metadata.name)
+        core.observe_deleted("ResourceClaim", "default", old_claim.metadata.name)
+        times.append((time.thread_time_ns() - t) / 1e6)
+    out: dict[str, float | str] = {
+        "nodes": nodes,
+        "devices_per_node": devices,
+        "shape": shape,
+        "fill": fill,
+        "allocated_claims": target,
+        "fill_ms_per_pod": fill_s * 1000 / max(target, 1),
+    }
+    figures: dict[str, float] = {}
+    _stats("steady", times, figures)
+    out.update(figures)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
@@ -276,8 +361,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--percentage", type=int, default=None, help="percentageOfNodesToScore (default adaptive)"
     )
+    parser.add_argument(
+        "--steady", type=float, default=None, metavar="FILL", help="steady state at this fill"
+    )
+    parser.add_argument("--shape", choices=("one", "selector", "match"), default="one")
+    parser.add_argument("--pods", type=int, default=2000, help="steady-state pods measured")
     args = parser.parse_args(argv)
-    figures = measure(args.nodes, args.devices, args.percentage)
+    figures: dict[str, Any]
+    if args.steady is not None:
+        figures = measure_steady(
+            args.nodes, args.devices, args.steady, args.shape, args.pods, args.percentage
+        )
+    else:
+        figures = measure(args.nodes, args.devices, args.percentage)
     for key, value in figures.items():
         if isinstance(value, float):
             print(f"{key:<32} {value:>12,.3f}")

@@ -23,12 +23,13 @@ import contextvars
 import datetime
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 import nats.errors
-from nats.js.errors import APIError
+from nats.js.errors import APIError, ServiceUnavailableError
 
 from draflow.events.codec import (
     HDR_SCHEMA,
@@ -67,6 +68,7 @@ from draflow.infra.publisher import (
 )
 from draflow.infra.reader import RawRecord, StreamReader, StreamStatus
 from draflow.infra.retry import transient_retry
+from draflow.infra.shortfall import Shortfall
 from draflow.infra.snapshots import SnapshotStore
 from draflow.infra.streams import dlq_stream_config, event_stream_config, snapshot_stream_config
 
@@ -172,6 +174,7 @@ class EventStore:
         # the identity (creation time) of the stream this process follows, learnt at start
         self.identity: str | None = None
         self.reset: StreamReset | None = None  # set once a reset was detected
+        self._shortfall = Shortfall(self.stream)  # when "it ends before" is believed
         self._reset_seen = asyncio.Event()
 
     @classmethod
@@ -209,7 +212,9 @@ class EventStore:
         """Raise :class:`StreamReset` if the stream is not the one this process has applied up to
         ``position``: gone (deleted), another identity (deleted and created again), or it ends
         before ``position``. The first check of a store opened without ``ensure`` learns the identity.
-        StoreUnavailable when the stream cannot be asked (or does not exist right now)."""
+        StoreUnavailable when the stream cannot be asked (or does not exist right now), and while
+        an answer that it ends before ``position`` is not proof yet (``infra.shortfall``: a
+        cluster's lagging replica answers so for a moment)."""
         if self.reset is not None:
             raise self.reset
         try:
@@ -223,7 +228,7 @@ class EventStore:
             raise self.reset from None
         if self.identity is None:
             self.identity = status.created
-        if status.created != self.identity or status.last_seq < position:
+        if status.created != self.identity or self._shortfall.judge(status, position, time.monotonic()):
             self.reset = StreamReset(self.stream, position, status.last_seq, self.identity, status.created)
             self._reset_seen.set()
             raise self.reset
@@ -652,8 +657,21 @@ class EventStore:
         rec = await self.last_record(subject)
         return 0 if rec is None else rec.seq
 
-    async def stream_last_seq(self) -> int:
-        info = await self.js.stream_info(self.stream)
+    async def stream_last_seq(self, *, wait_s: float = 0.0) -> int:
+        """The stream's last sequence. With ``wait_s``, asked again (backing off) for at most that
+        long while JetStream gives no answer: a cluster electing the stream's leader, or every
+        server away, must not fail a service that is starting (it folds up to this position)."""
+        if wait_s <= 0:
+            info = await self.js.stream_info(self.stream)
+            return int(info.state.last_seq)
+        unanswered = (nats.errors.TimeoutError, nats.errors.NoRespondersError, ServiceUnavailableError)
+        async for attempt in transient_retry(attempts=1000, max_delay_s=wait_s, retry_on=unanswered):
+            with attempt:
+                try:
+                    info = await self.js.stream_info(self.stream)
+                except unanswered as exc:
+                    log.warning("stream %s: no answer to STREAM.INFO (%r); asking again", self.stream, exc)
+                    raise
         return int(info.state.last_seq)
 
     def parse_subject(self, subject: str) -> tuple[str, str | None, str]:

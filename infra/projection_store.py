@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +27,7 @@ from draflow.events.envelope import Envelope, Event
 from draflow.infra.consumer import ConsumerOptions, DurableConsumer, Handler
 from draflow.infra.errors import PoisonEvent, StreamReset
 from draflow.infra.eventstore import EventStore
+from draflow.infra.shortfall import Shortfall
 from draflow.projections.base import Projection, subject_matches
 
 __all__ = ["ProjectionHandler", "ProjectionStore", "projection_consumer", "rebuild"]
@@ -101,6 +103,7 @@ class ProjectionStore:
         self.db = db
         self.tables = [_Table(p, root) for p in projections]
         self._by_name = {t.projection.name: t for t in self.tables}
+        self._shortfall: dict[str, Shortfall] = {}  # per stream: when "it ends before" is believed
 
     @classmethod
     async def open(
@@ -134,8 +137,9 @@ class ProjectionStore:
 
     async def verify_stream(self, events: EventStore, consumer: str) -> None:
         """Raise StreamReset when ``consumer``'s checkpoint is a position in another stream than
-        the one ``events`` reads now (deleted and created again, or shorter than the checkpoint).
-        The first verification of a file records the stream's identity."""
+        the one ``events`` reads now (deleted and created again, or shorter than the checkpoint:
+        ``StoreUnavailable`` until that is proven, ``infra.shortfall``). The first verification of
+        a file records the stream's identity."""
         status = await events.stream_status()
         checkpoint = await self.checkpoint(consumer)
         async with self.db.execute(
@@ -143,7 +147,8 @@ class ProjectionStore:
         ) as cur:
             row = await cur.fetchone()
         known = str(row[0]) if row else None
-        if (known is not None and known != status.created) or status.last_seq < checkpoint:
+        shortfall = self._shortfall.setdefault(events.stream, Shortfall(events.stream))
+        if known not in (None, status.created) or shortfall.judge(status, checkpoint, time.monotonic()):
             old = known if known is not None else status.created
             raise StreamReset(events.stream, checkpoint, status.last_seq, old, status.created)
         if known is None:

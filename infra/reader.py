@@ -96,17 +96,29 @@ class _StreamState(msgspec.Struct):
     last_seq: int = 0
 
 
+class _ClusterInfo(msgspec.Struct):
+    leader: str = ""
+
+
 class StreamStatus(msgspec.Struct):
     """What ``$JS.API.STREAM.INFO`` says about the stream: its identity (creation time, kept by
     the server across restarts) and its sequence range."""
 
     created: str = ""
     state: _StreamState = msgspec.field(default_factory=_StreamState)
+    cluster: _ClusterInfo | None = None
     error: dict[str, Any] | None = None
 
     @property
     def last_seq(self) -> int:
         return self.state.last_seq
+
+    @property
+    def leaderless(self) -> bool:
+        """Answered by a replica of a stream whose group has no leader (an election under way,
+        e.g. while a restarted server rejoins): nats-server then lets each member answer with its
+        own copy, which may end before what the leader had committed and others have read."""
+        return self.cluster is not None and not self.cluster.leader
 
 
 ERR_STREAM_NOT_FOUND = 10059

@@ -165,6 +165,12 @@ async def _run_main(
         return 0, store.reset
     if isinstance(error, StreamReset) and not stop.is_set():
         return 0, error
+    if work.cancelled() and not stop.is_set():
+        # nobody asked main to stop: a CancelledError escaped from something it awaited (a library
+        # cancelling its own call). Exiting 0 would look like a clean stop, and no supervisor
+        # restarts a clean stop; this is a failure
+        log.error("%s: stopped: its work was cancelled from inside (a CancelledError nobody asked for)", name)
+        return 1, None
     if error is not None:
         if stop.is_set():  # e.g. nats-server went down together with us: not a failure
             log.warning("%s: error while stopping: %r", name, error)

@@ -206,10 +206,14 @@ class SnapshotPolicy:
     def writes(self) -> bool:
         return self.every_events > 0 or self.every_s > 0
 
-    def due(self, events_since: int, seconds_since: float) -> bool:
+    def due(self, events_since: int, seconds_since: float, state_size: int = 0) -> bool:
+        """``state_size``: how many objects a snapshot holds. A snapshot costs in proportion to
+        it, so the events trigger waits for at least that many events: the cost per event folded
+        stays the same at any cluster size (and a restart never folds more events than objects,
+        or ``every_events``, past its snapshot)."""
         if events_since <= 0:
             return False
-        if self.every_events > 0 and events_since >= self.every_events:
+        if self.every_events > 0 and events_since >= max(self.every_events, state_size):
             return True
         return self.every_s > 0 and seconds_since >= self.every_s
 
@@ -235,7 +239,10 @@ class Snapshotter:
         policy: SnapshotPolicy,
         *,
         since: int = 0,
+        size: Callable[[], int] | None = None,
     ) -> None:
+        """``size``: how many objects the state holds now (scales the events trigger, see
+        :meth:`SnapshotPolicy.due`)."""
         self.store = store
         self.name = name
         self.schema = schema
@@ -243,6 +250,7 @@ class Snapshotter:
         self.capture = capture
         self.position = position
         self.policy = policy
+        self.size = size
         self.saved_at = since  # the position of the last snapshot written or loaded
         self._saved_time = time.monotonic()
         self.written = 0
@@ -261,7 +269,8 @@ class Snapshotter:
     async def _loop(self, check_s: float) -> None:
         while True:
             await asyncio.sleep(check_s)
-            if self.policy.due(self.position() - self.saved_at, time.monotonic() - self._saved_time):
+            size = self.size() if self.size is not None else 0
+            if self.policy.due(self.position() - self.saved_at, time.monotonic() - self._saved_time, size):
                 await self.save_now()
 
     async def save_now(self) -> int | None:

@@ -60,6 +60,7 @@ from draflow.events.objects import (
     object_event_type,
 )
 from draflow.projections.dra import REDUCERS as DRA_REDUCERS
+from draflow.projections.indexers import Indexers, IndexFunc
 from draflow.projections.node import REDUCERS as NODE_REDUCERS
 from draflow.projections.numeric import REDUCERS as NUMERIC_REDUCERS
 
@@ -275,6 +276,20 @@ class ObjectIndex:
         self._ns_counts: Counter[str] = Counter()
         self._floor = 0  # every event at or below it has been folded (see settle)
         self._tombstones: list[tuple[int, tuple[str, str, str]]] = []  # heap of (version, subject)
+        self._indexers = Indexers()
+
+    def add_index(self, name: str, kind: str, fn: IndexFunc) -> None:
+        """Keep ``kind``'s objects findable by the values ``fn`` gives (:meth:`by_index`); a
+        second registration under the same name is a no-op, so a reader may ask every time."""
+        self._indexers.add(name, kind, fn, self._objects.get(kind, {}))
+
+    def by_index(self, name: str, value: object) -> list[ApiStruct]:
+        """The objects the indexer ``name`` finds under ``value``, by namespace and name."""
+        keys = self._indexers.keys(name, value)
+        if not keys:
+            return []
+        kind_objects = self._objects.get(self._indexers.kind(name), {})
+        return [kind_objects[k] for k in keys if k in kind_objects]
 
     def version(self, kind: str, namespace: str, name: str) -> int:
         """The subject's version: sequence of its last event, 0 if it has none."""
@@ -313,6 +328,8 @@ class ObjectIndex:
         key = (namespace, name)
         old = objs.get(key)
         new = fold(old, type_name, event, seq)
+        if new is not old:
+            self._indexers.change(kind, key, old, new)
         if new is None:
             heapq.heappush(self._tombstones, (seq, vkey))
             if old is None:
@@ -333,6 +350,7 @@ class ObjectIndex:
         objs = self._objects.setdefault(kind, {})
         if (namespace, name) not in objs and namespace and kind != EVENT_KIND:
             self._ns_counts[namespace] += 1
+        self._indexers.change(kind, (namespace, name), objs.get((namespace, name)), obj)
         objs[(namespace, name)] = obj
         self._versions[(kind, namespace, name)] = version
 
@@ -357,6 +375,10 @@ class ObjectIndex:
             seq, vkey = heapq.heappop(heap)
             if self._versions.get(vkey) == seq and self.get(*vkey) is None:
                 del self._versions[vkey]
+
+    def size(self) -> int:
+        """How many objects the index holds (what a snapshot of it costs in proportion to)."""
+        return sum(len(objs) for objs in self._objects.values())
 
     def tombstones(self) -> int:
         """How many deleted subjects' versions are still held (not yet settled)."""
@@ -396,6 +418,7 @@ class ObjectIndex:
         """Take ``other``'s state in place (holders of this index see it: a snapshot loaded at start)."""
         self._objects, self._versions, self._ns_counts = other._objects, other._versions, other._ns_counts
         self._floor, self._tombstones = other._floor, other._tombstones
+        self._indexers.rebuild(self._objects)
 
     def touch(self, kind: str, namespace: str, name: str, seq: int) -> Change | None:
         """An event this process cannot decode moved the subject: keep the version in step."""

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -79,19 +80,38 @@ def wait_until(predicate: Callable[[], bool], *, timeout_s: float = 10.0, interv
         time.sleep(interval_s)
 
 
+def ephemeral_port_start() -> int:
+    """The first port the kernel hands out as a connection's local port (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port_offset(metrics_slots: int = 20) -> int:
-    """A ``DRAFLOW_PORT_OFFSET`` whose every port (NATS, OTLP gRPC/HTTP, the Kubernetes API, the first
-    metrics slots) is free right now: a system started with it shares no port with anything else on
-    this machine."""
+    """A ``DRAFLOW_PORT_OFFSET`` whose every port (NATS and a local cluster's client and route
+    ports, OTLP gRPC/HTTP, the Kubernetes API, the first metrics slots) is free right now: a system
+    started with it shares no port with anything else on this machine.
+
+    Every port stays below the kernel's ephemeral range where it can: a test that kills a server
+    and starts it again needs its port free then too, and a port in that range may meanwhile have
+    become the local end of any connection on the machine (a restarted nats-server failed with
+    ``address already in use`` on its route port that way)."""
     import random
     import socket
 
-    from draflow.infra.ports import Ports
+    from draflow.infra.ports import CLUSTER_MAX, METRICS_BASE, Ports
 
+    low = 10_000
+    high = ephemeral_port_start() - (METRICS_BASE + metrics_slots)  # the highest port: a metrics slot
+    if high <= low + 1000:  # an unusual ephemeral range: anywhere, as before
+        high = 50_000
     for _ in range(200):
-        ports = Ports(random.randrange(10_000, 50_000))
+        ports = Ports(random.randrange(low, high))
         metrics = [ports.metrics(slot) for slot in range(1, metrics_slots)]
-        wanted = [ports.nats, ports.otlp_grpc, ports.otlp_http, ports.kube_api, *metrics]
+        nodes = range(1, CLUSTER_MAX + 1)
+        cluster = [*map(ports.cluster_client, nodes), *map(ports.cluster_route, nodes)]
+        wanted = [*cluster, ports.otlp_grpc, ports.otlp_http, ports.kube_api, *metrics]
         try:
             for port in wanted:
                 with socket.socket() as s:

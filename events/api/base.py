@@ -37,8 +37,14 @@ class ApiStruct(
     forbid_unknown_fields=True,
     rename="camel",
     omit_defaults=True,
+    gc=False,
 ):
     """Base of all API structs: immutable, strict, camelCase on the wire.
+
+    ``gc=False`` (inherited): API objects are immutable trees of data that never form reference
+    cycles, so the cyclic GC need not track them. A scheduler holding 5,000 nodes' slices and
+    25,000 pods and claims otherwise has millions of tracked objects, and every full collection
+    walks them all: a pause in proportion to the cluster.
 
     Top-level kinds set ``API_VERSION`` and ``KIND`` (class constants, not fields: the codec
     strips them from the manifest on decode and puts them back on encode).

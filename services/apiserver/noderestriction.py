@@ -55,6 +55,18 @@ __all__ = ["NodeRestriction", "decode_events"]
 _POD_FACTS = (PodResourcesPrepared, PodStarted, PodContainerStatusesReported, PodFailed, PodSucceeded)
 _DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 _LEASE = "can only access node lease with the same name as the requesting node"
+_PODS_ON_NODE = "pod-namespace-node"
+_SLICES_ON_NODE = "resourceslice-node"
+
+
+def _pod_node(pod: Any) -> tuple[tuple[str, str], ...]:
+    node = pod.spec.node_name
+    return ((pod.metadata.namespace, node),) if node else ()
+
+
+def _slice_node(slc: Any) -> tuple[str, ...]:
+    node = slc.spec.node_name
+    return (node,) if node else ()
 
 
 def forbidden(kind: str, name: str, reason: str) -> StatusError:
@@ -82,6 +94,10 @@ class NodeRestriction:
 
     def __init__(self, index: ObjectIndex) -> None:
         self.index = index
+        # a node's pods and slices by key: a scan of every pod or slice per kubelet write would
+        # cost in proportion to the cluster's size on every pod's path
+        index.add_index(_PODS_ON_NODE, "Pod", _pod_node)
+        index.add_index(_SLICES_ON_NODE, "ResourceSlice", _slice_node)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -113,8 +129,8 @@ class NodeRestriction:
         return self.index.get(kind, namespace, name)
 
     def _pod_uids_on(self, node: str, namespace: str) -> set[str]:
-        pods: list[Any] = self.index.items("Pod", namespace)
-        return {p.metadata.uid for p in pods if p.spec.node_name == node}
+        pods: list[Any] = self.index.by_index(_PODS_ON_NODE, (namespace, node))
+        return {p.metadata.uid for p in pods}
 
     # -- requests -----------------------------------------------------------------------------
 
@@ -209,8 +225,8 @@ class NodeRestriction:
         raise self._cannot(node, "update", req.kind, req.name, req.namespace)
 
     def _local_pools(self, node: str) -> set[tuple[str, str]]:
-        slices: list[Any] = self.index.items("ResourceSlice")
-        return {(s.spec.driver, s.spec.pool.name) for s in slices if s.spec.node_name == node}
+        slices: list[Any] = self.index.by_index(_SLICES_ON_NODE, node)
+        return {(s.spec.driver, s.spec.pool.name) for s in slices}
 
     def _admit_device_status(self, node: str, req: StatusRequest) -> None:
         """KEP-4817: a driver's node plugin reports ``status.devices`` of the devices it prepared.

@@ -13,7 +13,7 @@ import gc
 import sys
 
 from draflow.infra.service import ServiceContext, run_service
-from draflow.services.claim_controller.service import ACTOR, ClaimControllerService
+from draflow.services.claim_controller.service import ACTOR, SWEEP_WAKE_S, ClaimControllerService
 from draflow.services.runtime.controller import Runtime
 
 
@@ -36,9 +36,10 @@ async def main(ctx: ServiceContext) -> None:
                 gc.freeze()
                 frozen = True
 
-        # no batching window: a pass starts as soon as a change lands (its pods are synced
+        # woken often enough for the resync sweep to keep its pace when nothing else happens; no
+        # batching window: a pass starts as soon as a change lands (its pods are synced
         # concurrently, so a burst of changes costs one short pass, not a wait)
-        await rt.run(ctx.stop, sync, settle_s=0.0)
+        await rt.run(ctx.stop, sync, resync_s=SWEEP_WAKE_S, settle_s=0.0)
     finally:
         await rt.stop()
 

@@ -22,11 +22,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from draflow.events.api import classic_v1alpha1 as cv
+from draflow.events.api.codec import object_meta
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.projections.objects import Change
 from draflow.services.claim_controller.controller import sync_claim, sync_pod_from
 from draflow.services.claim_controller.dirty import Dependencies, claim_pod_names
 from draflow.services.claim_controller.numeric import is_numeric_allocated, sync_numeric_claim
+from draflow.services.claim_controller.sweep import Keys, Sweep
 from draflow.services.runtime.claimwrites import execute
 from draflow.services.runtime.controller import Runtime
 
@@ -35,6 +37,7 @@ __all__ = ["ClaimControllerService"]
 log = logging.getLogger(__name__)
 
 ACTOR = "claim-controller"
+SWEEP_WAKE_S = 0.25  # the longest pause between passes (the resync sweep's pace when idle)
 KINDS = frozenset({"Pod", "ResourceClaim", "ResourceClaimTemplate", cv.CLAIM_KIND})
 
 
@@ -51,18 +54,29 @@ class _ClaimNames:
 
 class ClaimControllerService:
     """Level-triggered passes: after a change, the pods and claims it can affect (see
-    :mod:`draflow.services.claim_controller.dirty`); every ``full_resync_s`` (and first), every pod then
-    every claim, so a missed hint is caught up. Either way each decider gets only the objects it
-    reads, looked up by key, so a pass costs what it syncs, not the cluster's size squared. The
-    pods of a pass are synced concurrently (up to ``concurrency``), then its claims."""
+    :mod:`draflow.services.claim_controller.dirty`); the first pass (and the one after a failed
+    pass) syncs every pod then every claim; after that a rolling sweep (:mod:`.sweep`) resyncs
+    every pod and claim at most ``sweep_rate_per_s`` a second, each round at least
+    ``full_resync_s`` apart, so a missed hint is caught up without a pass that costs the whole
+    cluster. Each decider gets only the objects it reads, looked up by key, so a pass costs what
+    it syncs, not the cluster's size. The pods of a pass are synced concurrently (up to
+    ``concurrency``), then its claims."""
 
-    def __init__(self, rt: Runtime, *, full_resync_s: float = 5.0, concurrency: int = 64) -> None:
+    def __init__(
+        self,
+        rt: Runtime,
+        *,
+        full_resync_s: float = 5.0,
+        sweep_rate_per_s: float = 1000.0,
+        concurrency: int = 64,
+    ) -> None:
         self.rt = rt
         self.concurrency = concurrency  # objects synced at once within a pass
         rt.kinds = KINDS
         self.full_resync_s = full_resync_s
         self.deps = Dependencies()
-        self._last_full: float | None = None
+        self._full_due = True  # the first pass, and the one after a failed pass
+        self.sweep = Sweep(sweep_rate_per_s, full_resync_s)
         self.full_passes = 0
         # KEP-4381: numeric claims to look at (changed), and whether any pod changed since
         self._numeric_dirty: set[tuple[str, str]] = set()
@@ -78,26 +92,37 @@ class ClaimControllerService:
         if kind in KINDS:
             self.deps.on_change(kind, namespace, name, change)
 
+    def _all_keys(self) -> Keys:
+        """Every pod and claim key, unsorted (each pass sorts the few it syncs)."""
+        index = self.rt.cache.index
+        pods = [(m.namespace or "", m.name) for m in map(object_meta, index.values("Pod"))]
+        claims = [(m.namespace or "", m.name) for m in map(object_meta, index.values("ResourceClaim"))]
+        return pods, claims
+
     async def sync(self) -> None:
         rt = self.rt
         now = time.monotonic()
-        full = self._last_full is None or now - self._last_full >= self.full_resync_s
+        full = self._full_due
         dirty = self.deps.take()
+        rounds = self.sweep.rounds
         try:
             if full:
-                self._last_full = now
+                self._full_due = False
                 self.full_passes += 1
                 all_pods, all_claims = rt.items("Pod"), rt.items("ResourceClaim")
                 self.deps.rebuild(all_pods, all_claims)
                 pods = [(p.metadata.namespace, p.metadata.name) for p in all_pods]
                 claims = [(c.metadata.namespace, c.metadata.name) for c in all_claims]
+                self.sweep.restart(now)
             else:
-                pods, claims = sorted(dirty.pods), sorted(dirty.claims)
+                swept_pods, swept_claims = self.sweep.take(now, self._all_keys)
+                pods = sorted(dirty.pods | set(swept_pods))
+                claims = sorted(dirty.claims | set(swept_claims))
             await self._each(pods, self._sync_pod)
             await self._each(claims, self._sync_claim_key)
-            await self._sync_numeric(full)
+            await self._sync_numeric(full or self.sweep.rounds != rounds)
         except BaseException:
-            self._last_full = None  # the hints taken are lost: the retry is a full pass
+            self._full_due = True  # the hints taken are lost: the retry is a full pass
             raise
 
     async def _each(self, keys: list[tuple[str, str]], sync: Callable[[str, str], Awaitable[None]]) -> None:

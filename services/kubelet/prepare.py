@@ -5,9 +5,9 @@ kubelet shell (and tests) can hand in any plugin: a registered plugin's gRPC cli
 (``draflow.services.kubelet.plugins.client``, whose calls are awaited) or a ``DRAPlugin`` object
 called in-process. A failed claim is asked for again (only the failed ones, up to ``attempts``
 calls per driver); a whole call that failed (``PluginError``: the plugin is gone, timed out,
-refused the call) is retried after ``retry_s``, doubling. Whatever is still failing after that is
-reported and the shell retries the whole pod later (every call is idempotent, and prepared claims
-are skipped).
+refused the call, deregistered during the call) is retried after ``retry_s``, doubling, on the
+instance serving the driver by then. Whatever is still failing after that is reported and the
+shell retries the whole pod later (every call is idempotent, and prepared claims are skipped).
 """
 
 from __future__ import annotations
@@ -55,10 +55,6 @@ async def _run(
 ) -> Outcome:
     outcome = Outcome()
     for driver in sorted(plan.batches):
-        plugin = plugins.get(driver)
-        if plugin is None:
-            outcome.errors.append(f"DRA driver {driver} is not registered")
-            continue
         last: list[str] = []
         delay = retry_s
         for attempt in range(max(1, attempts)):
@@ -68,6 +64,12 @@ async def _run(
             if attempt and last and last[0].startswith(f"{rpc}: "):  # the whole call failed: back off
                 await asyncio.sleep(delay)
                 delay *= 2
+            # looked up for every attempt: a plugin that restarted (or was replaced by a rolling
+            # update) meanwhile is served by another instance, which the retry must reach
+            plugin = plugins.get(driver)
+            if plugin is None:
+                last = [f"DRA driver {driver} is not registered"]
+                break
             outcome.calls[driver] = outcome.calls.get(driver, 0) + 1
             try:
                 response = invoke(plugin, asked)

@@ -132,7 +132,7 @@ class QuotaReconciler:
     async def run(self, stop: asyncio.Event) -> None:
         """Replay to the log's end, reconcile, then follow and reconcile until ``stop`` is set."""
         started = time.monotonic()
-        restored = await self.restore(await self.events.stream_last_seq())
+        restored = await self.restore(await self.events.stream_last_seq(wait_s=120.0))
         await self.catch_up()
         log.info(
             "%s: caught up with the log at %d in %.3fs (%s)",

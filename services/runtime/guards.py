@@ -18,12 +18,22 @@ from draflow.services.dra.guards import PoolSlices, allocation_guard_keys, claim
 __all__ = ["index_pool_slices", "release_guards", "take_guards"]
 
 
+POOL_INDEX = "resourceslice-pool"
+
+
+def _pool_of(obj: object) -> tuple[tuple[str, str], ...]:
+    return ((obj.spec.driver, obj.spec.pool.name),) if isinstance(obj, ResourceSlice) else ()
+
+
 def index_pool_slices(index: ObjectIndex) -> PoolSlices:
-    """A pool's slices, looked up in an object index (a scan: deallocations are not hot)."""
+    """A pool's slices, looked up in an object index by pool (a secondary index the first call
+    adds): every deallocation asks, so a scan of all slices would cost per pod in proportion to
+    the cluster's size."""
+    index.add_index(POOL_INDEX, "ResourceSlice", _pool_of)
 
     def pool_slices(driver: str, pool: str) -> Iterator[ResourceSlice]:
-        for s in index.values("ResourceSlice"):
-            if isinstance(s, ResourceSlice) and s.spec.driver == driver and s.spec.pool.name == pool:
+        for s in index.by_index(POOL_INDEX, (driver, pool)):
+            if isinstance(s, ResourceSlice):
                 yield s
 
     return pool_slices

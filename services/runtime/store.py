@@ -75,6 +75,7 @@ class ApiStore:
             self._capture,
             lambda: self.position,
             self.policy if snapshot_writer else SnapshotPolicy(every_events=0, every_s=0),
+            size=self.index.size,
         )
 
     def _capture(self) -> tuple[int, Callable[[], bytes]] | None:
@@ -114,7 +115,7 @@ class ApiStore:
     async def start(self, timeout_s: float = 120.0) -> None:
         """Fold the log (from where this store is), then keep following it in the background."""
         started = time.monotonic()
-        target = await self.events.stream_last_seq()
+        target = await self.events.stream_last_seq(wait_s=timeout_s)
         restored = await self.restore(target)
         self._tail = Tail(self.events, f"{self.root}.ev.>", self.position + 1)
         self._task = asyncio.create_task(self._follow(), name="apiserver-follow")

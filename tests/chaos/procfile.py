@@ -48,9 +48,11 @@ class ProcSystem:
         }
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.starts: dict[str, int] = {}
+        self.killed: set[str] = set()  # stopped by ``kill`` and not started since
 
     def start(self, name: str) -> None:
         self.starts[name] = self.starts.get(name, 0) + 1
+        self.killed.discard(name)
         log = open(self.logs / f"{name}.log", "ab")
         log.write(f"--- start {self.starts[name]} at {time.strftime('%H:%M:%S')}\n".encode())
         log.flush()
@@ -77,11 +79,21 @@ class ProcSystem:
         proc = self.procs.get(name)
         if proc is None or proc.poll() is not None:
             return
+        self.killed.add(name)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         proc.wait(10)
+
+    def exited(self) -> dict[str, int]:
+        """Processes that ended although nobody killed them, with their exit codes: a service that
+        stops by itself under chaos is a bug even when a supervisor would start it again."""
+        return {
+            name: code
+            for name, proc in self.procs.items()
+            if name not in self.killed and (code := proc.poll()) is not None
+        }
 
     def stop_all(self) -> None:
         for proc in self.procs.values():

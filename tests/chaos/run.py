@@ -239,7 +239,9 @@ class ChaosRun:
         deadline = time.monotonic() + timeout_s
         while not check():
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: not within {timeout_s}s")
+                exited = self.system.exited()  # a process that ended by itself is the likely why
+                gone = f" ({', '.join(f'{n} exited {c}' for n, c in exited.items())})" if exited else ""
+                raise AssertionError(f"{what}: not within {timeout_s}s{gone}")
             await asyncio.sleep(0.2)
 
 

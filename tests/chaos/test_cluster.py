@@ -48,6 +48,11 @@ async def caught_up(events: EventStore, stream: str, server: str) -> bool:
     return replica is not None and replica.get("current") is True and not replica.get("lag")
 
 
+def exits(system: ProcSystem) -> str:
+    """What the processes that ended by themselves said last."""
+    return "\n".join(f"== {n} (exit {code})\n{system.tail(n, 1500)}" for n, code in system.exited().items())
+
+
 async def log_prefix(events: EventStore, to_seq: int) -> list[tuple[int, str, bytes]]:
     out: list[tuple[int, str, bytes]] = []
     async for batch in events.read_raw(to_seq=to_seq):
@@ -55,10 +60,6 @@ async def log_prefix(events: EventStore, to_seq: int) -> list[tuple[int, str, by
     return out
 
 
-# Moved to the slow run on 2026-11-29: since the drivers became kubelet plugin processes it fails
-# (pods do not all converge after the leader loss; a kubelet checkpoint holds claims of pods that
-# are gone); the closing note of that session records it as the first thing to fix.
-@pytest.mark.slow
 async def test_losing_the_stream_leader_mid_churn(tmp_path: Path) -> None:
     offset = free_port_offset()
     data = tmp_path / "data"
@@ -96,6 +97,7 @@ async def test_losing_the_stream_leader_mid_churn(tmp_path: Path) -> None:
             f"{size} pods Running without {victim}",
         )
         failover_s = time.monotonic() - killed_at
+        assert system.exited() == {}, exits(system)
         new_leader = await leader(events, settings.stream)
         assert new_leader != victim
         await run.churn(6)
@@ -106,6 +108,7 @@ async def test_losing_the_stream_leader_mid_churn(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, f"{victim} did not catch up"
             await asyncio.sleep(0.5)
 
+        assert system.exited() == {}, exits(system)  # nothing ended by itself (converge restarts all)
         problems = await run.converge(run.rng.randint(1, run.capacity))
         print(
             f"{run.figures.report()}; leader {victim} killed, {new_leader} took over, pods Running "

@@ -197,6 +197,32 @@ async def test_a_plugin_killed_mid_prepare_is_retried_and_the_pod_starts_once(
                 p.terminate()
 
 
+async def test_a_plugin_replaced_during_a_prepare_is_retried_on_the_new_instance(
+    system: Settings, probe: Runtime
+) -> None:
+    """A new plugin process binds the same sockets while the kubelet waits in the old one's
+    NodePrepareResources (a restarted plugin's successor does the same): the watcher sees the
+    re-created registration socket and closes the old instance's channel under the call. The
+    kubelet takes that as a lost call and retries on the new instance; the pod starts once. grpc
+    raises ``CancelledError`` for such a call, which used to end the kubelet's sync pass and the
+    kubelet process with it (exit 0, nothing restarted it: the cluster chaos test's lost node)."""
+    old = start_plugin(system)
+    new: Proc | None = None
+    try:
+        await admin(system, "set", prepare_delay_s=30)
+        await gpu_pod(probe, "replaced", "pod")
+        await assert_eventually(lambda: prepare_calls_above(system, 0), timeout_s=30)  # the call is in
+        new = start_plugin(system)  # the same registration, DRA and admin sockets, bound again
+        await running(probe, "replaced", "pod")
+        assert await starts(probe, "replaced", "pod") == 1
+        assert await prepare_calls(system) == 1  # the new instance's (its admin socket now)
+        await delete_namespace(probe, "replaced")
+    finally:
+        old.kill()  # not a clean stop: that would remove the sockets, which are the new instance's
+        if new is not None and new.proc.poll() is None:
+            new.terminate()
+
+
 @pytest.mark.upstream_e2e("rolling update")
 async def test_rolling_update_keeps_pods_running_and_new_pods_go_to_the_new_plugin(
     system: Settings, probe: Runtime

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -9,10 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from draflow.infra.config import Settings
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import AppendRequest, EventStore
 from draflow.infra.natsd import LocalNatsServer, free_port
+from draflow.infra.service import ServiceContext, serve
 from tests.conftest import settings_for
 from tests.paths import ROOT
 from tests.processes import Proc
@@ -98,3 +103,19 @@ async def test_append_many_reports_each_outcome(event_store: EventStore) -> None
         pass
     else:
         raise AssertionError("a stale request must raise without return_exceptions")
+
+
+async def test_work_cancelled_from_inside_is_a_failure_not_a_clean_stop(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``CancelledError`` that escapes ``main`` without anyone asking for it (grpc raises one in
+    the caller when a channel is closed under a call) used to end the process with exit 0 and
+    ``stopped``, which no supervisor restarts: a kubelet vanished that way under chaos."""
+
+    async def main(ctx: ServiceContext) -> None:
+        await asyncio.sleep(0)
+        raise asyncio.CancelledError  # what an awaited library call raised
+
+    caplog.set_level(logging.ERROR, logger="draflow.infra.service")
+    assert await serve("selfcancel", main, settings) == 1
+    assert "selfcancel: stopped: its work was cancelled from inside" in caplog.text

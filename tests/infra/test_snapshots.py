@@ -133,6 +133,10 @@ async def test_kill_9_while_writing_keeps_the_previous_snapshot(
 def test_policy() -> None:
     p = SnapshotPolicy(every_events=100, every_s=10)
     assert not p.due(0, 1000) and not p.due(99, 9) and p.due(100, 0) and p.due(1, 10)
+    # a state of 5,000 objects: the events trigger waits for 5,000 events (the cost of a snapshot
+    # grows with the state, so the cost per event folded stays flat); the time trigger still fires
+    assert not p.due(4_999, 9, state_size=5_000) and p.due(5_000, 9, state_size=5_000)
+    assert p.due(100, 0, state_size=50) and p.due(1, 10, state_size=5_000)
     off = SnapshotPolicy.from_env({"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "0", "DRAFLOW_SNAPSHOT_EVERY_S": "0"})
     assert not off.writes
     assert not SnapshotPolicy.from_env({"DRAFLOW_SNAPSHOT_LOAD": "0"}).load

@@ -312,7 +312,7 @@ class ClusterState:
             self._pool_slices.get(_pool(old), set()).discard(name)
         self.slices[name] = slc
         self._pool_slices.setdefault(_pool(slc), set()).add(name)
-        self.devices.slices_changed(self._affected(old, slc))
+        self.devices.slices_changed(self._affected(old, slc), {name: self._effective(slc)})
         action = ActionType.ADD if old is None else ActionType.UPDATE_OTHER
         return ClusterEvent(EventResource.RESOURCE_SLICE, action, old, slc)
 
@@ -321,7 +321,7 @@ class ClusterState:
         if old is None:
             return None
         self._pool_slices.get(_pool(old), set()).discard(name)
-        self.devices.slices_changed(self._affected(old, None))
+        self.devices.slices_changed(self._affected(old, None), {name: None})
         return ClusterEvent(EventResource.RESOURCE_SLICE, ActionType.DELETE, old, None)
 
     def upsert_taint_rule(self, rule: DeviceTaintRule) -> ClusterEvent | None:
@@ -353,6 +353,13 @@ class ClusterState:
                     return None
                 nodes.add(node)
         return nodes
+
+    def _effective(self, slc: ResourceSlice) -> ResourceSlice:
+        """One slice with the DeviceTaintRules applied (as ``_effective_slices`` gives it)."""
+        if not self.taint_rules:
+            return slc
+        rules = [self.taint_rules[name] for name in sorted(self.taint_rules)]
+        return apply_taint_rules([slc], rules)[0]
 
     def _effective_slices(self) -> list[ResourceSlice]:
         ordered = [self.slices[name] for name in sorted(self.slices)]

@@ -32,6 +32,9 @@ class SchedulerConfig:
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
     max_unschedulable_seconds: float = 300.0
+    # a pod the leftover flush moved that PreEnqueue gates again is looked at again after this
+    # long (upstream's flushUnschedulablePodsLeftover runs every 30 s)
+    unschedulable_flush_interval_seconds: float = 30.0
 
 
 def num_feasible_nodes_to_find(config: SchedulerConfig, num_nodes: int) -> int:

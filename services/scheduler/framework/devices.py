@@ -95,6 +95,8 @@ class DeviceIndex:
         self._cache = SliceCache()
         self._snapshot: SliceSnapshot | None = None
         self._dirty_nodes: set[str] | None = set()  # None = everything
+        # slices changed since the last snapshot, by name (None: rebuild from every slice)
+        self._pending: dict[str, ResourceSlice | None] | None = None
         self._nodes: dict[str, NodeDevices] = {}
         self._cel: dict[PreparedDevice, _DeviceCel] = {}
         self.device_node: dict[DeviceID, str | None] = {}
@@ -109,12 +111,20 @@ class DeviceIndex:
         self.any_errors = False
 
     # -- invalidation -------------------------------------------------------------------------
-    def slices_changed(self, nodes: set[str] | None) -> None:
-        """Slices changed; ``nodes`` are the nodes whose view changed (None: all of them)."""
+    def slices_changed(
+        self, nodes: set[str] | None, changed: dict[str, ResourceSlice | None] | None = None
+    ) -> None:
+        """Slices changed; ``nodes`` are the nodes whose view changed (None: all of them).
+        ``changed``: the effective slices by name (None: deleted); with it and ``nodes`` the next
+        snapshot is the last one updated for those slices (incremental), else rebuilt from all."""
         if nodes is None or self._dirty_nodes is None:
             self._dirty_nodes = None
         else:
             self._dirty_nodes |= nodes
+        if changed is None or self._dirty_nodes is None or self._pending is None:
+            self._pending = None
+        else:
+            self._pending.update(changed)
         self._snapshot = None
 
     def node_changed(self, name: str) -> None:
@@ -207,8 +217,11 @@ class DeviceIndex:
 
     # -- internals ----------------------------------------------------------------------------
     def _rebuild(self) -> SliceSnapshot:
+        if self._pending is not None and self._dirty_nodes is not None and self._cache.has_snapshot():
+            return self._update(self._pending, self._dirty_nodes)
         snap = self._cache.snapshot(self._effective_slices())
         self._snapshot = snap
+        self._pending = {}
         device_node: dict[DeviceID, str | None] = {}
         live: dict[PreparedDevice, _DeviceCel] = {}
         old_cel = self._cel
@@ -221,6 +234,10 @@ class DeviceIndex:
                     live[dev] = hit
         self.device_node = device_node
         self._cel = live
+        self._settle_dirty()
+        return snap
+
+    def _settle_dirty(self) -> None:
         dirty = self._dirty_nodes
         if dirty is None:
             self._nodes.clear()
@@ -230,6 +247,27 @@ class DeviceIndex:
             for name in dirty:
                 self.node_changed(name)
         self._dirty_nodes = set()
+
+    def _update(self, changed: dict[str, ResourceSlice | None], nodes: set[str]) -> SliceSnapshot:
+        """The snapshot after a few slices changed: only their devices are looked at (a slice
+        republished on a 5,000-node cluster no longer walks every device of every slice)."""
+        snap, removed, added = self._cache.update(changed, nodes)
+        self._snapshot = snap
+        self._pending = {}
+        device_node = self.device_node
+        pools: set[tuple[str, str]] = set()
+        for slc in removed:
+            pools.add(slc.pool_id)
+            for dev in slc.devices:
+                device_node.pop(dev.id, None)
+                self._cel.pop(dev, None)
+        for slc in added:
+            pools.add(slc.pool_id)
+        for pool in sorted(pools):  # devices of a pool, as a full rebuild would map them
+            for slc in snap.by_pool.get(pool, ()):
+                for dev in slc.devices:
+                    device_node[dev.id] = slc.node_name or (dev.scope_node if slc.per_device else "") or None
+        self._settle_dirty()
         return snap
 
     def _build_entry(self, nd: NodeDevices, sig: Sig, cls: DeviceClass) -> SigEntry:

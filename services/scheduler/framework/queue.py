@@ -11,6 +11,11 @@ As kube-scheduler's PriorityQueue with queueing hints:
   (or ``max_unschedulable_seconds``, upstream's 5-minute flush).
 * ``add_backoff`` after an error: backoff regardless.
 * Backoff is 1 s doubling per attempt up to 10 s, counted from the failure (injectable clock).
+* Pods that wait in the pool longer than ``max_unschedulable_seconds`` are retried (upstream's
+  leftover flush); their deadlines are a heap, so ``pop`` looks only at the pods that are due, not
+  at the whole pool (thousands of pods gated on their claims while a burst is created). A pod the
+  flush moved that PreEnqueue gates again is due again ``unschedulable_flush_interval_seconds``
+  later (upstream's flush runs every 30 s).
 
 The clock only decides *when* a pod is tried again, never what the cycle decides.
 """
@@ -42,10 +47,12 @@ class QueuedPodInfo:
 
     __slots__ = (
         "attempts",
+        "flushed_at",
         "gated_reason",
         "index_keys",
         "key",
         "pod",
+        "pool_seq",
         "seq",
         "timestamp",
         "unschedulable_plugins",
@@ -62,6 +69,8 @@ class QueuedPodInfo:
         self.index_keys: list[tuple[str, str]] = []  # (plugin, key) entries in the pool index
         self.where = ""
         self.seq = 0
+        self.pool_seq = 0  # the pool deadline entry that is current
+        self.flushed_at: float | None = None  # when the leftover flush last moved it
 
     @property
     def priority(self) -> int:
@@ -111,6 +120,8 @@ class SchedulingQueue:
             if keys is not None:
                 self._queue_keys[getattr(plugin, "name")] = keys  # noqa: B009
         self._pool_index: dict[tuple[str, str], set[str]] = {}  # (plugin, key) -> pod keys
+        # (when the pod is due for the leftover flush, pool_seq, pod); stale entries die lazily
+        self._pool_deadlines: list[tuple[float, int, QueuedPodInfo]] = []
 
     # -- introspection ----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -123,10 +134,13 @@ class SchedulingQueue:
         return self._pods.get(key)
 
     def counts(self) -> dict[str, int]:
-        out = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0}
-        for qpi in self._pods.values():
-            out[qpi.where] += 1
-        return out
+        """Pods per queue, without walking the pods (thousands may wait in the pool): only the
+        backoff heap is looked at, which holds the few pods that failed recently."""
+        backoff = sum(1 for _, seq, qpi in self._backoff if qpi.where == BACKOFF and qpi.seq == seq)
+        unschedulable = len(self._unschedulable)
+        in_flight = sum(1 for key in self._in_flight if key in self._pods)
+        active = len(self._pods) - backoff - unschedulable - in_flight
+        return {ACTIVE: active, BACKOFF: backoff, UNSCHEDULABLE: unschedulable, IN_FLIGHT: in_flight}
 
     def backoff_seconds(self, attempts: int) -> float:
         cfg = self.config
@@ -264,9 +278,11 @@ class SchedulingQueue:
             _, seq, qpi = heapq.heappop(self._backoff)
             if qpi.where == BACKOFF and qpi.seq == seq:
                 self._push_active(qpi)
-        limit = self.config.max_unschedulable_seconds
-        for qpi in list(self._unschedulable.values()):
-            if now - qpi.timestamp > limit:
+        heap = self._pool_deadlines
+        while heap and heap[0][0] < now:
+            _, seq, qpi = heapq.heappop(heap)
+            if qpi.where == UNSCHEDULABLE and qpi.pool_seq == seq and self._unschedulable.get(qpi.key) is qpi:
+                qpi.flushed_at = now
                 self._move(qpi)
 
     def next_wakeup(self) -> float | None:
@@ -324,6 +340,16 @@ class SchedulingQueue:
         self._pool_remove(qpi)
         qpi.where = UNSCHEDULABLE
         self._unschedulable[qpi.key] = qpi
+        due = qpi.timestamp + self.config.max_unschedulable_seconds
+        if qpi.flushed_at is not None:
+            due = max(due, qpi.flushed_at + self.config.unschedulable_flush_interval_seconds)
+        self._seq += 1
+        qpi.pool_seq = self._seq
+        heap = self._pool_deadlines
+        if len(heap) > 2 * len(self._unschedulable) + 1024:  # re-indexing left many stale entries
+            heap[:] = [e for e in heap if e[2].where == UNSCHEDULABLE and e[2].pool_seq == e[1]]
+            heapq.heapify(heap)
+        heapq.heappush(heap, (due, qpi.pool_seq, qpi))
         for plugin in qpi.unschedulable_plugins:
             keys = self._queue_keys.get(plugin)
             if keys is None:

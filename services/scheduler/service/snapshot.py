@@ -101,7 +101,7 @@ class Snapshot:
     async def start(self, timeout_s: float = 300.0) -> None:
         """Fold the log up to its current end, then keep following it in the background."""
         started = time.monotonic()
-        target = await self.store.stream_last_seq()
+        target = await self.store.stream_last_seq(wait_s=timeout_s)
         restored = await self.restore(target)
         self._tail = Tail(self.store, f"{self.store.root}.ev.>", self.position + 1, idle_poll_s=0.5)
         self._task = asyncio.create_task(self._follow(), name="scheduler-snapshot")

@@ -260,3 +260,54 @@ def test_a_node_plugin_reports_the_status_of_its_own_devices_only() -> None:
     assert refused_here("node-2", "shared", unreserved).endswith(
         'node "node-2" can only update status.devices of a ResourceClaim'
     )
+
+
+class _NoScan(ObjectIndex):
+    """Fails a lookup that lists a whole kind: a kubelet's write would then cost in proportion to
+    the cluster's pods or slices."""
+
+    def items(self, kind: str, namespace: str | None = None) -> list[Any]:
+        raise AssertionError(f"scanned every {kind}")
+
+    def values(self, kind: str) -> Any:
+        raise AssertionError(f"scanned every {kind}")
+
+
+def test_a_kubelets_release_and_device_status_look_up_its_own_pods_and_slices_by_key() -> None:
+    """The rules read the node's pods and slices from secondary indexes of the object cache,
+    kept current after the rules were built (a pod bound later, a pod moved off the node)."""
+    index = _NoScan()
+    others: list[Any] = [make_pod(f"p{i}", node_name=f"node-{i % 7 + 3}") for i in range(50)]
+    for seq, obj in enumerate([*others, CLAIM], start=1):
+        ev = object_applied(obj)
+        index.apply(obj.KIND, obj.metadata.namespace, obj.metadata.name, type(ev).type_name(), ev, seq)
+    rules = NodeRestriction(index)
+    release = append("ResourceClaim", "gpu", ClaimReservationsReleased(uids=("uid-mine",)))
+    with pytest.raises(StatusError):
+        rules.admit("node-2", "append", release)  # pod "mine" is not in the index yet
+    ev = object_applied(MINE)
+    index.apply("Pod", "default", "mine", type(ev).type_name(), ev, 100)
+    rules.admit("node-2", "append", release)
+    moved = msgspec.structs.replace(MINE, spec=msgspec.structs.replace(MINE.spec, node_name="node-1"))
+    ev = object_applied(moved)
+    index.apply("Pod", "default", "mine", type(ev).type_name(), ev, 101)
+    with pytest.raises(StatusError):
+        rules.admit("node-2", "append", release)
+    slc = ResourceSlice(
+        metadata=ObjectMeta(name="node-2-gpu"),
+        spec=ResourceSliceSpec(
+            driver="gpu.example.com", node_name="node-2", pool=ResourcePool(name="node-2")
+        ),
+    )
+    ev = object_applied(slc)
+    index.apply("ResourceSlice", "", "node-2-gpu", type(ev).type_name(), ev, 102)
+    claim = make_claim("shared", allocation=make_allocation(("a", "gpu-0"), pool="node-2"))
+    ev = object_applied(claim)
+    index.apply("ResourceClaim", "default", "shared", type(ev).type_name(), ev, 103)
+    entry = {"driver": "gpu.example.com", "pool": "node-2", "device": "gpu-0"}
+    status = {**msgspec.to_builtins(claim.status), "devices": [entry]}
+    rules.admit(
+        "node-2",
+        "status",
+        StatusRequest(kind="ResourceClaim", name="shared", namespace="default", status=status),
+    )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
-from draflow.services.dra.kubeletplugin import Device, PrepareResult
+from draflow.services.dra.kubeletplugin import Device, PluginError, PrepareResult
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.drivers.gpu_example import GpuExamplePlugin
 from draflow.services.drivers.kubeletplugin.faults import FailureSwitches, Faulty
@@ -52,7 +53,7 @@ class Env:
             failures=switches,
         )
         self.plugin = Faulty(driver, switches)
-        self.plugins = {"gpu.example.com": self.plugin}
+        self.plugins: dict[str, Any] = {"gpu.example.com": self.plugin}
         self.manager = DRAManager()
 
     def prepare(self, pod: Pod, *claims: ResourceClaim, attempts: int = 3):
@@ -113,7 +114,7 @@ async def test_one_call_per_driver_with_all_its_claims(tmp_path: Path) -> None:
     gpu_only = make_claim("b", allocation=make_allocation(("gpu", "gpu-1")))
     env = Env(tmp_path, mixed, gpu_only)
     other = OtherDriver()
-    env.plugins["net.example.com"] = other  # type: ignore[assignment]
+    env.plugins["net.example.com"] = other
     pod = make_pod("p", claims={"x": "a", "y": "b"}, node_name="node-1")
     outcome = await env.prepare(pod, mixed, gpu_only)
     assert outcome.ok and outcome.calls == {"gpu.example.com": 1, "net.example.com": 1}
@@ -167,6 +168,29 @@ async def test_whole_call_failures_are_retried(tmp_path: Path) -> None:
     info = env2.manager.get("default", "c")
     assert info is not None and not info.prepared
     assert (await env2.prepare(pod, claim, attempts=1)).ok  # the shell's later retry
+
+
+class Replaced:
+    """An instance that goes while its call is in flight (the plugin restarted): the call is lost
+    and the registry serves the new instance from then on."""
+
+    def __init__(self, plugins: dict, successor: object) -> None:
+        self.plugins, self.successor, self.calls = plugins, successor, 0
+
+    def node_prepare_resources(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
+        self.calls += 1
+        self.plugins["gpu.example.com"] = self.successor
+        raise PluginError("DRA driver gpu.example.com: the plugin deregistered during the call")
+
+
+async def test_a_retry_reaches_the_instance_serving_the_driver_now(tmp_path: Path) -> None:
+    claim = make_claim("c", allocation=make_allocation(("gpu", "gpu-0")))
+    pod = make_pod("p", claims={"gpu": "c"}, node_name="node-1")
+    env = Env(tmp_path, claim)
+    old = env.plugins["gpu.example.com"] = Replaced(env.plugins, env.plugin)
+    outcome = await env.prepare(pod, claim, attempts=2)
+    assert outcome.ok and outcome.calls == {"gpu.example.com": 2}
+    assert old.calls == 1 and list(env.plugin.calls) == [("prepare", ("uid-c",))]
 
 
 async def test_per_claim_error_fails_the_pod_and_only_that_claim_is_asked_again(tmp_path: Path) -> None:

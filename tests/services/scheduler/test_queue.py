@@ -309,3 +309,103 @@ def test_a_queued_pod_assumed_by_a_resumed_saga_is_not_scheduled_again() -> None
     core.cluster.assume_pod(pod, "node-000")  # the resumed saga re-assumes its decision
     assert core.schedule_next() is None
     assert "default/p" not in core.queue
+
+
+class _CountingPreEnqueue:
+    """A PreEnqueue plugin that lets every pod through and counts how often it was asked: the
+    queue's work per pop, independent of the clock or machine."""
+
+    name = "CountPreEnqueue"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def pre_enqueue(self, pod: object, cluster: object) -> None:
+        self.calls += 1
+
+
+def test_pop_does_not_look_at_the_whole_pool() -> None:
+    """A burst of pods created before their claims waits gated in the pool; each pop must cost the
+    same whether 10 or 2,000 pods wait there, also once they have waited over five minutes: the
+    leftover flush retries each such pod once, then again only every 30 s (upstream's flush
+    period), not on every pop."""
+    from draflow.services.scheduler.framework import Scheduler, SchedulerConfig
+    from draflow.services.scheduler.plugins import default_plugins
+
+    for waiting in (10, 2000):
+        clock = Clock()
+        counter = _CountingPreEnqueue()
+        core = Scheduler(SchedulerConfig(), plugins=[counter, *default_plugins()], clock=clock)
+        for obj in (make_class(), make_node("n1"), make_slice("n1", 8)):
+            core.observe(obj)
+        for i in range(waiting):
+            core.observe(pod_with_template_claim(f"gated-{i:04d}")[0])  # no claim yet: gated
+        assert counter.calls == waiting
+        clock.now += 301  # every gated pod is due for the leftover flush
+        core.queue.flush()
+        assert counter.calls == 2 * waiting  # each looked at once
+        for i in range(8):
+            pod, claim = pod_with_template_claim(f"ready-{i}")
+            core.observe(claim)
+            core.observe(pod)
+        before = counter.calls
+        for _ in range(8):
+            clock.now += 1
+            assert isinstance(next_result(core), Reserved)
+        assert counter.calls == before  # eight pops, none re-ran PreEnqueue on the pool
+        clock.now += 30  # the flush period: the gated pods are looked at once more
+        core.queue.flush()
+        assert counter.calls == before + waiting
+
+
+def test_counts_match_where_every_pod_is() -> None:
+    """The pending-pods metric, counted without walking the pool, against every pod's place."""
+
+    def brute(core) -> dict[str, int]:
+        out = {"active": 0, "backoff": 0, "unschedulable": 0, "in-flight": 0}
+        for key in list(core.queue._pods):
+            out[core.queue.info(key).where] += 1
+        return out
+
+    clock = Clock()
+    core = _core(make_class(), make_node("n1", cpu="2"), make_slice("n1", 2), clock=clock)
+    for i in range(3):
+        core.observe(pod_with_template_claim(f"gated-{i}")[0])  # no claim: gated
+    for i in range(4):
+        pod, claim = pod_with_template_claim(f"p{i}")
+        core.observe(claim)
+        core.observe(pod)
+    core.observe(make_pod("huge", cpu="64"))
+    assert core.queue.counts() == brute(core)
+    qpi = core.queue.pop()  # in flight
+    assert qpi is not None and core.queue.counts() == brute(core) and brute(core)["in-flight"] == 1
+    core.queue.add_backoff(qpi)
+    assert core.queue.counts() == brute(core) and brute(core)["backoff"] == 1
+    while core.schedule_next() is not None:
+        assert core.queue.counts() == brute(core)
+    core.observe_deleted("Pod", "default", "gated-0")
+    clock.now += 20
+    core.queue.flush()
+    assert core.queue.counts() == brute(core)
+
+
+def test_pool_deadlines_stay_bounded_when_pods_are_reindexed() -> None:
+    """Each re-index of a waiting pod (a pod update that moves nothing) adds a deadline entry; the
+    stale ones are compacted away, and the pod is still retried after five minutes."""
+    clock = Clock()
+    core = _core(make_node("n1", cpu="1"), clock=clock)
+    pod = make_pod("p", cpu="2")
+    core.observe(pod)
+    core.schedule_next()
+    queue = core.queue
+    qpi = queue.info("default/p")
+    assert qpi is not None and qpi.where == "unschedulable"
+    for _ in range(5000):
+        queue._pool_add(qpi)  # what update() does for a pod whose change helps nothing
+    assert len(queue._pool_deadlines) <= 2 * len(queue._unschedulable) + 1025
+    clock.now += 299
+    queue.flush()
+    assert _where(core, pod) == "unschedulable"
+    clock.now += 2
+    queue.flush()
+    assert _where(core, pod) == "active"

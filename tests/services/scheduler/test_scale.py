@@ -8,6 +8,7 @@ import random
 import msgspec
 import pytest
 
+from draflow.events.api.resource_v1 import DeviceConstraint, ResourceClaim
 from draflow.services.dra.structured import Allocator
 from draflow.services.scheduler.framework import Reserved, SchedulerConfig, Unschedulable
 from draflow.services.scheduler.plugins import default_plugins
@@ -169,3 +170,42 @@ def test_decisions_do_not_depend_on_observation_order() -> None:
             picks.append((result.node_name, msgspec.json.encode(result.claims[0].allocation)))
         outcomes.append(picks)
     assert outcomes[0] == outcomes[1]
+
+
+def _match_claim(claim: ResourceClaim) -> ResourceClaim:
+    """Two devices of one node (upstream's resourceclaimtemplate-for-two-devices)."""
+    spec = claim.spec.devices
+    request = spec.requests[0]
+    assert request.exactly is not None
+    two = msgspec.structs.replace(request, exactly=msgspec.structs.replace(request.exactly, count=2))
+    constraint = DeviceConstraint(requests=(two.name,), match_attribute="gpu.example.com/host")
+    devices = msgspec.structs.replace(spec, requests=(two,), constraints=(constraint,))
+    return msgspec.structs.replace(claim, spec=msgspec.structs.replace(claim.spec, devices=devices))
+
+
+@pytest.mark.parametrize("per_pod", [1, 2])
+def test_nodes_looked_at_per_pod_do_not_grow_with_the_cluster(per_pod: int) -> None:
+    """Half full, the next pods are decided after looking at the same few nodes on 40 and on
+    1,000 nodes (the best-first walk stops at the first node passing every filter, which is the
+    node a full scan would pick): the Filter work per pod is not linear in the cluster. One
+    device a pod, and two with matchAttribute."""
+    looked: dict[int, list[int]] = {}
+    for nodes in (40, 1000):
+        objs: list[object] = [make_class()]
+        for n in range(nodes):
+            objs += [make_node(f"node-{n:04d}"), make_slice(f"node-{n:04d}", 4, host=f"node-{n:04d}")]
+        core = cluster(*objs)
+        half = nodes * 4 // 2 // per_pod
+        looked[nodes] = []
+        for i in range(half + 30):
+            pod, claim = pod_with_template_claim(f"p{i:05d}")
+            if per_pod == 2:
+                claim = _match_claim(claim)
+            core.observe(claim)
+            result = core.schedule(pod)
+            assert isinstance(result, Reserved), result
+            core.observe(prebind_claim(claim, result.claims[0]))
+            core.observe(bound_to(pod, result.node_name))
+            if i >= half:
+                looked[nodes].append(result.evaluated_nodes)
+    assert max(looked[1000]) <= 2 and looked[40] == looked[1000], looked

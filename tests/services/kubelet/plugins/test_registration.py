@@ -343,3 +343,45 @@ async def test_a_call_on_a_deregistered_instance_is_a_plugin_error(node: Node) -
             await client.node_unprepare_resources([node.add_claim("a", "gpu-0")])
     finally:
         await plugin.stop()
+
+
+async def test_a_call_in_flight_when_its_instance_deregisters_is_a_plugin_error(node: Node) -> None:
+    """The plugin restarts while a prepare waits for it: the watcher sees the re-created socket and
+    closes the old instance's channel, and grpc cancels the call. The caller gets a ``PluginError``
+    (retried like any lost call), not a ``CancelledError`` that would end the caller's task — the
+    kubelet's sync pass, and with it the kubelet process, as happened under chaos."""
+    plugin = node.plugin()
+    await plugin.start()
+    try:
+        await node.watcher.scan()
+        client = node.registry[DRIVER]
+        plugin.failures.prepare_delay_s = 5.0
+        call = asyncio.create_task(client.node_prepare_resources([node.add_claim("a", "gpu-0")]))
+        await assert_eventually(lambda: plugin.calls["prepare"] == 1, timeout_s=5)  # in flight
+        (instance,) = node.registry.instances()
+        await node.watcher._deregister(instance.socket)  # what a re-created socket leads to
+        with pytest.raises(PluginError, match=r"gpu\.example\.com: the plugin deregistered during the call"):
+            await call
+        assert not call.cancelled()
+    finally:
+        await plugin.stop(grace_s=0)
+
+
+async def test_cancelling_the_caller_still_cancels_a_call(node: Node) -> None:
+    """The conversion above is only for grpc's own cancellation: a task cancelled by its owner (the
+    kubelet stopping) is cancelled, whether or not the client was closed meanwhile."""
+    plugin = node.plugin()
+    await plugin.start()
+    try:
+        await node.watcher.scan()
+        client = node.registry[DRIVER]
+        plugin.failures.prepare_delay_s = 5.0
+        call = asyncio.create_task(client.node_prepare_resources([node.add_claim("a", "gpu-0")]))
+        await assert_eventually(lambda: plugin.calls["prepare"] == 1, timeout_s=5)
+        call.cancel()
+        await client.close()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert call.cancelled()
+    finally:
+        await plugin.stop(grace_s=0)
