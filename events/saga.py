@@ -3,6 +3,15 @@
 The order on the subject is the saga's history: started, then per step "started" (which registers
 the step's compensation before it runs), "completed" or "failed"; on failure each started step is
 compensated in reverse; one terminal event closes it (completed, compensated, compensation failed).
+
+Two shortcuts keep the critical path short (both recorded in ``SagaStarted``, so old logs fold as
+they did): a step whose effect shows it ran records no "started" (its compensation, registered in
+``SagaStarted.implied_starts``, is owed from the moment the saga reaches it), and a step whose
+effect lives in the memory of the process that runs it, or whose writes a re-run finds in place,
+records neither "started" nor "completed" (``SagaStarted.local_steps``; it runs again in
+whichever process drives the saga). A step's
+"completed" (and the saga's "completed", after its last step) may land in the same atomic batch
+as the step's effect on another aggregate.
 """
 
 from __future__ import annotations
@@ -31,6 +40,10 @@ class SagaStarted(Event, frozen=True, kw_only=True):
     # the log position the decision behind the saga was taken on (0: not recorded); what
     # ``draflow verify-replay`` re-decides from
     decided_at_seq: int = 0
+    # step index -> compensation name ("" when none) of the steps that record no SagaStepStarted
+    implied_starts: dict[int, str] = {}
+    # indexes of the steps whose start and completion are not logged (redone on resume)
+    local_steps: list[int] = []
 
 
 class SagaStepStarted(Event, frozen=True, kw_only=True):

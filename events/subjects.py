@@ -50,6 +50,12 @@ def events_prefix(root: str = DEFAULT_ROOT) -> str:
     return f"{root}.ev"
 
 
+def stored_prefix(root: str = DEFAULT_ROOT) -> str:
+    """Where the event stream republishes every event once it is stored (``<root>.st.<Kind>...``,
+    with its stream sequence in ``Nats-Sequence``): what log followers subscribe to."""
+    return f"{root}.st"
+
+
 def dlq_subjects(root: str = DEFAULT_ROOT) -> str:
     return f"{root}.dlq.>"
 

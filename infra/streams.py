@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from nats.js import api
 
-from draflow.events.subjects import dlq_subjects, events_prefix
+from draflow.events.subjects import dlq_subjects, events_prefix, stored_prefix
 from draflow.infra.config import Settings
 
 __all__ = ["dlq_stream_config", "event_stream_config", "snapshot_stream_config"]
@@ -22,7 +22,9 @@ __all__ = ["dlq_stream_config", "event_stream_config", "snapshot_stream_config"]
 
 def event_stream_config(settings: Settings) -> api.StreamConfig:
     """The log: kept forever, never deleted from or purged, S2-compressed, direct gets and atomic
-    batches on."""
+    batches on. Every stored event is republished on ``<root>.st.<...>`` with its stream sequence,
+    so a follower of the whole log takes it from there instead of reading it back
+    (:mod:`draflow.services.runtime.tail`)."""
     return api.StreamConfig(
         name=settings.stream,
         description="draflow event log",
@@ -40,6 +42,9 @@ def event_stream_config(settings: Settings) -> api.StreamConfig:
         allow_direct=True,
         allow_atomic=True,
         compression=api.StoreCompression.S2,
+        republish=api.RePublish(
+            src=f"{events_prefix(settings.root)}.>", dest=f"{stored_prefix(settings.root)}.>"
+        ),
     )
 
 

@@ -50,6 +50,8 @@ class SagaState(msgspec.Struct, frozen=True, kw_only=True):
     compensated: frozenset[int] = frozenset()
     error: str = ""
     traceparent: str = ""  # of the SagaStarted append: every step span joins this trace
+    # steps that record no SagaStepStarted: index -> compensation, owed once the saga reaches them
+    implied: dict[int, str] = {}
     version: int = 0  # stream sequence of the saga's last event
 
 
@@ -63,10 +65,13 @@ def apply(state: SagaState | None, env: Envelope[Event]) -> SagaState | None:
             steps=tuple(d.steps),
             traceparent=env.traceparent,
             version=env.seq,
+            implied=dict(d.implied_starts),
         )
     if state is None:
         return None  # events before SagaStarted cannot happen; ignore rather than guess
     r = msgspec.structs.replace
+    if isinstance(d, SagaStepStarted | SagaStepCompleted | SagaStepFailed):
+        state = _reach(state, d.index)
     if isinstance(d, SagaStepStarted):
         started = state.started if d.index in state.started else (*state.started, d.index)
         return r(
@@ -93,6 +98,18 @@ def apply(state: SagaState | None, env: Envelope[Event]) -> SagaState | None:
             version=env.seq,
         )
     return r(state, version=env.seq)
+
+
+def _reach(state: SagaState, index: int) -> SagaState:
+    """The saga got to step ``index``: every implied start up to it is a started step now."""
+    due = [i for i in sorted(state.implied) if i <= index and i not in state.started]
+    if not due:
+        return state
+    return msgspec.structs.replace(
+        state,
+        started=(*state.started, *due),
+        compensations={**state.compensations, **{i: state.implied[i] for i in due}},
+    )
 
 
 class Action(msgspec.Struct, frozen=True):

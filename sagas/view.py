@@ -21,6 +21,7 @@ import msgspec
 from draflow.events.envelope import Envelope, Event
 from draflow.events.saga import (
     SagaCompensationFailed,
+    SagaCompleted,
     SagaStarted,
     SagaStepCompensated,
     SagaStepCompleted,
@@ -71,13 +72,22 @@ def fold_view(envs: Iterable[Envelope[Event]]) -> SagaView | None:
         if view is None or isinstance(env.data, SagaStarted):
             view = SagaView(
                 state=state,
-                steps=[StepView(index=i, name=n) for i, n in enumerate(state.steps)],
+                steps=[
+                    StepView(index=i, name=n, compensation=state.implied.get(i, ""))
+                    for i, n in enumerate(state.steps)
+                ],
                 created=env.time,
                 updated=env.time,
             )
         view.state, view.updated = state, env.time
         view.events += 1
         d = env.data
+        # steps that log no events of their own (local, see draflow.events.saga): done once the
+        # saga got past them
+        past = len(view.steps) if isinstance(d, SagaCompleted) else getattr(d, "index", -1)
+        for step in view.steps[: max(past, 0)]:
+            if step.state == "Pending":
+                step.state = "Completed"
         if isinstance(
             d,
             SagaStepStarted

@@ -202,7 +202,7 @@ def permissions(role: Role, *, root: str, stream: str, dlq_stream: str, public_k
         publish.append(f"{root}.api.*")
     elif role.api == "node" and node is not None:
         publish.append(f"{root}.node.{node}.*")
-    subscribe = [f"{inbox_prefix(public_key)}.>", f"{root}.ev.>"]
+    subscribe = [f"{inbox_prefix(public_key)}.>", f"{root}.ev.>", f"{root}.st.>"]
     if role.serves_api:
         subscribe += [f"{root}.api.*", f"{root}.node.*.*"]
         # its answers go to the callers' inboxes. Not `allow_responses`: the server forgets those

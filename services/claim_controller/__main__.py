@@ -36,8 +36,10 @@ async def main(ctx: ServiceContext) -> None:
                 gc.freeze()
                 frozen = True
 
-        # woken often enough for the resync sweep to keep its pace when nothing else happens
-        await rt.run(ctx.stop, sync, resync_s=SWEEP_WAKE_S)
+        # woken often enough for the resync sweep to keep its pace when nothing else happens; no
+        # batching window: a pass starts as soon as a change lands (its pods are synced
+        # concurrently, so a burst of changes costs one short pass, not a wait)
+        await rt.run(ctx.stop, sync, resync_s=SWEEP_WAKE_S, settle_s=0.0)
     finally:
         await rt.stop()
 

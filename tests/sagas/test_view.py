@@ -7,6 +7,7 @@ import datetime
 from draflow.events.envelope import Envelope, Event
 from draflow.events.saga import (
     SagaCompensated,
+    SagaCompleted,
     SagaStarted,
     SagaStepCompensated,
     SagaStepCompleted,
@@ -57,3 +58,20 @@ def test_a_resumed_step_counts_again_and_a_failure_reports_its_attempts() -> Non
     assert (b.state, b.attempts, b.error, b.compensation) == ("Failed", 4, "gave up", "")
     assert current_step(view) is b
     assert fold_view(envs[1:]) is None  # no SagaStarted: nothing to show
+
+
+def test_steps_without_events_of_their_own_show_as_done_once_the_saga_is_past_them() -> None:
+    started = SagaStarted(
+        saga_type="T",
+        steps=["a", "b", "c"],
+        implied_starts={0: "a:undo", 1: "b:undo", 2: ""},
+        local_steps=[0, 1, 2],
+    )
+    view = fold_view(_envs(started))
+    assert view is not None and [s.state for s in view.steps] == ["Pending"] * 3
+    assert [s.compensation for s in view.steps] == ["a:undo", "b:undo", ""]
+    done = fold_view(_envs(started, SagaCompleted()))
+    assert done is not None and [s.state for s in done.steps] == ["Completed"] * 3
+    failed = fold_view(_envs(started, SagaStepFailed(step="b", index=1, error="no")))
+    assert failed is not None and [s.state for s in failed.steps] == ["Completed", "Failed", "Pending"]
+    assert failed.state.started == (0, 1)  # a's and b's compensations are owed

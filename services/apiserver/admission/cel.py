@@ -111,11 +111,19 @@ async def precheck(exprs: Iterable[str]) -> None:
         await loop.run_in_executor(_executor, _check_all, todo)
 
 
+# kinds whose schema has no ``cel.expression`` anywhere: their manifests (pods above all, on every
+# scheduling write path) are not walked. Only a saving: an expression not prechecked is checked
+# on the loop instead.
+_NO_CEL_KINDS = frozenset({"Pod", "Node", "Namespace", "Event", "ResourceSlice", "Lease"})
+
+
 def cel_expressions(data: Any) -> list[str]:
     """Every ``cel.expression`` string in a manifest (JSON-like data), wherever it sits:
-    DeviceClass, ResourceClaim and template selectors, prioritized-list subrequests."""
+    DeviceClass, ResourceClaim and template selectors, prioritized-list subrequests. Manifests of
+    kinds that have none (``Pod``...) are skipped."""
     found: list[str] = []
-    stack = [data]
+    items = data if isinstance(data, list) else [data]
+    stack = [i for i in items if not (isinstance(i, dict) and i.get("kind") in _NO_CEL_KINDS)]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):

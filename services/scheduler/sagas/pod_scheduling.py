@@ -41,6 +41,15 @@ instances from over-committing a node).
 
 Each step is idempotent: it first looks at the objects and appends only what is missing, with a
 deterministic message id, so a re-run after a crash has no second effect.
+
+The saga's own log is kept short (the critical path of every pod): its three steps are local
+steps of the saga engine, with no saga events of their own (their compensations are registered in
+``SagaStarted``). Whichever process drives the saga runs them again: ``reserve`` assumes the
+decision again, ``prebind`` and ``bind`` find their writes in place (correlated with the saga's
+id, checked as above) and append nothing twice. A saga is then ``SagaStarted``, the claims'
+batches, ``PodBound`` and ``SagaCompleted``; on a failure, ``SagaStepFailed`` names the step and
+the compensations of every step up to it are owed. Sagas recorded before keep the steps' events
+they were started with.
 """
 
 from __future__ import annotations
@@ -444,9 +453,12 @@ async def bind(ctx: Ctx) -> dict[str, Any]:
 POD_SCHEDULING_SAGA = SagaDefinition(
     POD_SCHEDULING,
     (
-        Step("reserve", reserve, unreserve),
-        Step("prebind", prebind, release),
-        Step("bind", bind),
+        # no saga events of their own: whoever drives the saga runs them again. Reserve's effect
+        # is this process's memory (the assume cache); PreBind's and Bind's writes carry the
+        # saga's id, so a re-run finds them in place, and release undoes only what the log shows
+        Step("reserve", reserve, unreserve, local=True),
+        Step("prebind", prebind, release, local=True),
+        Step("bind", bind, local=True),
     ),
     PodSchedulingInput,
 )

@@ -119,3 +119,12 @@ async def test_a_selector_over_the_estimated_cost_is_forbidden(api: ApiClient) -
         five = f"{ten}.all({var}, {five})"
     (ok,) = await api.apply([claim("affordable", [five])])
     assert ok.outcome == "created", ok.error
+
+
+def test_the_precheck_finds_every_expression_and_skips_kinds_without_any() -> None:
+    from draflow.services.apiserver.admission.cel import cel_expressions
+
+    pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"x": [{"cel": {"expression": "odd"}}]}}
+    found = cel_expressions([claim("c", ["device.driver == 'a'", "device.driver == 'b'"]), pod])
+    assert sorted(found) == ["device.driver == 'a'", "device.driver == 'b'"]
+    assert cel_expressions(pod) == []  # a pod has no CEL in its schema: not walked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from draflow.events.api.base import ApiStruct
@@ -105,3 +107,68 @@ async def test_service_converges_on_hints_alone_after_the_first_full_pass(
         await ctl.stop()
         await probe.stop()
         await probe_events.close()
+
+
+def _pods_yaml(n: int) -> str:
+    return "".join(
+        TEMPLATE_POD.split("---", 1)[1].replace("name: pod0", f"name: pod{i}").join(["---", "\n"])
+        for i in range(n)
+    )
+
+
+async def test_the_pods_of_one_pass_get_their_claims_concurrently(
+    apiserver: ApiServer, settings: Settings
+) -> None:
+    """Twenty pods applied at once: each gets its own claim and its status, with the pods of a
+    pass synced side by side (at most ``concurrency`` at a time)."""
+    ctl, svc = await run(
+        settings,
+        "claim-controller",
+        lambda rt: ClaimControllerService(rt, full_resync_s=3600.0, concurrency=8),
+    )
+    probe, probe_events = await start_runtime(settings, "probe")
+    try:
+        await eventually(lambda: svc.full_passes == 1, what="first pass")
+        for result in await probe.api.apply(manifests(TEMPLATE_POD.split("---", 1)[0] + _pods_yaml(20))):
+            assert result.error is None, result.error
+        names = {f"pod{i}" for i in range(20)}
+
+        def recorded() -> set[str]:
+            out = set()
+            for n in names:
+                pod = probe.get("Pod", "default", n)
+                if pod is not None and pod.status.resource_claim_statuses:
+                    out.add(pod.status.resource_claim_statuses[0].resource_claim_name)
+            return out
+
+        claims = await eventually(lambda: len(r := recorded()) == 20 and r, what="twenty claim statuses")
+        for name in claims:
+            claim = probe.get("ResourceClaim", "default", name)
+            assert claim is not None and len(claim.metadata.owner_references) == 1
+    finally:
+        await ctl.stop()
+        await probe.stop()
+        await probe_events.close()
+
+
+async def test_one_failing_object_does_not_stop_the_others_of_a_pass(
+    apiserver: ApiServer, settings: Settings
+) -> None:
+    rt, events = await start_runtime(settings, "claim-controller")
+    try:
+        svc = ClaimControllerService(rt, concurrency=2)
+        synced: list[str] = []
+
+        async def sync(ns: str, name: str) -> None:
+            await asyncio.sleep(0)
+            if name == "bad":
+                raise RuntimeError("refused")
+            synced.append(name)
+
+        keys = [("default", n) for n in ("a", "bad", "b", "c")]
+        with pytest.raises(RuntimeError, match="refused"):
+            await svc._each(keys, sync)
+        assert sorted(synced) == ["a", "b", "c"]  # the pass went on; the failure comes after
+    finally:
+        await rt.stop()
+        await events.close()

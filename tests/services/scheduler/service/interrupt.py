@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from draflow.events.envelope import Event
-from draflow.sagas.engine import SagaEngine, Step, StepContext
+from draflow.sagas.engine import SagaEngine, StepContext
 from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING_SAGA
 from draflow.services.scheduler.service import SchedulerService
 
@@ -41,7 +41,7 @@ class HeldBefore:
             return run
 
         steps = tuple(
-            Step(s.name, held(s.action) if s.name == step else s.action, s.compensate) for s in real.steps
+            msgspec.structs.replace(s, action=held(s.action)) if s.name == step else s for s in real.steps
         )
         self.engine = SagaEngine(svc.store, [msgspec.structs.replace(real, steps=steps)], deps=svc)
 
@@ -50,7 +50,8 @@ class HeldBefore:
 
 
 class StopAfterAppend:
-    """Once an append of ``svc``'s store matching ``match`` (subject, events) has landed, the
+    """Once an append of ``svc``'s store matching ``match`` (subject, events; or one of the other
+    subjects of its atomic batch with its event) has landed, the
     appending coroutine never returns: the test then cancels the saga task, which is what the
     service does to in-flight sagas when it stops, and drops the connection. The log is left
     exactly as a process killed right after that append leaves it."""
@@ -63,7 +64,9 @@ class StopAfterAppend:
         async def append(subject: str, events: Event | Sequence[Event], **kw: Any) -> tuple[int, ...]:
             seqs: tuple[int, ...] = await real(subject, events, **kw)
             batch = [events] if isinstance(events, Event) else list(events)
-            if not self.landed.is_set() and match(subject, batch):
+            # the batch's other subjects too (guards, a saga step's completion riding along)
+            parts = [(subject, batch), *((g.subject, [g.event]) for g in kw.get("guards", ()))]
+            if not self.landed.is_set() and any(match(s, evs) for s, evs in parts):
                 self.seqs = seqs
                 self.landed.set()
                 await asyncio.Event().wait()  # stopped here: nothing after this append happens

@@ -26,8 +26,8 @@ from draflow.events.dra import ClaimAllocated, ClaimDeallocated, PodBound
 from draflow.events.envelope import Event
 from draflow.events.saga import SagaStepCompensated, SagaStepCompleted
 from draflow.infra.config import Settings
-from draflow.sagas.engine import SagaStatus
-from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING
+from draflow.sagas.engine import SagaEngine, SagaStatus, Step
+from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, POD_SCHEDULING_SAGA
 from tests.paths import ROOT
 from tests.services.scheduler.service.conftest import Cluster
 from tests.services.scheduler.service.interrupt import HeldBefore, StopAfterAppend, stop_dead
@@ -79,26 +79,44 @@ def _bound(subject: str, events: Sequence[Event]) -> bool:
     return subject.endswith(".Pod.default.p") and any(isinstance(e, PodBound) for e in events)
 
 
+def _legacy(engine: SagaEngine) -> SagaEngine:
+    """The engine as it was before the saga's shortcuts: every step's start and completion are
+    saga events of their own (what logs recorded before hold)."""
+    steps = tuple(Step(s.name, s.action, s.compensate) for s in POD_SCHEDULING_SAGA.steps)
+    definition = msgspec.structs.replace(POD_SCHEDULING_SAGA, steps=steps)
+    return SagaEngine(engine.store, [definition], deps=engine.deps)
+
+
 @pytest.mark.parametrize(
-    ("stop_at", "trail_end"),
+    ("stop_at", "trail_end", "legacy"),
     [
-        # joint written, p-gpu not, the step still open
-        pytest.param(_on_claim("joint", ClaimAllocated), "SagaStepStarted", id="inside-prebind"),
-        # between PreBind and Bind
-        pytest.param(_saga_event(SagaStepCompleted, "prebind"), "SagaStepCompleted", id="after-prebind"),
-        # the pod bound, Bind's completion not recorded: the re-run finds its own binding
-        pytest.param(_bound, "SagaStepStarted", id="bound-not-recorded"),
+        # joint written, p-gpu not: PreBind half done (its steps log no events of their own)
+        pytest.param(_on_claim("joint", ClaimAllocated), "SagaStarted", False, id="inside-prebind"),
+        # p-gpu written too, the pod not bound: between PreBind and Bind
+        pytest.param(_on_claim("p-gpu", ClaimAllocated), "SagaStarted", False, id="after-prebind"),
+        # the pod bound, SagaCompleted not recorded: the re-run finds its own writes in place
+        pytest.param(_bound, "SagaStarted", False, id="bound-not-recorded"),
+        # a saga recorded before the shortcuts, stopped between PreBind and Bind
+        pytest.param(
+            _saga_event(SagaStepCompleted, "prebind"), "SagaStepCompleted", True, id="legacy-after-prebind"
+        ),
+        # a saga recorded before the shortcuts, stopped inside PreBind
+        pytest.param(_on_claim("joint", ClaimAllocated), "SagaStepStarted", True, id="legacy-inside-prebind"),
+        # recorded before the shortcuts: the pod bound, Bind's completion not recorded (it now
+        # lands with PodBound); the re-run finds its own binding
+        pytest.param(_bound, "SagaStepStarted", True, id="legacy-bound-not-recorded"),
     ],
 )
 async def test_stopped_forward_is_finished_by_the_next_instance(
-    cluster: Cluster, instances: Instances, stop_at: Any, trail_end: str
+    cluster: Cluster, instances: Instances, stop_at: Any, trail_end: str, legacy: bool
 ) -> None:
     p, q, a = await build(cluster, instances)
     plan = await decide(a, p)
     sid = saga_id_of(p)
     q_writes = writes(await everything(cluster), Q_SAGA)
     stop = StopAfterAppend(a.store, stop_at)
-    task = asyncio.create_task(a.engine.start(POD_SCHEDULING, sid, plan))
+    engine = _legacy(a.engine) if legacy else a.engine
+    task = asyncio.create_task(engine.start(POD_SCHEDULING, sid, plan))
     await asyncio.wait_for(stop.landed.wait(), 10)
     await stop_dead(task, a)
     interrupted = [e.type for e in saga_trail(await everything(cluster), sid)]
@@ -112,6 +130,7 @@ async def test_stopped_forward_is_finished_by_the_next_instance(
     trail = saga_trail(log, sid)
     resumed = [e for e in trail if e.seq > trail[len(interrupted) - 1].seq]
     assert resumed and {e.actor for e in resumed} == {"scheduler-b"}, [(e.type, e.actor) for e in trail]
+    assert resumed[-1].type == "SagaCompleted"
     bound = [e for e in log if isinstance(e.data, PodBound)]
     binder = "scheduler-a" if stop_at is _bound else "scheduler-b"  # who appended PodBound
     assert [(e.correlation_id, e.actor) for e in bound] == [(sid, binder)]
