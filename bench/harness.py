@@ -24,6 +24,7 @@ from typing import Any
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.infra.natsd import LocalNatsServer
+from draflow.services.runtime.tail import Tail
 
 __all__ = [
     "ROOT",
@@ -320,3 +321,37 @@ class Services:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 await proc.wait()
+
+
+class LogFollower:
+    """Follows the whole log from its start in a task; a subclass's ``apply`` reads each record
+    (a record it cannot read is reported and skipped, so a bench keeps measuring) and ``changed``
+    is set after every batch, for waits on what the log shows."""
+
+    def __init__(self, store: EventStore, *, idle_poll_s: float = 0.2) -> None:
+        self.changed = asyncio.Event()
+        self._tail = Tail(store, f"{store.root}.ev.>", 1, idle_poll_s=idle_poll_s)
+        self._task: asyncio.Task[None] | None = None
+
+    def apply(self, rec: RawRecord) -> None:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._follow())
+
+    async def stop(self) -> None:
+        await self._tail.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _follow(self) -> None:
+        async for records in self._tail.batches():
+            for rec in records:
+                try:
+                    self.apply(rec)
+                except Exception as exc:  # keep measuring; say what could not be read
+                    name = type(self).__name__
+                    print(f"{name}: event {rec.seq} on {rec.subject}: {exc!r}", file=sys.stderr)
+            self.changed.set()

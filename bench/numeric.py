@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import sys
 import time
 from typing import Any
 
-from bench.harness import Bus, Services, cpu_s, pct, stored_at, until
+from bench.harness import Bus, LogFollower, Services, cpu_s, pct, stored_at, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.events.numeric import NumericClaimAllocated
 from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.services.runtime.client import ApiClient
-from draflow.services.runtime.tail import Tail
 
 DRIVER = "frobnicator.example.com"
 TEMPLATE = """kind: Parameters
@@ -106,37 +104,19 @@ def pod_manifest(pod: str) -> dict[str, Any]:
     }
 
 
-class Tracker:
+class Tracker(LogFollower):
     """Storage times of what is measured, from the log."""
 
     def __init__(self, store: EventStore) -> None:
+        super().__init__(store)
         self.created: dict[str, float] = {}  # pod uid -> PodApplied
         self.uid_of: dict[str, str] = {}
         self.bound: dict[str, float] = {}  # pod name -> PodBound
         self.allocated: dict[str, float] = {}  # pod uid -> NumericClaimAllocated
         self.saga_started: dict[str, float] = {}
         self.saga_took: list[float] = []
-        self.changed = asyncio.Event()
-        self._tail = Tail(store, f"{store.root}.ev.>", 1, idle_poll_s=0.2)
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._follow())
-
-    async def stop(self) -> None:
-        await self._tail.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _follow(self) -> None:
-        async for records in self._tail.batches():
-            for rec in records:
-                self._apply(rec)
-            self.changed.set()
-
-    def _apply(self, rec: RawRecord) -> None:
+    def apply(self, rec: RawRecord) -> None:
         t = rec.header(HDR_TYPE) or ""
         ts = stored_at(rec)
         if t == "SagaStarted":

@@ -24,56 +24,40 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, Services, pct, stored_at, until
+from bench.harness import Bus, LogFollower, Services, pct, stored_at, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE
-from draflow.infra.eventstore import EventStore
+from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.services.runtime.client import ApiClient
-from draflow.services.runtime.tail import Tail
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "draflow.services.drivers.gpu_example.node"
 NODE = "node-1"
 
 
-class Log:
+class Log(LogFollower):
     """PodBound / PodStarted storage times per pod name, and which claims exist."""
 
     def __init__(self, store: EventStore) -> None:
+        super().__init__(store, idle_poll_s=0.05)
         self.bound: dict[str, float] = {}
         self.started: dict[str, float] = {}
         self.claims: set[str] = set()
         self.failed_prepares: list[str] = []  # the kubelet's FailedPrepareDynamicResources messages
-        self.changed = asyncio.Event()
-        self._tail = Tail(store, f"{store.root}.ev.>", 1, idle_poll_s=0.05)
-        self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._follow())
-
-    async def stop(self) -> None:
-        await self._tail.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _follow(self) -> None:
-        async for records in self._tail.batches():
-            for rec in records:
-                kind, name = rec.subject.split(".")[2], rec.subject.rsplit(".", 1)[-1]
-                t = rec.header(HDR_TYPE) or ""
-                if t == "PodBound":
-                    self.bound.setdefault(name, stored_at(rec))
-                elif t == "PodStarted":
-                    self.started.setdefault(name, stored_at(rec))
-                elif kind == "ResourceClaim" and t == "ResourceClaimApplied":
-                    self.claims.add(name)
-                elif kind == "ResourceClaim" and t == "ResourceClaimDeleted":
-                    self.claims.discard(name)
-                elif t == "KubeEventRecorded" and b"FailedPrepareDynamicResources" in rec.data:
-                    self.failed_prepares.append(rec.data.decode(errors="replace"))
-            self.changed.set()
+    def apply(self, rec: RawRecord) -> None:
+        kind, name = rec.subject.split(".")[2], rec.subject.rsplit(".", 1)[-1]
+        t = rec.header(HDR_TYPE) or ""
+        if t == "PodBound":
+            self.bound.setdefault(name, stored_at(rec))
+        elif t == "PodStarted":
+            self.started.setdefault(name, stored_at(rec))
+        elif kind == "ResourceClaim" and t == "ResourceClaimApplied":
+            self.claims.add(name)
+        elif kind == "ResourceClaim" and t == "ResourceClaimDeleted":
+            self.claims.discard(name)
+        elif t == "KubeEventRecorded" and b"FailedPrepareDynamicResources" in rec.data:
+            self.failed_prepares.append(rec.data.decode(errors="replace"))
 
     def all_started(self, names: list[str]) -> bool:
         return all(n in self.started for n in names)

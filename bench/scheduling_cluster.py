@@ -5,16 +5,12 @@ times."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import sys
 from typing import Any
 
-from bench.harness import stored_at, until
+from bench.harness import LogFollower, stored_at, until
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.services.runtime.client import ApiClient
-from draflow.services.runtime.tail import Tail
 
 __all__ = [
     "DRIVER",
@@ -153,13 +149,14 @@ def claim_manifest(pod: str, uid: str, mode: str = "plain") -> dict[str, Any]:
 Mark = tuple[int, float, str]  # (stream sequence, storage time, label)
 
 
-class Tracker:
+class Tracker(LogFollower):
     """Follows the log and timestamps, per measured pod (namespace ``default``), every event that
     belongs to its path: its own events, its claims' (known by their owner), its PodScheduling
     saga's (known by the saga's input) and the guard messages that saga appended (known by their
     message id), and the Kubernetes Events about it. Times are storage times (seconds)."""
 
     def __init__(self, store: EventStore) -> None:
+        super().__init__(store)
         self.store = store
         self.created: dict[str, float] = {}  # pod uid -> PodApplied time
         self.uid_of: dict[str, str] = {}  # pod name -> uid
@@ -169,31 +166,9 @@ class Tracker:
         self.deallocated: set[str] = set()  # pod uids whose claim was deallocated
         self.saga_took: list[float] = []  # PodScheduling saga durations (s)
         self.marks: dict[str, list[Mark]] = {}  # pod uid -> its events in log order
-        self.changed = asyncio.Event()
         self._claim_pod: dict[str, str] = {}  # claim name -> owning pod uid
         self._saga_pod: dict[str, str] = {}  # saga id -> pod uid
         self._saga_started: dict[str, float] = {}
-        self._tail = Tail(store, f"{store.root}.ev.>", 1, idle_poll_s=0.2)
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._follow())
-
-    async def stop(self) -> None:
-        await self._tail.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _follow(self) -> None:
-        async for records in self._tail.batches():
-            for rec in records:
-                try:
-                    self._apply(rec)
-                except Exception as exc:  # keep measuring; say what could not be read
-                    print(f"tracker: event {rec.seq} on {rec.subject}: {exc!r}", file=sys.stderr)
-            self.changed.set()
 
     def _mark(self, uid: str | None, rec: RawRecord, label: str) -> float:
         ts = stored_at(rec)
@@ -201,7 +176,7 @@ class Tracker:
             self.marks.setdefault(uid, []).append((rec.seq, ts, label))
         return ts
 
-    def _apply(self, rec: RawRecord) -> None:
+    def apply(self, rec: RawRecord) -> None:
         t = rec.header(HDR_TYPE) or ""
         parts = rec.subject.split(".", 4)
         if len(parts) < 5:

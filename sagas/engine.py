@@ -387,14 +387,13 @@ class SagaEngine:
             correlation_id=state.saga_id,
         )
 
-    def _fold(self, state: SagaState, event: Event, seq: int) -> SagaState:
+    def _fold(self, state: SagaState, event: Event, seq: int, subject: str = "") -> SagaState:
         """The state after ``event`` at ``seq`` without a read (or an append, for a local step)."""
-        subject = self.subject(state.saga_id)
         env = Envelope(
             id="",
             type=type(event).type_name(),
             schema=type(event).SCHEMA,
-            subject=subject,
+            subject=subject or self.subject(state.saga_id),
             time=_EPOCH,
             data=event,
             seq=seq,
@@ -404,17 +403,7 @@ class SagaEngine:
         return new
 
     async def _recorded(self, state: SagaState, subject: str, event: Event, seq: int) -> SagaState:
-        env = Envelope(
-            id="",
-            type=type(event).type_name(),
-            schema=type(event).SCHEMA,
-            subject=subject,
-            time=_EPOCH,
-            data=event,
-            seq=seq,
-        )
-        new = apply(state, env)
-        assert new is not None
+        new = self._fold(state, event, seq, subject)
         if new.status.terminal:
             metrics.SAGA_OUTCOMES.labels(saga=new.saga_type, outcome=new.status.value).inc()
         if self.on_event is not None:
