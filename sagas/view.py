@@ -86,8 +86,8 @@ def fold_view(envs: Iterable[Envelope[Event]]) -> SagaView | None:
         # saga got past them
         past = len(view.steps) if isinstance(d, SagaCompleted) else getattr(d, "index", -1)
         for step in view.steps[: max(past, 0)]:
-            if step.state == "Pending":
-                step.state = "Completed"
+            if step.state == "Pending":  # finished by the time of the event that shows it
+                step.state, step.finished = "Completed", env.time
         if isinstance(
             d,
             SagaStepStarted

@@ -176,7 +176,8 @@ def describe_view(view: SagaView) -> str:
                 str(st.index + 1),
                 st.name,
                 st.state,
-                str(st.attempts),
+                # a local step logs no attempts: "-" once it ran, not a misleading 0
+                str(st.attempts) if st.attempts or st.state == "Pending" else "-",
                 _time(st.started),
                 _time(st.finished),
                 st.error or "-",

@@ -117,13 +117,19 @@ async def precheck(exprs: Iterable[str]) -> None:
 _NO_CEL_KINDS = frozenset({"Pod", "Node", "Namespace", "Event", "ResourceSlice", "Lease"})
 
 
+def _kind(manifest: dict[str, Any]) -> str:
+    """The manifest's kind, or "" when it is not a string (validation names that error later)."""
+    kind = manifest.get("kind")
+    return kind if isinstance(kind, str) else ""
+
+
 def cel_expressions(data: Any) -> list[str]:
     """Every ``cel.expression`` string in a manifest (JSON-like data), wherever it sits:
     DeviceClass, ResourceClaim and template selectors, prioritized-list subrequests. Manifests of
     kinds that have none (``Pod``...) are skipped."""
     found: list[str] = []
     items = data if isinstance(data, list) else [data]
-    stack = [i for i in items if not (isinstance(i, dict) and i.get("kind") in _NO_CEL_KINDS)]
+    stack = [i for i in items if not (isinstance(i, dict) and _kind(i) in _NO_CEL_KINDS)]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):

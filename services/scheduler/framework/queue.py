@@ -362,6 +362,8 @@ class SchedulingQueue:
     def _pool_remove(self, qpi: QueuedPodInfo) -> None:
         if self._unschedulable.get(qpi.key) is qpi:
             del self._unschedulable[qpi.key]
+            if not self._unschedulable:  # every deadline left is stale: a drained pool keeps none
+                self._pool_deadlines.clear()
         for entry in qpi.index_keys:
             pods = self._pool_index.get(entry)
             if pods is not None:

@@ -128,3 +128,6 @@ def test_the_precheck_finds_every_expression_and_skips_kinds_without_any() -> No
     found = cel_expressions([claim("c", ["device.driver == 'a'", "device.driver == 'b'"]), pod])
     assert sorted(found) == ["device.driver == 'a'", "device.driver == 'b'"]
     assert cel_expressions(pod) == []  # a pod has no CEL in its schema: not walked
+    # a kind that is not a string is walked (validation refuses it later), not a TypeError
+    odd = {"kind": ["Pod"], "spec": {"x": [{"cel": {"expression": "e"}}]}}
+    assert cel_expressions([odd, {"kind": {"a": 1}}]) == ["e"]

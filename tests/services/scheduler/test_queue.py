@@ -409,3 +409,19 @@ def test_pool_deadlines_stay_bounded_when_pods_are_reindexed() -> None:
     clock.now += 2
     queue.flush()
     assert _where(core, pod) == "active"
+
+
+def test_a_drained_pool_keeps_no_deadlines() -> None:
+    """Pods that wait in the pool and then go leave no deadline entries behind (each would
+    otherwise stay until its five minutes are up)."""
+    clock = Clock()
+    core = _core(make_node("n1", cpu="1"), clock=clock)
+    for i in range(3):
+        core.observe(make_pod(f"p{i}", cpu="2"))
+    while core.schedule_next() is not None:
+        pass
+    queue = core.queue
+    assert len(queue._unschedulable) == 3 and len(queue._pool_deadlines) >= 3
+    for i in range(3):
+        core.observe_deleted("Pod", "default", f"p{i}")
+    assert not queue._unschedulable and queue._pool_deadlines == []
