@@ -51,6 +51,9 @@ __all__ = ["Archiver", "ArchiverSettings"]
 
 log = logging.getLogger(__name__)
 
+# a boundary that passed between the check and the timer's arming: look again after this
+# (not 0: the server compares nanoseconds, the timer is read to microseconds)
+RECHECK_S = 0.01
 RETRY_S = (1.0, 60.0)  # a failed run is tried again after 1 s, doubling up to a minute
 # what a run may fail with and be tried again (a server restart, a full disk, a corrupt segment)
 _FAILURES = (ArchiveRefused, ArchiveCorrupt, OSError, StoreUnavailable, APIError, nats.errors.Error)
@@ -170,8 +173,13 @@ class Archiver:
 
     async def next_boundary_s(self) -> float | None:
         """Seconds until the ``min_events``-th event after the archive becomes older than the
-        retention; None when that event is not in the log yet, or is old already (then only a
-        new snapshot can let more go)."""
+        retention; None when that event is not in the log yet, or when no snapshot covers it
+        (then only a new snapshot can let more go).
+
+        A boundary already behind is not a reason to sleep without a timer: :meth:`due` looked
+        a moment ago, and the event may have become old since (events stored close together
+        pass the boundary close together). That asks for a look again at once (:data:`RECHECK_S`);
+        sleeping then would wait for a snapshot that may never come."""
         older = self.settings.retention.older_than_s
         if not older:
             return None
@@ -186,4 +194,8 @@ class Archiver:
             return None
         boundary = when + datetime.timedelta(seconds=older)
         wait = (boundary - datetime.datetime.now(datetime.UTC)).total_seconds()
-        return wait if wait > 0 else None
+        if wait > 0:
+            return wait
+        if await self._snapshot_position(status.created, status.last_seq) >= target:
+            return RECHECK_S  # old by now and covered: due, or a hair from it (clock rounding)
+        return None

@@ -11,7 +11,8 @@ import time
 
 from draflow.infra.archive import Archive, archive_dir
 from draflow.infra.eventstore import EventStore
-from draflow.services.archiver.service import ArchiverSettings
+from draflow.services.archiver.service import RECHECK_S, Archiver, ArchiverSettings
+from draflow.services.runtime.archiving import Retention
 from tests.builders.history import LINES, everything, publish, snapshot_at
 from tests.processes import Proc
 
@@ -81,6 +82,26 @@ async def test_it_archives_at_the_age_boundary(event_store: EventStore) -> None:
         assert await everything(event_store) == before
     finally:
         assert proc.terminate() == 0, proc.stderr
+
+
+async def test_a_boundary_passed_since_the_check_is_looked_at_again(event_store: EventStore) -> None:
+    """The lost wake-up: the check found too few events old, and by the time the timer is
+    armed the boundary is behind. With a snapshot covering the event, that is a look again
+    at once (it is due now), not a sleep that only a snapshot ends; without one, no timer."""
+    await publish(event_store, LINES, 0)
+    await snapshot_at(event_store, len(LINES))
+    for copy in (1, 2):
+        await publish(event_store, LINES, copy)
+    await asyncio.sleep(1.1)  # every event is older than the retention
+    covered = Archiver(event_store, ArchiverSettings(retention=Retention(1.0), min_events=len(LINES)))
+    assert await covered.due()
+    assert await covered.next_boundary_s() == RECHECK_S
+    beyond = Archiver(event_store, ArchiverSettings(retention=Retention(1.0), min_events=len(LINES) + 1))
+    assert not await beyond.due()  # the snapshot holds it back: only a new one lets more go
+    assert await beyond.next_boundary_s() is None
+    ahead = Archiver(event_store, ArchiverSettings(retention=Retention(60.0), min_events=len(LINES)))
+    wait = await ahead.next_boundary_s()
+    assert wait is not None and 55 < wait <= 60
 
 
 async def test_a_new_snapshot_wakes_it_up(event_store: EventStore) -> None:
