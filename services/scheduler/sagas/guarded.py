@@ -46,9 +46,7 @@ def stamps(
 ) -> tuple[GuardStamp, ...]:
     """The guards of ``allocation`` at the versions in ``heads`` (guard subject -> last seq)."""
     keys = allocation_guard_keys(allocation, core.cluster.pool_slices)
-    return tuple(
-        GuardStamp(scope=s, key=k, seen=heads.get(guard_subject(root, s, k), 0)) for s, k in keys
-    )
+    return tuple(GuardStamp(scope=s, key=k, seen=heads.get(guard_subject(root, s, k), 0)) for s, k in keys)
 
 
 def claim_takes(
