@@ -24,6 +24,7 @@ from typing import Any
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.infra.natsd import LocalNatsServer
+from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.tail import Tail
 
 __all__ = [
@@ -355,3 +356,15 @@ class LogFollower:
                     name = type(self).__name__
                     print(f"{name}: event {rec.seq} on {rec.subject}: {exc!r}", file=sys.stderr)
             self.changed.set()
+
+
+async def serving_api(settings: Settings, *, attempts: int = 300) -> ApiClient:
+    """A client of the apiserver once it answers (a LIST of Nodes), for a bench that just started it."""
+    api = await ApiClient.connect(settings, actor="bench", timeout_s=60.0)
+    for _ in range(attempts):
+        try:
+            await api.list("Node")
+            break
+        except Exception:
+            await asyncio.sleep(0.1)
+    return api

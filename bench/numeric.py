@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from bench.harness import Bus, LogFollower, Services, cpu_s, pct, stored_at, until
+from bench.harness import Bus, LogFollower, Services, cpu_s, pct, serving_api, stored_at, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.events.numeric import NumericClaimAllocated
@@ -155,13 +155,7 @@ async def _run(args: argparse.Namespace, bus: Bus) -> dict[str, Any]:
     try:
         await services.spawn("apiserver", "draflow.services.apiserver")
         await services.spawn("scheduler", "draflow.services.scheduler")
-        api = await ApiClient.connect(settings, actor="bench", timeout_s=60.0)
-        for _ in range(300):
-            try:
-                await api.list("Node")
-                break
-            except Exception:
-                await asyncio.sleep(0.1)
+        api = await serving_api(settings)
         tracker.start()
         t0 = time.monotonic()
         await apply_all(api, cluster_manifests(args.nodes, args.units_per_node))

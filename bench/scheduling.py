@@ -62,7 +62,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, Profiler, ProfilerMissing, Services, machine, pct
+from bench.harness import Bus, Profiler, ProfilerMissing, Services, machine, pct, serving_api
 from bench.scheduling_cluster import Tracker, cluster_manifests, devices_per_pod
 from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound, print_hops
 from bench.scheduling_phases import Phases, scan_log
@@ -94,13 +94,7 @@ async def run(
             if args.claims == "controller":
                 await services.spawn("claim_controller", "draflow.services.claim_controller")
             await services.spawn("scheduler", "draflow.services.scheduler")
-            api = await ApiClient.connect(bus.settings, actor="bench", timeout_s=60.0)
-            for _ in range(300):
-                try:
-                    await api.list("Node")
-                    break
-                except Exception:
-                    await asyncio.sleep(0.1)
+            api = await serving_api(bus.settings)
             if on_ready is not None:
                 await on_ready(bus.settings)
             tracker.start()
