@@ -38,6 +38,27 @@ spec:
 )
 
 
+async def register_node(svc: KubeletService) -> None:
+    """``run(..., before=register_node)``: the kubelet registers its Node before it starts."""
+    await svc.register()
+
+
+async def template_pod_running(probe: Any, node: str = "node-1") -> str:
+    """TEMPLATE_POD applied, its claim allocated on ``node`` (gpu-1) and the pod Running; the
+    claim's name."""
+    for result in await probe.api.apply(manifests(TEMPLATE_POD)):
+        assert result.error is None, result.error
+    pod = await eventually(
+        lambda: (p := probe.get("Pod", "default", "pod0")) and p.status.resource_claim_statuses and p,
+        what="claim statuses",
+    )
+    claim_name: str = pod.status.resource_claim_statuses[0].resource_claim_name
+    await eventually(lambda: probe.items("Node"), what="node registered")
+    await schedule(probe, "default", "pod0", node, {claim_name: [("gpu", "gpu-1")]})
+    await eventually(lambda: probe.get("Pod", "default", "pod0").status.phase == "Running", what="Running")
+    return claim_name
+
+
 def kubelet_builder(settings: Settings, node: str, failures: FailureSwitches | None = None, **kw: Any):
     state = settings.data_dir / f"kubelet-{node}"
 

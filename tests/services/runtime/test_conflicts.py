@@ -16,10 +16,9 @@ from draflow.infra.config import Settings
 from draflow.infra.errors import ConcurrencyError
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
-from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.controller import Runtime
-from tests.services.test_shells import TEMPLATE_POD, kubelet_builder
-from tests.shells import eventually, manifests, run, schedule, start_runtime
+from tests.services.test_shells import TEMPLATE_POD, kubelet_builder, register_node, template_pod_running
+from tests.shells import eventually, manifests, run, start_runtime
 
 
 def interfere_once(
@@ -88,29 +87,14 @@ async def test_claim_controller_pod_status_write_conflicts_then_converges(
         await probe_events.close()
 
 
-async def _register(svc: KubeletService) -> None:
-    await svc.register()
-
-
 async def test_kubelet_release_conflicts_with_a_concurrent_claim_write_then_converges(
     apiserver: ApiServer, settings: Settings
 ) -> None:
     probe, probe_events = await start_runtime(settings, "probe")
     ctl, _ = await run(settings, "claim-controller", ClaimControllerService)
-    kubelet, kl = await run(settings, "kubelet", kubelet_builder(settings, "node-1"), before=_register)
+    kubelet, kl = await run(settings, "kubelet", kubelet_builder(settings, "node-1"), before=register_node)
     try:
-        for result in await probe.api.apply(manifests(TEMPLATE_POD)):
-            assert result.error is None, result.error
-        pod = await eventually(
-            lambda: (p := probe.get("Pod", "default", "pod0")) and p.status.resource_claim_statuses and p,
-            what="claim statuses",
-        )
-        claim_name = pod.status.resource_claim_statuses[0].resource_claim_name
-        await eventually(lambda: probe.items("Node"), what="node registered")
-        await schedule(probe, "default", "pod0", "node-1", {claim_name: [("gpu", "gpu-1")]})
-        await eventually(
-            lambda: probe.get("Pod", "default", "pod0").status.phase == "Running", what="Running"
-        )
+        claim_name = await template_pod_running(probe)
 
         # On deletion the kubelet drops the pod from reservedFor; someone writes the claim first.
         appends = interfere_once(

@@ -19,11 +19,10 @@ from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
-from draflow.services.kubelet.service import KubeletService
 from draflow.services.runtime.controller import Runtime
 from tests.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
-from tests.services.test_shells import TEMPLATE_POD, kubelet_builder
-from tests.shells import eventually, manifests, run, schedule, start_runtime
+from tests.services.test_shells import kubelet_builder, register_node, template_pod_running
+from tests.shells import eventually, run, schedule, start_runtime
 
 
 def _guards(log: list[Envelope[Event]], root: str) -> list[tuple[str, str, str]]:
@@ -89,10 +88,6 @@ async def test_claim_controller_deallocation_releases_device_and_counter_guards(
     assert all(e.actor == dealloc.actor for e in releases)
 
 
-async def _register(svc: KubeletService) -> None:
-    await svc.register()
-
-
 async def test_kubelet_deallocation_through_the_apiserver_releases_the_guards(
     apiserver: ApiServer, settings: Settings, event_store: EventStore
 ) -> None:
@@ -101,20 +96,9 @@ async def test_kubelet_deallocation_through_the_apiserver_releases_the_guards(
     way the device's guard is released in the same batch."""
     probe, probe_events = await start_runtime(settings, "probe")
     ctl, _ = await run(settings, "claim-controller", ClaimControllerService)
-    kubelet, _ = await run(settings, "kubelet", kubelet_builder(settings, "node-1"), before=_register)
+    kubelet, _ = await run(settings, "kubelet", kubelet_builder(settings, "node-1"), before=register_node)
     try:
-        for result in await probe.api.apply(manifests(TEMPLATE_POD)):
-            assert result.error is None, result.error
-        pod = await eventually(
-            lambda: (p := probe.get("Pod", "default", "pod0")) and p.status.resource_claim_statuses and p,
-            what="claim statuses",
-        )
-        claim_name = pod.status.resource_claim_statuses[0].resource_claim_name
-        await eventually(lambda: probe.items("Node"), what="node registered")
-        await schedule(probe, "default", "pod0", "node-1", {claim_name: [("gpu", "gpu-1")]})
-        await eventually(
-            lambda: probe.get("Pod", "default", "pod0").status.phase == "Running", what="Running"
-        )
+        claim_name = await template_pod_running(probe)
         (res,) = await probe.api.delete([("Pod", "default", "pod0")])
         assert res.error is None
         await eventually(
