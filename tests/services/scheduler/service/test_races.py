@@ -10,12 +10,14 @@ import sys
 from collections import Counter
 
 import pytest
+from nats.aio.msg import Msg
 
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.dra import ClaimAllocated, ClaimDeallocated
 from draflow.events.objects import decode_stored
 from draflow.events.saga import TERMINAL_SAGA_EVENTS
+from draflow.events.subjects import stored_prefix
 from draflow.infra.config import Settings
 from tests.helpers import assert_eventually
 from tests.paths import ROOT
@@ -110,15 +112,20 @@ async def test_scheduler_killed_mid_saga_resumes_without_double_allocation(
     store = cluster.store
     first = await _spawn(settings)
     try:
-        # kill as soon as the first claim allocation is in the log: other sagas are mid-flight
-        async def some_allocation() -> bool:
-            async for envs in store.read(f"{settings.root}.ev.ResourceClaim.>"):
-                if any(isinstance(e.data, ClaimAllocated) for e in envs):
-                    return True
-            return False
+        # kill the moment the first claim allocation is stored (the stream republishes it): the
+        # other sagas are mid-flight then. Polling the log instead saw it too late on a fast machine.
+        allocated = asyncio.Event()
 
-        await assert_eventually(some_allocation, timeout_s=30, interval_s=0.005)
-        first.send_signal(signal.SIGKILL)
+        async def on_stored(msg: Msg) -> None:
+            if (msg.headers or {}).get("Draflow-Type") == "ClaimAllocated" and not allocated.is_set():
+                first.send_signal(signal.SIGKILL)
+                allocated.set()
+
+        sub = await store.nc.subscribe(f"{stored_prefix(settings.root)}.ResourceClaim.>", cb=on_stored)
+        try:
+            await asyncio.wait_for(allocated.wait(), 30)
+        finally:
+            await sub.unsubscribe()
         await asyncio.wait_for(first.wait(), 10)
         unfinished = [
             r
