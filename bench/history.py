@@ -1,15 +1,16 @@
 """What a long history costs: start-to-caught-up, memory and bytes per event against log length.
 
-Builds logs of realistic churn without running the system for hours: a recorded log (a ``draflow
-export`` of real services; by default the golden log ``tests/data/golden/basic-claim-template.jsonl``,
-which ``tests.events.make_golden`` records from the real apiserver, claim controller, scheduler,
-driver and kubelet) is split into its cluster set-up (what comes before the first namespace the
-workload creates: namespaces, DeviceClass, Node, ResourceSlice) and one *lifecycle unit* (a
-namespace, a claim template, pods, claims, scheduling sagas, Kubernetes Events, all torn down
-again). The set-up is stored once, then the unit again and again, each copy with its own
-namespace, fresh uids and event ids (the first 8 hex digits of every uid and id carry the copy's
-number), and its resourceVersions moved by the copy's offset in the log, so every copy is the same
-lifecycle at another place in the log, and the log leaves no pod behind. Copies are published
+Builds logs of realistic churn without running the system for hours (``bench/lifecycles.py``): a
+recorded log (a ``draflow export`` of real services; by default the golden log
+``tests/data/golden/basic-claim-template.jsonl``, which ``tests.events.make_golden`` records from
+the real apiserver, claim controller, scheduler, driver and kubelet) is split into its cluster
+set-up and one *lifecycle unit* (a namespace, a claim template, pods, claims, scheduling sagas,
+Kubernetes Events, all torn down again). The set-up is stored once, then the unit again and
+again, each copy with its own namespace, fresh uids and event ids and its versions moved by the
+copy's offset in the log, so every copy is the same lifecycle at another place in the log. The
+unit's Events go with its namespace as today's apiserver deletes them (the recording predates
+that; the deletions are added as its namespace controller writes them), so the log leaves no live
+object of a finished lifecycle: live state is the same at every size. Copies are published
 without waiting for each acknowledgement (a bulk load, the stored headers as the services write
 them).
 
@@ -28,7 +29,8 @@ apiserver's own 120 s start limit), so the starts measured load it and fold only
 ``python -m bench.history [--sizes 100k,1M,10M] [--services apiserver,scheduler,claim_controller]
 [--recording FILE] [--no-snapshots] [--snapshot-step 1M] [--json]``; ``--json`` prints one JSON
 object as the last line (``max_events``, ``start_caught_up_s``, ``start_cpu_s``, ``rss_mb``,
-``bytes_per_event``, ``start_slope_us_per_event``, per size figures under ``runs``).
+``bytes_per_event``, ``start_slope_us_per_event``, per size figures under ``runs``, with
+``snapshot_bytes``: the size of the apiserver's snapshot of the live objects at that size).
 """
 
 from __future__ import annotations
@@ -50,16 +52,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import ROOT, service_env
+from bench.lifecycles import DEFAULT_RECORDING, Message, Recording, UnitCopier, load_recording
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer, stream_disk_bytes
 
-DEFAULT_RECORDING = ROOT / "tests" / "data" / "golden" / "basic-claim-template.jsonl"
 SERVICES = ("apiserver", "scheduler", "claim_controller", "quota_reconciler")
 CAUGHT_UP = re.compile(r"caught up with the log at (\d+) in ([0-9.]+)s")
-UUID = re.compile(r"\b[0-9a-f]{8}(-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
-HEX_ID = re.compile(r"\b[0-9a-f]{8}([0-9a-f]{8}(?:[0-9a-f]{8})?)\b")
-RESOURCE_VERSION = re.compile(r'"resourceVersion":"(\d+)"')
 
 
 def parse_size(text: str) -> int:
@@ -68,111 +67,8 @@ def parse_size(text: str) -> int:
     return int(float(text.rstrip("km")) * mult)
 
 
-@dataclass(frozen=True)
-class Message:
-    subject: str  # with "{root}" for the subject root
-    payload: str  # the stored envelope (JSON text)
-    headers: dict[str, str]
-
-
-@dataclass(frozen=True)
-class Recording:
-    setup: list[Message]
-    unit: list[Message]
-    namespace: str  # the unit's namespace, renamed in each copy
-    first_seq: int  # the unit's first sequence in the recording
-
-
-def load_recording(path: Path) -> Recording:
-    """The set-up and the lifecycle unit of a ``draflow export`` file."""
-    lines = path.read_text().splitlines()
-    header = json.loads(lines[0])
-    old_root = header["root"]
-    records = [json.loads(line) for line in lines[1:]]
-    bootstrap = {"default", "kube-system", "kube-public", "kube-node-lease"}
-    namespace, first = "", 0
-    for rec in records:
-        parts = rec["subject"].split(".")
-        if parts[2] == "Namespace" and parts[4] not in bootstrap:
-            namespace, first = parts[4], rec["seq"]
-            break
-    if not namespace:
-        raise SystemExit(f"{path}: no namespace of a workload in this recording")
-
-    def message(rec: dict[str, Any]) -> Message:
-        subject = "{root}" + rec["subject"][len(old_root) :]
-        env = dict(rec["envelope"], subject=subject)
-        payload = json.dumps(env, separators=(",", ":"))
-        return Message(subject, payload, dict(rec["headers"]))
-
-    setup = [message(r) for r in records if r["seq"] < first]
-    unit = [message(r) for r in records if r["seq"] >= first]
-    return Recording(setup, unit, namespace, first)
-
-
-def copy_unit(rec: Recording, copy: int, base_seq: int) -> list[Message]:
-    """Copy number ``copy`` of the unit, stored from sequence ``base_seq`` on."""
-    tag = f"{copy:08x}"
-    shift = base_seq - rec.first_seq
-    ns = f"churn-{copy}"
-    ns_re = re.compile(rf"\b{re.escape(rec.namespace)}\b")
-
-    def fresh(text: str) -> str:
-        text = ns_re.sub(ns, text)
-        text = UUID.sub(lambda m: tag + m.group(1), text)
-        text = HEX_ID.sub(lambda m: tag + m.group(1), text)
-        return RESOURCE_VERSION.sub(lambda m: f'"resourceVersion":"{int(m.group(1)) + shift}"', text)
-
-    return [
-        Message(fresh(m.subject), fresh(m.payload), {k: fresh(v) for k, v in m.headers.items()})
-        for m in rec.unit
-    ]
-
-
-class _Template:
-    """One text of the unit with its copy-dependent parts cut out, so a copy is a join, not four
-    regular-expression passes (the same substitutions as :func:`copy_unit`, done once)."""
-
-    def __init__(self, text: str, namespace: str) -> None:
-        text = re.sub(rf"\b{re.escape(namespace)}\b", "\x00n\x00", text)
-        text = UUID.sub(lambda m: "\x00t\x00" + m.group(1), text)
-        text = HEX_ID.sub(lambda m: "\x00t\x00" + m.group(1), text)
-        text = RESOURCE_VERSION.sub(lambda m: f'"resourceVersion":"\x00r{m.group(1)}\x00"', text)
-        self.parts = text.split("\x00")  # literal, marker, literal, marker, ...
-
-    def fill(self, ns: str, tag: str, shift: int) -> str:
-        parts = self.parts[:]
-        for i in range(1, len(parts), 2):
-            marker = parts[i]
-            parts[i] = ns if marker == "n" else tag if marker == "t" else str(int(marker[1:]) + shift)
-        return "".join(parts)
-
-
-class UnitCopier:
-    """:func:`copy_unit`, several times faster: the unit's texts are templates made once."""
-
-    def __init__(self, rec: Recording) -> None:
-        self.rec = rec
-        ns = rec.namespace
-        self.templates = [
-            (
-                _Template(m.subject, ns),
-                _Template(m.payload, ns),
-                {k: _Template(v, ns) for k, v in m.headers.items()},
-            )
-            for m in rec.unit
-        ]
-
-    def copy(self, copy: int, base_seq: int) -> list[Message]:
-        tag, shift, ns = f"{copy:08x}", base_seq - self.rec.first_seq, f"churn-{copy}"
-        return [
-            Message(
-                s.fill(ns, tag, shift),
-                p.fill(ns, tag, shift),
-                {k: h.fill(ns, tag, shift) for k, h in hs.items()},
-            )
-            for s, p, hs in self.templates
-        ]
+def _payload(m: Message, root: str) -> bytes:
+    return m.payload.replace("{root}", root, 1).encode()  # the envelope's subject
 
 
 async def grow(store: EventStore, rec: Recording, target: int) -> int:
@@ -182,7 +78,7 @@ async def grow(store: EventStore, rec: Recording, target: int) -> int:
     root = store.root
     if stored == 0:
         for m in rec.setup:
-            await js.publish(m.subject.format(root=root), m.payload.encode(), headers=m.headers)
+            await js.publish(m.subject.format(root=root), _payload(m, root), headers=m.headers)
         stored = len(rec.setup)
     published = stored
     copy = (stored - len(rec.setup)) // len(rec.unit)
@@ -190,7 +86,7 @@ async def grow(store: EventStore, rec: Recording, target: int) -> int:
     began, told = time.monotonic(), published
     while published < target:
         for m in copier.copy(copy, published + 1):
-            await store.nc.publish(m.subject.format(root=root), m.payload.encode(), headers=m.headers)
+            await store.nc.publish(m.subject.format(root=root), _payload(m, root), headers=m.headers)
         published += len(rec.unit)
         copy += 1
         if copy % 200 == 0:
@@ -210,10 +106,18 @@ async def stored_events(store: EventStore) -> int:
     return int((await store.js.stream_info(store.stream)).state.last_seq)
 
 
-async def wait_stored(store: EventStore, seq: int) -> None:
-    """Return once the stream holds ``seq`` events (polled: the server has no event to wait on)."""
-    delay = 0.01
-    while (await store.js.stream_info(store.stream)).state.last_seq < seq:
+async def wait_stored(store: EventStore, seq: int, stall_s: float = 60.0) -> None:
+    """Return once the stream holds ``seq`` events (polled: the server has no event to wait on).
+
+    The copies are published without waiting for acknowledgements, so a refused one (the
+    namespace drain's deletions carry the version they expect) shows as a stream that stops
+    growing short of ``seq``: that ends the run with the position, not a wait forever."""
+    delay, last, since = 0.01, -1, time.monotonic()
+    while (stored := (await store.js.stream_info(store.stream)).state.last_seq) < seq:
+        if stored != last:
+            last, since = stored, time.monotonic()
+        elif time.monotonic() - since > stall_s:
+            raise SystemExit(f"the log stopped at {stored} of {seq} events: a copied event was refused")
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.2)
 
@@ -240,9 +144,10 @@ class Start:
     position: int
     rss_mb: float
     cpu_s: float  # CPU seconds spawn -> caught up
+    snapshot_bytes: int = 0  # the snapshot written (``until=SNAPSHOT_WRITTEN``): live state's size
 
 
-SNAPSHOT_WRITTEN = re.compile(r"snapshot objects at (\d+) written")
+SNAPSHOT_WRITTEN = re.compile(r"snapshot objects at (\d+) written \((\d+) bytes")
 
 
 def start_service(
@@ -291,7 +196,8 @@ def start_service(
             time.sleep(0.01)
         at, m = found[0]
         fold_s = float(m.group(2)) if m.re is CAUGHT_UP else 0.0
-        return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid), cpu_s(proc.pid))
+        size = int(m.group(2)) if m.re is SNAPSHOT_WRITTEN else 0
+        return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid), cpu_s(proc.pid), size)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -328,6 +234,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         try:
             for size in sizes:
                 built_s = 0.0  # appending only (the snapshots written on the way are not counted)
+                snapshot_bytes = 0
                 events = await stored_events(store)
                 while events < size:
                     # a running system keeps its snapshot current (every 20k events): the bench
@@ -345,8 +252,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             until=SNAPSHOT_WRITTEN,
                             extra_env={"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "1"},  # at once, whatever the size
                         )
+                        snapshot_bytes = wrote.snapshot_bytes
                         print(
-                            f"  snapshot of the objects at {wrote.position} written by the apiserver",
+                            f"  snapshot of the objects at {wrote.position} written by the apiserver "
+                            f"({snapshot_bytes} bytes: the live objects)",
                             flush=True,
                         )
                 disk = stream_disk_bytes(server.store_dir, settings.stream)
@@ -355,6 +264,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "build_s": round(built_s, 2),
                     "disk_bytes": disk,
                     "bytes_per_event": round(disk / events, 1),
+                    "snapshot_bytes": snapshot_bytes,
                     "services": {},
                 }
                 print(

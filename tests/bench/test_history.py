@@ -9,7 +9,8 @@ import subprocess
 import sys
 from typing import Any
 
-from bench.history import DEFAULT_RECORDING, UnitCopier, copy_unit, load_recording
+from bench.history import DEFAULT_RECORDING
+from bench.lifecycles import UnitCopier, copy_unit, load_recording
 from tests.paths import ROOT
 
 KEYS = {"max_events", "start_caught_up_s", "rss_mb", "bytes_per_event", "start_slope_us_per_event"}
