@@ -30,7 +30,10 @@ apiserver's own 120 s start limit), so the starts measured load it and fold only
 [--recording FILE] [--no-snapshots] [--snapshot-step 1M] [--json]``; ``--json`` prints one JSON
 object as the last line (``max_events``, ``start_caught_up_s``, ``start_cpu_s``, ``rss_mb``,
 ``bytes_per_event``, ``start_slope_us_per_event``, per size figures under ``runs``, with
-``snapshot_bytes``: the size of the apiserver's snapshot of the live objects at that size).
+``snapshot_bytes``: the size of the apiserver's snapshot of the live objects at that size;
+``fresh``: the same starts on the set-up alone, before any history, and ``rss_vs_fresh``: RSS at
+the largest log over RSS then; ``start_cpu_slope_us_per_event``: the CPU a start uses per event of
+history, which a loaded machine does not stretch as it stretches wall time).
 """
 
 from __future__ import annotations
@@ -220,6 +223,30 @@ def slope_us(points: list[tuple[int, float]]) -> float:
     return sxy / sxx * 1e6 if sxx else 0.0
 
 
+def measure(
+    services: list[str], settings: Settings, work: Path, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """Start each service on the log as it is now: its figures."""
+    out: dict[str, dict[str, float]] = {}
+    for service in services:
+        start = start_service(
+            service, settings, work / "data" / service, args.timeout, snapshots=args.snapshots
+        )
+        out[service] = {
+            "caught_up_s": round(start.caught_up_s, 3),
+            "fold_s": round(start.fold_s, 3),
+            "rss_mb": round(start.rss_mb, 1),
+            "cpu_s": round(start.cpu_s, 2),
+        }
+        print(
+            f"  {service:17s} start→caught up {start.caught_up_s:6.2f}s "
+            f"(fold {start.fold_s:.2f}s at {start.position}), {start.cpu_s:.2f}s of CPU, "
+            f"RSS {start.rss_mb:.0f} MB",
+            flush=True,
+        )
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     rec = load_recording(Path(args.recording))
     sizes = sorted(parse_size(s) for s in args.sizes.split(","))
@@ -232,6 +259,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         store = await EventStore.open(settings, "bench-history")
         try:
+            # a fresh start: the cluster's set-up only, no history (what "after churn" compares to)
+            setup = await grow(store, rec, 0)
+            print(f"fresh log of {setup} events (the set-up):", flush=True)
+            fresh = measure(services, settings, work, args)
             for size in sizes:
                 built_s = 0.0  # appending only (the snapshots written on the way are not counted)
                 snapshot_bytes = 0
@@ -265,28 +296,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "disk_bytes": disk,
                     "bytes_per_event": round(disk / events, 1),
                     "snapshot_bytes": snapshot_bytes,
-                    "services": {},
                 }
                 print(
                     f"log of {events} events ({len(rec.unit)}-event lifecycles) built in {built_s:.1f}s: "
                     f"{disk / 1e6:.1f} MB on disk, {disk / events:.0f} bytes/event",
                     flush=True,
                 )
-                for service in services:
-                    start = start_service(
-                        service, settings, work / "data" / service, args.timeout, snapshots=args.snapshots
-                    )
-                    run_["services"][service] = {
-                        "caught_up_s": round(start.caught_up_s, 3),
-                        "fold_s": round(start.fold_s, 3),
-                        "rss_mb": round(start.rss_mb, 1),
-                        "cpu_s": round(start.cpu_s, 2),
-                    }
-                    print(
-                        f"  {service:17s} start→caught up {start.caught_up_s:6.2f}s "
-                        f"(fold {start.fold_s:.2f}s at {start.position}), {start.cpu_s:.2f}s of CPU, "
-                        f"RSS {start.rss_mb:.0f} MB"
-                    )
+                run_["services"] = measure(services, settings, work, args)
                 runs.append(run_)
         finally:
             await store.close()
@@ -303,8 +319,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         s: round(slope_us([(r["events"], r["services"][s]["rss_mb"]) for r in runs]) * 1.048576, 1)
         for s in services
     }
+    cpu_slopes = {
+        s: round(slope_us([(r["events"], r["services"][s]["cpu_s"]) for r in runs]), 4) for s in services
+    }
+    # resident memory at the largest log against a start on the set-up alone (1.0: the same)
+    rss_vs_fresh = {s: round(last["services"][s]["rss_mb"] / fresh[s]["rss_mb"], 3) for s in services}
     for s in services:
-        print(f"{s:17s} slope: {slopes[s]:.2f} µs/event of start, {rss_slopes[s]:.0f} bytes of RSS/event")
+        print(
+            f"{s:17s} slope: {slopes[s]:.2f} µs/event of start, {cpu_slopes[s]:.3f} µs of CPU/event, "
+            f"{rss_slopes[s]:.0f} bytes of RSS/event; RSS {rss_vs_fresh[s]:.2f} times a fresh start"
+        )
     return {
         "max_events": last["events"],
         "start_caught_up_s": {s: last["services"][s]["caught_up_s"] for s in services},
@@ -313,6 +337,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "bytes_per_event": last["bytes_per_event"],
         "start_slope_us_per_event": slopes,
         "rss_slope_bytes_per_event": rss_slopes,
+        "start_cpu_slope_us_per_event": cpu_slopes,
+        "rss_vs_fresh": rss_vs_fresh,
+        "fresh": fresh,
         "runs": runs,
         "snapshots": args.snapshots,
         "machine": f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",

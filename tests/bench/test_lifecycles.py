@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bench.history import grow
 from bench.lifecycles import DEFAULT_RECORDING, UnitCopier, copy_unit, live_events, load_recording
+from draflow.events.api.codec import object_meta
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.events.objects import EVENT_KIND
 from draflow.infra.eventstore import EventStore
@@ -46,7 +47,8 @@ def test_copied_lifecycles_leave_no_live_events_or_objects() -> None:
     one, many = _fold(1), _fold(40)
     assert many.items(EVENT_KIND) == []
     assert many.sizes() == one.sizes()  # the set-up's objects, whatever the number of copies
-    assert not any(ns.startswith("churn-") for ns in {m.metadata.namespace for m in many.items("Pod")})
+    assert many.items("Pod") == many.items("ResourceClaim") == []
+    assert not any(object_meta(ns).name.startswith("churn-") for ns in many.items("Namespace"))
     # the recording as recorded (before Events went with their namespace) leaves them alive
     assert (
         len(_fold(40, drain=False).items(EVENT_KIND)) == 40 * len(_fold(1, drain=False).items(EVENT_KIND)) > 0
