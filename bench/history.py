@@ -18,7 +18,9 @@ For each size (ascending, the same log grown), it reports the stream's bytes on 
 (``du`` of the stream's files; JetStream compresses a message block once it is full, 8 MB, so the
 block being written is plain), then starts each service as its own process (``python -m
 draflow.services.<name>``) and measures the seconds from spawn to its ``caught up with the log``
-line, the CPU seconds it used by then (less sensitive to a loaded machine) and its resident
+line or, for the scheduler and the apiserver, to the later line saying it decides (the scheduler
+first finishes the sagas earlier instances left unfinished, which it finds among every saga in
+the log), the CPU seconds it used by then (less sensitive to a loaded machine) and its resident
 memory (``VmRSS``) then; and the slope of start time against log length.
 While the log grows, every ``--snapshot-step`` events (default 1M) and at each size's end, the
 apiserver is run until it has written a snapshot of the object fold at the log's end (a running
@@ -142,7 +144,7 @@ def rss_mb(pid: int) -> float:
 @dataclass
 class Start:
     service: str
-    caught_up_s: float  # spawn -> "caught up" line
+    caught_up_s: float  # spawn -> "caught up" line, or its readiness line when later (READY)
     fold_s: float  # what the service itself reports for its fold
     position: int
     rss_mb: float
@@ -151,6 +153,16 @@ class Start:
 
 
 SNAPSHOT_WRITTEN = re.compile(r"snapshot objects at (\d+) written \((\d+) bytes")
+
+
+# Services that say on stdout when they decide (the scheduler after finishing what earlier
+# instances left: its unfinished sagas; the apiserver once it serves): their start ends there,
+# not at the fold's "caught up". The claim controller and the quota reconciler say it only once
+# an apiserver answers, which the bench does not run.
+READY = {
+    "scheduler": re.compile(r"scheduling from"),
+    "apiserver": re.compile(r"apiserver: serving"),
+}
 
 
 def start_service(
@@ -163,25 +175,28 @@ def start_service(
     until: re.Pattern[str] = CAUGHT_UP,
     extra_env: dict[str, str] | None = None,
 ) -> Start:
-    """Spawn the service, wait for its caught-up line (or ``until``), read its RSS, stop it."""
+    """Spawn the service, wait for its caught-up line (or ``until``) and, with ``until`` left
+    alone, its readiness line (``READY``), read its RSS and CPU then, stop it."""
     env = service_env(settings, log_level="INFO", DRAFLOW_DATA_DIR=str(data_dir))
     env.pop("DRAFLOW_METRICS_PORT", None)
     env.update(extra_env or {})
     if not snapshots:  # the whole log folded, as before snapshots
         env.update(DRAFLOW_SNAPSHOT_LOAD="0", DRAFLOW_SNAPSHOT_EVERY_EVENTS="0", DRAFLOW_SNAPSHOT_EVERY_S="0")
+    ready = READY.get(service) if until is CAUGHT_UP else None
     began = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", f"draflow.services.{service}"],
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
     )
     found: list[tuple[float, re.Match[str]]] = []
+    ready_at: list[float] = []
     tail: list[str] = []
 
-    def read() -> None:
+    def read_stderr() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             tail.append(line)
@@ -189,15 +204,23 @@ def start_service(
             if not found and (m := until.search(line)):
                 found.append((time.monotonic(), m))
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    def read_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if ready is not None and not ready_at and ready.search(line):
+                ready_at.append(time.monotonic())
+
+    readers = [threading.Thread(target=f, daemon=True) for f in (read_stderr, read_stdout)]
+    for reader in readers:
+        reader.start()
     try:
         deadline = began + timeout_s
-        while not found:
+        while not found or (ready is not None and not ready_at):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{service} did not catch up:\n{''.join(tail)}")
             time.sleep(0.01)
         at, m = found[0]
+        at = max([at, *ready_at])
         fold_s = float(m.group(2)) if m.re is CAUGHT_UP else 0.0
         size = int(m.group(2)) if m.re is SNAPSHOT_WRITTEN else 0
         return Start(service, at - began, fold_s, int(m.group(1)), rss_mb(proc.pid), cpu_s(proc.pid), size)
@@ -208,7 +231,8 @@ def start_service(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        reader.join(2)
+        for reader in readers:
+            reader.join(2)
 
 
 def slope_us(points: list[tuple[int, float]]) -> float:
