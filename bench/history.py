@@ -25,8 +25,10 @@ memory (``VmRSS``) then; and the slope of start time against log length.
 While the log grows, every ``--snapshot-step`` events (default 1M) and at each size's end, the
 apiserver is run until it has written a snapshot of the object fold at the log's end (a running
 system keeps one, every 20k events; no writer has to fold more than a step, well within the
-apiserver's own 120 s start limit), so the starts measured load it and fold only the tail;
-``--no-snapshots`` measures whole-log folds instead.
+apiserver's own 120 s start limit), so the starts measured load it and fold only the tail; and
+the scheduler is started once, which stores the set of unfinished sagas a start finds (written at
+each scheduler start, so this is a scheduler restarted every step); ``--no-snapshots`` measures
+whole-log folds instead.
 
 ``python -m bench.history [--sizes 100k,1M,10M] [--services apiserver,scheduler,claim_controller]
 [--recording FILE] [--no-snapshots] [--snapshot-step 1M] [--json]``; ``--json`` prints one JSON
@@ -308,6 +310,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             extra_env={"DRAFLOW_SNAPSHOT_EVERY_EVENTS": "1"},  # at once, whatever the size
                         )
                         snapshot_bytes = wrote.snapshot_bytes
+                        if "scheduler" in services:
+                            # its start stores the unfinished sagas it found (sagas/pending.py): a
+                            # scheduler restarted every step reads at most a step of saga events
+                            start_service("scheduler", settings, work / "data" / "w", args.timeout)
                         print(
                             f"  snapshot of the objects at {wrote.position} written by the apiserver "
                             f"({snapshot_bytes} bytes: the live objects)",

@@ -8,7 +8,9 @@ set it found as a snapshot (``<root>.snap.sagas-pending.<slot>``: the saga ids a
 position they are complete up to) and the next start reads only the saga events after that
 position: a saga is unfinished at the log's end if it was at the snapshot and no terminal event
 came since, or its last event since is not terminal. No snapshot (or an unusable one: another
-log, schema or a corrupt body, each skipped with a log line): the whole scan, as before.
+log, schema or a corrupt body, each skipped with a log line; or ``DRAFLOW_SNAPSHOT_LOAD=0``): the
+whole scan, as before. The set is written at each start only, so a start reads the saga events
+since the previous start.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import msgspec
 
 from draflow.events.saga import TERMINAL_SAGA_EVENTS
 from draflow.infra.eventstore import EventStore
-from draflow.infra.snapshots import load_snapshot
+from draflow.infra.snapshots import SnapshotPolicy, load_snapshot
 
 __all__ = ["SCHEMA", "SNAPSHOT", "PendingSagas", "pending_after"]
 
@@ -53,13 +55,16 @@ class PendingSagas:
         self.store = store
         self.prefix = prefix
         self.read = 0  # saga events (or heads) read by the last ``find``: the work it did
+        self.load = SnapshotPolicy.from_env().load  # DRAFLOW_SNAPSHOT_LOAD=0: always the whole scan
 
     async def find(self) -> list[str]:
         """The saga ids unfinished at the log's end (a superset: a saga finishing meanwhile may
         be in it; the caller loads each before running it). Stores the set found."""
         events = self.store
         end = await events.stream_last_seq()
-        loaded = await load_snapshot(events.snapshots, SNAPSHOT, SCHEMA, events.identity, end)
+        loaded = None
+        if self.load:
+            loaded = await load_snapshot(events.snapshots, SNAPSHOT, SCHEMA, events.identity, end)
         body: _Body | None = None
         if loaded is not None:
             try:
