@@ -255,9 +255,13 @@ def measure(
     """Start each service on the log as it is now: its figures."""
     out: dict[str, dict[str, float]] = {}
     for service in services:
-        start = start_service(
-            service, settings, work / "data" / service, args.timeout, snapshots=args.snapshots
-        )
+        data_dir = work / "data" / service
+        try:
+            start = start_service(service, settings, data_dir, args.timeout, snapshots=args.snapshots)
+        except SystemExit as exc:  # e.g. a request to a server busy with a 10M-event stream timed out
+            print(f"  {service} failed to start ({str(exc).splitlines()[-1]}); once more", flush=True)
+            time.sleep(5)
+            start = start_service(service, settings, data_dir, args.timeout, snapshots=args.snapshots)
         out[service] = {
             "caught_up_s": round(start.caught_up_s, 3),
             "fold_s": round(start.fold_s, 3),
