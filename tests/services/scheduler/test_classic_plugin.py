@@ -213,7 +213,7 @@ def test_potential_nodes_published_earlier_are_not_an_answer() -> None:
 def test_the_pod_is_requeued_on_the_drivers_answer_not_on_its_own_write() -> None:
     """Upstream's hint on PodSchedulingContext updates: the scheduler's potentialNodes landing
     leaves the waiting pod in the pool (an attempt could only wait again); the driver's answer
-    for every pending claim moves it on."""
+    for every pending claim moves it on, and an idle scheduler takes it before its backoff ends."""
     core = Scheduler(plugins=default_plugins())
     plugin = core.profile.plugin(NAME)
     assert isinstance(plugin, ClassicDynamicResources)
@@ -244,3 +244,9 @@ def test_the_pod_is_requeued_on_the_drivers_answer_not_on_its_own_write() -> Non
     land(cl.with_driver_answer(g2, nodes, ("node-a",)))
     info = core.queue.info(key)
     assert info is not None and info.where == "backoff"
+    step = core.schedule_next()  # nothing else to do: no wait for the backoff
+    assert step is not None and step[1].node_reasons == ((WAIT_ALLOCATION, 1),)  # type: ignore[union-attr]
+    assert sorted((w.op, w.name, w.node) for w in plugin.outbox if w.op == SELECT) == [
+        (SELECT, "g1", "node-b"),
+        (SELECT, "g2", "node-b"),
+    ]
