@@ -373,6 +373,12 @@ class WatchCache:
             self._bookmarks = loop.call_later(self.bookmark_every_s, self._bookmark_tick)
         return watcher, backlog
 
+    def watchers(self) -> int:
+        return sum(len(feed.watchers) for feed in self._feeds.values())
+
+    def feeds(self) -> int:
+        return len(self._feeds)
+
     def unsubscribe(self, watcher: Watcher) -> None:
         feed = watcher.feed
         feed.watchers.discard(watcher)

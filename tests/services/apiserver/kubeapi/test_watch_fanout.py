@@ -1,0 +1,97 @@
+"""The watch fan-out's cost does not grow per watcher: with many watchers of a few shapes, a change
+is encoded once per (event type, version, format) and selected once per distinct selector; every
+watcher still receives exactly its events, a Table watch its column definitions once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from draflow.services.apiserver.kubeapi import encoding, watchcache
+from draflow.services.runtime.client import ApiClient
+from tests.helpers import assert_eventually
+from tests.services.apiserver.kubeapi.conftest import Kube, http
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+PER_SHAPE = 8
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, calls: Counter[str], module: Any, name: str) -> None:
+    real: Callable[..., Any] = getattr(module, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[name] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+
+
+async def test_a_change_is_encoded_once_per_shape_not_per_watcher(
+    kube: Kube, api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, body = await http(kube, "GET", "/api/v1/namespaces")
+    assert code == 200
+    rv = json.loads(body)["metadata"]["resourceVersion"]
+    base = f"/api/v1/namespaces?watch=1&resourceVersion={rv}"
+    shapes = {  # path, Accept
+        "json": (base, "application/json"),
+        "selected": (base + "&labelSelector=team%3Da", "application/json"),
+        "table": (base, TABLE),
+    }
+    ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+    headers = {"Authorization": f"Bearer {kube.token}"}
+    received: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    cache = kube.server.watches
+
+    async def watch(session: aiohttp.ClientSession, shape: str, i: int) -> None:
+        path, accept = shapes[shape]
+        events = received.setdefault((shape, i), [])
+        async with session.get(kube.url + path, headers={**headers, "Accept": accept}, ssl=ctx) as resp:
+            assert resp.status == 200
+            async for line in resp.content:
+                events.append(json.loads(line))
+
+    async with aiohttp.ClientSession() as session:
+        tasks = [asyncio.create_task(watch(session, s, i)) for s in shapes for i in range(PER_SHAPE)]
+        try:
+            await assert_eventually(lambda: cache.watchers() == len(tasks))
+            assert cache.feeds() == len(shapes)
+            calls: Counter[str] = Counter()
+            _counting(monkeypatch, calls, encoding, "object_json")
+            _counting(monkeypatch, calls, watchcache, "table_json")
+            _counting(monkeypatch, calls, watchcache, "event_line")
+            stats = Counter(cache.stats)
+            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fan", "labels": {"team": "a"}}}
+            await api.apply([ns])
+            await assert_eventually(lambda: all(len(e) == 1 for e in received.values()))
+            ns["metadata"]["labels"] = {"team": "b"}  # type: ignore[index]
+            await api.apply([ns])
+            await assert_eventually(lambda: all(len(e) == 2 for e in received.values()))
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    # what each watcher saw: the selected ones see the namespace leave their selection as DELETED
+    for (shape, _), events in received.items():
+        types = [e["type"] for e in events]
+        assert types == (["ADDED", "DELETED"] if shape == "selected" else ["ADDED", "MODIFIED"]), shape
+        if shape == "table":
+            first, second = (e["object"] for e in events)
+            assert first["kind"] == "Table" and first["columnDefinitions"][0]["name"] == "NAME"
+            assert second["columnDefinitions"] == [] and second["rows"][0]["cells"][0] == "fan"
+        else:
+            assert {e["object"]["metadata"]["name"] for e in events} == {"fan"}
+    # the cost, independent of PER_SHAPE: two object versions encoded once each; the lines are
+    # ADDED as JSON and as Table, then MODIFIED as JSON and as Table and DELETED as JSON
+    assert calls["object_json"] == 2
+    assert calls["table_json"] == 2
+    assert calls["event_line"] == 5
+    assert cache.stats["lines"] - stats["lines"] == 5
+    assert cache.stats["selections"] - stats["selections"] == 2  # one selected feed, two changes
