@@ -68,7 +68,11 @@ async def test_a_change_is_encoded_once_per_shape_not_per_watcher(
             _counting(monkeypatch, calls, watchcache, "table_json")
             _counting(monkeypatch, calls, watchcache, "event_line")
             stats = Counter(cache.stats)
-            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fan", "labels": {"team": "a"}}}
+            ns = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": "fan", "labels": {"team": "a"}},
+            }
             await api.apply([ns])
             await assert_eventually(lambda: all(len(e) == 1 for e in received.values()))
             ns["metadata"]["labels"] = {"team": "b"}  # type: ignore[index]
