@@ -46,7 +46,7 @@ COALESCE_S = 0.005
 # ``COST_FACTOR`` times as long as the last one's writes took (the fan-out then takes at most about
 # 1 / (1 + COST_FACTOR) of the apiserver's time), never more than ``COALESCE_MAX_S`` (so an event
 # still reaches every watcher within the 10 ms the API promises on an unloaded machine)
-COST_FACTOR = 4.0
+COST_FACTOR = 8.0
 COALESCE_MAX_S = 0.008
 _LINES = 8192  # encoded event lines shared by feeds
 MAX_BACKLOG = 50_000  # a watcher this far behind is closed (it lists and watches again)
@@ -185,7 +185,7 @@ class WatchCache:
         self._flush: asyncio.Handle | None = None
         self._bookmarks: asyncio.Handle | None = None
         self.flushed_at = -1e9
-        self.window_s = coalesce_s  # the wait after the last wake-up (grows with its cost)
+        self.last_cost_s = 0.0  # how long the last wake-up's writes took
         self.closed = asyncio.Event()
         # lines built, selector evaluations, wake-ups, direct writes: what the fan-out costs
         self.stats: Counter[str] = Counter()
@@ -267,7 +267,7 @@ class WatchCache:
         self.position = max(self.position, position)
         if dirty and self._flush is None:
             loop = asyncio.get_running_loop()
-            delay = self.flushed_at + self.window_s - loop.time()
+            delay = self.flushed_at + self.window_s() - loop.time()
             if delay <= 0:
                 self._flush = loop.call_soon(self._wake)
             else:
@@ -287,9 +287,12 @@ class WatchCache:
             chunk = feed.chunk(entries)
             for w in feed.watchers:
                 w.deliver(entries, chunk)
-        cost = time.perf_counter() - t0
-        self.window_s = max(self.coalesce_s, min(self.coalesce_max_s, cost * COST_FACTOR))
+        self.last_cost_s = time.perf_counter() - t0
         self.flushed_at = asyncio.get_running_loop().time()  # and again after each woken one writes
+
+    def window_s(self) -> float:
+        """The wait after the last wake-up: ``coalesce_s``, longer when that wake-up took long."""
+        return max(self.coalesce_s, min(self.coalesce_max_s, self.last_cost_s * COST_FACTOR))
 
     def _bookmark_tick(self) -> None:
         """Every ``bookmark_every_s``: a bookmark to each watcher that asked for them and has

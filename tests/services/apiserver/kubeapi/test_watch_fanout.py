@@ -15,6 +15,8 @@ import aiohttp
 import pytest
 
 from draflow.services.apiserver.kubeapi import encoding, watchcache
+from draflow.services.apiserver.kubeapi.server import KubeApi
+from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from tests.helpers import assert_eventually
 from tests.services.apiserver.kubeapi.conftest import Kube, http
@@ -99,3 +101,49 @@ async def test_a_change_is_encoded_once_per_shape_not_per_watcher(
     assert calls["event_line"] == 5
     assert cache.stats["lines"] - stats["lines"] == 5
     assert cache.stats["selections"] - stats["selections"] == 2  # one selected feed, two changes
+
+
+async def test_the_window_grows_with_the_cost_of_the_last_wake_up_up_to_its_bound(
+    apiserver: ApiServer, api: ApiClient, kube: Kube, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wake-up's writes that took long make the next wait longer (here: any cost at all, up to
+    ``coalesce_max_s``): the changes meanwhile reach the watcher together, after that bound."""
+    monkeypatch.setattr(watchcache, "COST_FACTOR", 1e9)
+    server = KubeApi(apiserver, port=0, credentials=kube.credentials)
+    server.watches.coalesce_s = 0.0
+    server.watches.coalesce_max_s = 0.6
+    await server.start()
+    loop = asyncio.get_running_loop()
+    try:
+        code, body = await http(Kube(server, kube.kubeconfig, kube.credentials), "GET", "/api/v1/namespaces")
+        assert code == 200
+        rv = json.loads(body)["metadata"]["resourceVersion"]
+        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+        received: list[tuple[str, float]] = []
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{server.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
+                headers={"Authorization": f"Bearer {kube.token}"},
+                ssl=ctx,
+            ) as resp,
+        ):
+
+            async def read() -> None:
+                async for line in resp.content:
+                    received.append((json.loads(line)["object"]["metadata"]["name"], loop.time()))
+
+            reader = asyncio.create_task(read())
+            await asyncio.sleep(0.7)
+            await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "w0"}}])
+            await assert_eventually(lambda: len(received) == 1)
+            assert server.watches.last_cost_s > 0 and server.watches.window_s() == 0.6
+            for name in ("w1", "w2"):
+                await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+            await assert_eventually(lambda: len(received) == 3)
+            reader.cancel()
+        assert [n for n, _ in received] == ["w0", "w1", "w2"]
+        assert received[2][1] - received[1][1] < 0.1  # together
+        assert received[1][1] - received[0][1] >= 0.5  # after the grown window
+    finally:
+        await server.stop()
