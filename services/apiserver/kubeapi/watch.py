@@ -147,7 +147,7 @@ async def serve_watch(
                 await resp.write(out)  # waits for a slow client; what queues meanwhile comes next
                 watcher.last_write = cache.flushed_at = loop.time()  # the next window starts after it
             elif watcher.bookmark_due and loop.time() - watcher.last_write >= cache.bookmark_every_s:
-                await resp.write(feed.bookmark(cache.position))
+                await resp.write(feed.bookmark(feed.sent_position()))
                 watcher.last_write = loop.time()
             watcher.bookmark_due = False
     except (ConnectionResetError, asyncio.CancelledError):

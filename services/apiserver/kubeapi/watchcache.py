@@ -143,6 +143,13 @@ class Feed:
         body = b"".join(lines)
         return b"%x\r\n" % len(body) + body + b"\r\n"
 
+    def sent_position(self) -> int:
+        """The newest version a caught-up watcher of this feed has been sent all changes up to:
+        a bookmark must not claim changes still waiting for the wake-up."""
+        if self.pending:
+            return min(self.cache.position, self.pending[0].seq - 1)
+        return self.cache.position
+
     def bookmark(self, position: int, annotations: dict[str, str] | None = None) -> bytes:
         meta: dict[str, Any] = {"resourceVersion": str(position)}
         if annotations:
@@ -310,7 +317,7 @@ class WatchCache:
                     continue
                 if w.sink is not None and not w.queue:
                     if not data:
-                        line = feed.bookmark(self.position)
+                        line = feed.bookmark(feed.sent_position())
                         data = b"%x\r\n" % len(line) + line + b"\r\n"
                     if w.sink(data):
                         continue

@@ -147,3 +147,46 @@ async def test_the_window_grows_with_the_cost_of_the_last_wake_up_up_to_its_boun
         assert received[1][1] - received[0][1] >= 0.5  # after the grown window
     finally:
         await server.stop()
+
+
+async def test_a_bookmark_never_claims_a_change_still_waiting_for_the_wake_up(
+    apiserver: ApiServer, api: ApiClient, kube: Kube
+) -> None:
+    """Bookmarks (one timer for all) fire while a change waits out the window: they carry a version
+    before it, so a client resuming from a bookmark does not skip the change."""
+    server = KubeApi(apiserver, port=0, credentials=kube.credentials)
+    server.watches.coalesce_s = 0.8
+    server.watches.bookmark_every_s = 0.15
+    await server.start()
+    try:
+        code, body = await http(Kube(server, kube.kubeconfig, kube.credentials), "GET", "/api/v1/namespaces")
+        assert code == 200
+        rv = json.loads(body)["metadata"]["resourceVersion"]
+        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+        events: list[tuple[str, int]] = []
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(
+                f"{server.url}/api/v1/namespaces?watch=1&resourceVersion={rv}&allowWatchBookmarks=true",
+                headers={"Authorization": f"Bearer {kube.token}"},
+                ssl=ctx,
+            ) as resp,
+        ):
+
+            async def read() -> None:
+                async for line in resp.content:
+                    ev = json.loads(line)
+                    events.append((ev["type"], int(ev["object"]["metadata"]["resourceVersion"])))
+
+            reader = asyncio.create_task(read())
+            await asyncio.sleep(0.9)  # quiet: the next change goes out at once
+            await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "now"}}])
+            await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "later"}}])
+            await assert_eventually(lambda: len([e for e in events if e[0] == "ADDED"]) == 2)
+            reader.cancel()
+        added = [i for i, (t, _) in enumerate(events) if t == "ADDED"]
+        between = [v for t, v in events[added[0] + 1 : added[1]] if t == "BOOKMARK"]
+        assert between, events  # bookmarks came while "later" waited out the window
+        assert all(v < events[added[1]][1] for v in between), events
+    finally:
+        await server.stop()
