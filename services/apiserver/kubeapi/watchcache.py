@@ -49,7 +49,7 @@ COALESCE_S = 0.005
 # within the 10 ms the API promises on an unloaded machine)
 COST_FACTOR = 8.0
 COALESCE_MAX_S = 0.008
-_LINES = 8192  # encoded event lines shared by feeds
+_LINES = 4096  # encoded event lines shared by feeds (built at a wake-up, read by its feeds)
 MAX_BACKLOG = 50_000  # a watcher this far behind is closed (it lists and watches again)
 _encode = msgspec.json.Encoder().encode
 
