@@ -71,7 +71,6 @@ from draflow.events.dra import (
 from draflow.events.envelope import Envelope, Event
 from draflow.events.objects import finalizers_changed
 from draflow.infra.errors import ConcurrencyError
-from draflow.infra.guard import Guard, GuardConflict
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.extended.claim import is_extended_resource_claim
 from draflow.services.dra.numeric.plans import NumericClaimPlan
@@ -89,9 +88,9 @@ from draflow.services.scheduler.sagas.extended_claim import (
 from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status
 from draflow.services.scheduler.sagas.guarded import (
     GuardStamp,
-    accept_or_refuse,
     claim_releases,
-    claim_takes,
+    release_unbacked,
+    take_each,
 )
 from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
@@ -312,6 +311,7 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
     claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
     history: list[Envelope[Event]] | None = None
     expected = {(g.scope, g.key): g.seen for g in c.guards}
+    taken = False
     for attempt in range(MAX_CONFLICTS):
         if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
@@ -326,25 +326,28 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
         if new is claim:
             return
         events: list[Event] = []
-        guards: list[Guard] = []
+        reserved = any(r.uid == plan.uid for r in claim.status.reserved_for)
         if c.allocation is not None and claim.status.allocation is None:
-            events.append(ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid))
-            guards = claim_takes(rt, claim, expected)
+            if not taken:  # the devices first: a take without its allocation is only a conflict
+                await take_each(ctx, claim, expected, f"{c.namespace}/{c.name}")
+                taken = True
+            consumer = None if reserved else c.consumer
+            events.append(
+                ClaimAllocated(
+                    allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid, consumer=consumer
+                )
+            )
+            reserved = True
         elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
             finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
             events.append(finalizers_changed("ResourceClaim", finalizers))
-        if not any(r.uid == plan.uid for r in claim.status.reserved_for):
+        if not reserved:
             events.append(ClaimReserved(consumer=c.consumer))
         if not events:
             return  # everything the decision asks for is on the claim already
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
         try:
-            await ctx.append(
-                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
-            )
-        except GuardConflict as conflict:  # another decision took one of the devices meanwhile
-            await accept_or_refuse(rt, conflict, expected, f"{c.namespace}/{c.name}")
-            continue
+            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
         except ConcurrencyError:
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
             continue
@@ -364,6 +367,9 @@ async def release(ctx: Ctx) -> None:
     if ext is not None:
         await release_extended_claim(ctx, rt, plan.uid, ext)
         await clear_extended_status(ctx, rt, plan.namespace, plan.name, plan.uid, ext.metadata.name)
+    for c in reversed(plan.claims):  # last: takes whose allocation never landed (or was undone)
+        if c.allocation is not None and c.guards:
+            await release_unbacked(ctx, c.namespace, c.name, c.uid, c.guards)
 
 
 async def _release_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> None:
