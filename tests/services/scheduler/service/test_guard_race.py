@@ -104,7 +104,9 @@ async def test_two_instances_one_device_only_one_allocation_lands_and_the_other_
     (allocated,) = [e for e in claim_log if isinstance(e.data, ClaimAllocated)]
     assert take.seq < allocated.seq  # the device first, then the claim (two single appends)
     assert take.correlation_id == allocated.correlation_id
-    assert allocated.data.consumer is not None and allocated.data.consumer.name == won_claim.removesuffix("-gpu")
+    assert allocated.data.consumer is not None and allocated.data.consumer.name == won_claim.removesuffix(
+        "-gpu"
+    )
 
     # the loser's pod is back in its queue: its instance schedules it again, on the other device
     assert cluster.running == []  # the deciders ran no loop: start one now
@@ -220,3 +222,44 @@ async def test_a_scheduler_started_from_a_snapshot_expects_the_guards_versions_o
     finally:
         for view in views:
             await view.stop()
+
+
+async def test_a_take_seen_before_its_allocation_does_not_let_another_instance_take_the_device(
+    cluster: Cluster, instances: Instances, settings: Settings
+) -> None:
+    """PreBind takes the device's guard, then writes the claim: in between, another instance's
+    snapshot has the take but shows the device free. Its decision must not expect the guard's
+    version after the take (it would land, and the device would be allocated twice): the take
+    counts in the version only once its allocation is in, so the other decision conflicts."""
+    await cluster.nodes(1, devices=2)
+    await cluster.pod("p4")
+    await cluster.pod("p5")
+    a = await instances.start("scheduler-a")
+    b = await instances.start("scheduler-b")
+    took, go = asyncio.Event(), asyncio.Event()
+    real = a.store.append
+
+    async def hold_after_take(subject: str, events: object, **kw: object) -> tuple[int, ...]:
+        seqs: tuple[int, ...] = await real(subject, events, **kw)  # type: ignore[arg-type]
+        if isinstance(events, GuardTaken) and not took.is_set():
+            took.set()
+            await go.wait()  # the claim's append waits: the take alone is in the log
+        return seqs
+
+    a.store.append = hold_after_take  # type: ignore[method-assign]
+    first = asyncio.create_task(a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p4", await _decide(a, "p4")))
+    await asyncio.wait_for(took.wait(), 10)
+    guard = guard_subject(settings.root, "device", "gpu.example.com/node-0/dev-0")
+    (take,) = await cluster.store.events(guard)
+    second = await _decide(b, "p5")  # b's snapshot has the take, not p4-gpu's allocation
+    assert _devices(second) == ["dev-0"]
+    assert b.snapshot.guard_heads.unbacked == {guard: (take.seq,)}
+    assert [g.seen for c in second.claims for g in c.guards] == [take.seq - 1]
+    state = await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p5", second)
+    assert state.status is SagaStatus.COMPENSATED
+    assert "allocated meanwhile by another scheduler: gpu.example.com/node-0/dev-0" in state.error
+    go.set()
+    assert (await asyncio.wait_for(first, 10)).status is SagaStatus.COMPLETED
+    assert await _allocated_devices(cluster) == {"p4-gpu": ["dev-0"], "p5-gpu": []}
+    await b.snapshot.wait_position(await cluster.store.stream_last_seq())
+    assert b.snapshot.guard_heads.unbacked == {} and b.snapshot.guard_heads[guard] == take.seq

@@ -25,9 +25,9 @@ import pytest
 from draflow.events.dra import ClaimAllocated, ClaimDeallocated, PodBound
 from draflow.events.envelope import Event
 from draflow.events.guard import GuardReleased, GuardTaken
-from draflow.infra.guard import held
 from draflow.events.saga import SagaStepCompensated, SagaStepCompleted
 from draflow.infra.config import Settings
+from draflow.infra.guard import held
 from draflow.sagas.engine import SagaEngine, SagaStatus, Step
 from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, POD_SCHEDULING_SAGA
 from tests.paths import ROOT
@@ -283,7 +283,7 @@ async def test_stopped_between_take_and_claim_with_the_pod_gone_gives_the_take_b
     only Reserve's compensation is owed: it gives back the take no allocation backs, or the
     device's guard would stay held by a claim that never got it, and every other decision on
     that device would conflict with it."""
-    p, q, a = await build(cluster, instances)
+    p, _, a = await build(cluster, instances)
     plan = await decide(a, p)
     sid = saga_id_of(p)
     stop = StopAfterAppend(a.store, _took_guard("joint"))
