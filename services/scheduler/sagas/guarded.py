@@ -76,13 +76,15 @@ async def take_each(ctx: Ctx, claim: ResourceClaim, expected: dict[tuple[str, st
     holder, uid = claim_holder(claim)
     for i, scope_key in enumerate(sorted(expected)):
         subject = guard_subject(rt.store.root, *scope_key)
-        for _ in range(MAX_CONFLICTS):
+        for attempt in range(MAX_CONFLICTS):
             try:
                 await ctx.append(
                     subject,
                     GuardTaken(holder=holder, holder_uid=uid),
                     expected_last_seq=expected[scope_key],
-                    suffix=f"{label}:g{i}",  # one id per guard: a resumed run's take is a duplicate
+                    # a resumed run's first take is the same message; a retry after this
+                    # instance's own take says so (``bench.scheduling`` counts them)
+                    suffix=f"{label}:g{i}" + (f":{attempt}" if attempt else ""),
                 )
             except ConcurrencyError:
                 if await _ours_or_retry(ctx, subject, scope_key, expected, uid, label):

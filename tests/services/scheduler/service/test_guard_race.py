@@ -172,6 +172,7 @@ async def test_a_shared_device_given_twice_by_one_instance_retries_its_own_take(
     # both decisions expected version 0: the second take was refused once, then retried at the
     # version after the first (the instance's own take) and landed
     assert [t.correlation_id for t in takes] == ["scheduler-a-ps-p1", "scheduler-a-ps-p2"]
+    assert takes[1].id.endswith("default/p2-gpu:g0:1")  # its second attempt
 
 
 async def test_a_shared_device_taken_by_another_instance_meanwhile_is_decided_again(
