@@ -104,9 +104,9 @@ async def test_two_instances_one_device_only_one_allocation_lands_and_the_other_
     (allocated,) = [e for e in claim_log if isinstance(e.data, ClaimAllocated)]
     assert take.seq < allocated.seq  # the device first, then the claim (two single appends)
     assert take.correlation_id == allocated.correlation_id
-    assert allocated.data.consumer is not None and allocated.data.consumer.name == won_claim.removesuffix(
-        "-gpu"
-    )
+    fact = allocated.data
+    assert isinstance(fact, ClaimAllocated) and fact.consumer is not None  # reserved in the same fact
+    assert fact.consumer.name == won_claim.removesuffix("-gpu")
 
     # the loser's pod is back in its queue: its instance schedules it again, on the other device
     assert cluster.running == []  # the deciders ran no loop: start one now
