@@ -14,7 +14,8 @@ taken there:
 * takes by this instance (its actor) are decisions its assume cache already serialised with
   this one (a shared device given to two of its own pods): retry at the guard's new version;
 * any other take (another scheduler instance) means this decision did not count it: the step
-  fails, the saga compensates and the pod is scheduled again on a snapshot that shows it.
+  fails, the saga compensates and the pod is scheduled again on a snapshot that shows it (a take
+  for this very claim: another scheduling attempt of the same pod is allocating it).
 
 A take lands before the allocation it stands for, so a scheduler's snapshot does not count it in
 the guard's version until the holder's allocation is in the snapshot too
@@ -113,6 +114,13 @@ async def _ours_or_retry(
     if any(env.correlation_id == ctx.saga_id for env in missed):
         return True
     others = [env for env in missed if env.actor != rt.store.actor]
+    same = [env for env in others if isinstance(env.data, GuardTaken) and env.data.holder_uid == uid]
+    if same:  # another instance decided this very claim (the same pod) onto the device
+        by = same[0]
+        raise SchedulingConflict(
+            f"claim {label} is being allocated by another scheduling attempt "
+            f"(saga {by.correlation_id or '-'}, by {by.actor})"
+        )
     if others:
         names = ", ".join(
             f"{scope_key[1]} to {env.data.holder} (by {env.actor})"

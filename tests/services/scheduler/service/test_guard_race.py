@@ -31,7 +31,7 @@ from draflow.services.scheduler.service.snapshot import Snapshot
 from tests.helpers import assert_eventually
 from tests.processes import draflow
 from tests.services.scheduler.service.conftest import Cluster
-from tests.services.scheduler.service.scenario import Instances
+from tests.services.scheduler.service.scenario import Instances, everything
 
 pytestmark = pytest.mark.kep4381
 
@@ -225,6 +225,23 @@ async def test_a_scheduler_started_from_a_snapshot_expects_the_guards_versions_o
             await view.stop()
 
 
+def _hold_after_take(svc: SchedulerService) -> tuple[asyncio.Event, asyncio.Event]:
+    """``svc``'s first guard take lands, then its saga waits (``took`` set) until ``go`` is set:
+    the take alone is in the log, the claim's append not sent yet."""
+    took, go = asyncio.Event(), asyncio.Event()
+    real = svc.store.append
+
+    async def hold_after_take(subject: str, events: object, **kw: object) -> tuple[int, ...]:
+        seqs: tuple[int, ...] = await real(subject, events, **kw)  # type: ignore[arg-type]
+        if isinstance(events, GuardTaken) and not took.is_set():
+            took.set()
+            await go.wait()
+        return seqs
+
+    svc.store.append = hold_after_take  # type: ignore[method-assign]
+    return took, go
+
+
 async def test_a_take_seen_before_its_allocation_does_not_let_another_instance_take_the_device(
     cluster: Cluster, instances: Instances, settings: Settings
 ) -> None:
@@ -237,17 +254,7 @@ async def test_a_take_seen_before_its_allocation_does_not_let_another_instance_t
     await cluster.pod("p5")
     a = await instances.start("scheduler-a")
     b = await instances.start("scheduler-b")
-    took, go = asyncio.Event(), asyncio.Event()
-    real = a.store.append
-
-    async def hold_after_take(subject: str, events: object, **kw: object) -> tuple[int, ...]:
-        seqs: tuple[int, ...] = await real(subject, events, **kw)  # type: ignore[arg-type]
-        if isinstance(events, GuardTaken) and not took.is_set():
-            took.set()
-            await go.wait()  # the claim's append waits: the take alone is in the log
-        return seqs
-
-    a.store.append = hold_after_take  # type: ignore[method-assign]
+    took, go = _hold_after_take(a)
     first = asyncio.create_task(a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p4", await _decide(a, "p4")))
     await asyncio.wait_for(took.wait(), 10)
     guard = guard_subject(settings.root, "device", "gpu.example.com/node-0/dev-0")
@@ -264,3 +271,33 @@ async def test_a_take_seen_before_its_allocation_does_not_let_another_instance_t
     assert await _allocated_devices(cluster) == {"p4-gpu": ["dev-0"], "p5-gpu": []}
     await b.snapshot.wait_position(await cluster.store.stream_last_seq())
     assert b.snapshot.guard_heads.unbacked == {} and b.snapshot.guard_heads[guard] == take.seq
+
+
+async def test_two_instances_deciding_the_same_pod_meet_at_the_device_guard(
+    cluster: Cluster, instances: Instances
+) -> None:
+    """Both instances decide the same pod onto the same device; the second takes the guard after
+    the first's take and before its claim's append: it fails naming the other attempt, writes
+    nothing, and the first binds the pod."""
+    await cluster.nodes(1, devices=2)
+    await cluster.pod("p4")
+    a = await instances.start("scheduler-a")
+    b = await instances.start("scheduler-b")
+    took, go = _hold_after_take(a)
+    first = asyncio.create_task(a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p4", await _decide(a, "p4")))
+    await asyncio.wait_for(took.wait(), 10)
+    second = await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p4", await _decide(b, "p4"))
+    assert second.status is SagaStatus.COMPENSATED
+    assert second.error == (
+        "prebind: SchedulingConflict: claim default/p4-gpu is being allocated by another scheduling "
+        "attempt (saga scheduler-a-ps-p4, by scheduler-a)"
+    )
+    go.set()
+    assert (await asyncio.wait_for(first, 10)).status is SagaStatus.COMPLETED
+    assert await _allocated_devices(cluster, ("p4-gpu",)) == {"p4-gpu": ["dev-0"]}
+    assert not [
+        e
+        for e in await everything(cluster)
+        if e.correlation_id == "scheduler-b-ps-p4" and ".Saga." not in e.subject
+    ]
+    assert (await cluster.get_pod("p4")).spec.node_name == "node-0"
