@@ -6,7 +6,10 @@ opaque ``spec.parameters`` and ``spec.allocationMode`` (Immediate / Delayed), an
 by the scheduler and the driver (``phase`` Pending / Allocated / Reallocate, ``driverName``,
 ``scheduling.scheduler.{selectedNode,potentialNodes}``,
 ``scheduling.driver.{unsuitableNodes,availableOnNodes}``, ``attributes``, ``userLimit``,
-``reservedFor``).
+``reservedFor``), plus one draflow field: ``scheduling.driver.answeredPotentialNodes``, the
+``potentialNodes`` the driver's ``unsuitableNodes`` answer (the KEP's claim status cannot tell "no
+node unsuitable" from "not answered yet"; upstream later moved the negotiation to a
+PodSchedulingContext, whose ``status.resourceClaims`` entry per claim is the answer).
 
 Kind clash: ``ResourceClaim`` is also the structured kind (resource.k8s.io/v1). Everything inside
 draflow that is keyed by kind (registry, event type names, subjects ``draflow.ev.<Kind>...``) uses
@@ -123,6 +126,8 @@ class DriverSchedulingStatus(ApiStruct, frozen=True):
     unsuitable_nodes: tuple[str, ...] = ()
     # None: the resource is available on every node.
     available_on_nodes: NodeSelector | None = None
+    # The scheduler's potentialNodes that unsuitable_nodes answers; () = no answer yet.
+    answered_potential_nodes: tuple[str, ...] = ()
 
 
 class SchedulingStatus(ApiStruct, frozen=True):

@@ -2,7 +2,8 @@
 
 ``sync_claim`` looks only at the claim, its class and what the controller's projection knows
 (is a saga running for the claim, for which potential nodes were unsuitable nodes last
-published). It never calls the driver; the shell turns actions into saga starts or appends:
+published; without that, the answer recorded in the claim's ``answeredPotentialNodes``). It
+never calls the driver; the shell turns actions into saga starts or appends:
 
 * ``AddFinalizer`` always comes before an allocation (KEP: the driver sets its finalizer before it
   attempts to allocate), so a claim is never allocated without protection against deletion;
@@ -127,7 +128,10 @@ def sync_claim(
             return [AddFinalizer(finalizer=fin)]
         return [StartAllocation(selected_node=selected or None)]
     potential = sched.scheduler.potential_nodes
-    if potential and potential != answered_potential_nodes:
+    answered = answered_potential_nodes
+    if answered is None:  # nothing in memory (a restarted controller): the recorded answer
+        answered = sched.driver.answered_potential_nodes
+    if potential and potential != answered:
         return [UpdateUnsuitableNodes(potential_nodes=potential)]
     return []
 
@@ -142,7 +146,9 @@ def unsuitable_updates(
 
     The plugin sees every pending Delayed claim of the pod that has potential nodes (grouped by
     their potential nodes, which PreScore sets alike), so it can account for them jointly (two
-    2Gi claims need 4Gi on one node). Returns the claims whose ``unsuitableNodes`` change.
+    2Gi claims need 4Gi on one node). Returns the claims whose answer changes: ``unsuitableNodes``
+    and ``answeredPotentialNodes`` (the list answered), so an answer of "none unsuitable" is
+    written too and the scheduler can tell it from no answer yet.
     """
     names = {r.claim_name: r.pod_claim_name for r in pod_claim_refs(pod)} if pod is not None else {}
     groups: dict[tuple[str, ...], list[ClaimAllocation]] = {}
@@ -168,7 +174,7 @@ def unsuitable_updates(
     for potential, cas in groups.items():
         answer = plugin.unsuitable_nodes(pod, cas, potential)
         for ca in cas:
-            bad = tuple(answer.get(ca.claim.metadata.name, ()))
-            if cl.scheduling(ca.claim).driver.unsuitable_nodes != bad:
-                out.append(cl.with_unsuitable_nodes(ca.claim, bad))
+            new = cl.with_driver_answer(ca.claim, potential, tuple(answer.get(ca.claim.metadata.name, ())))
+            if new != ca.claim:
+                out.append(new)
     return out

@@ -9,7 +9,9 @@ into an in-memory cache, a pass after every change, appends at the version held)
    claim is admitted (``admit_classic``) and created on its subject with expected sequence 0;
    claims whose owning Pod is gone are marked for deletion;
 3. per claim and plugin, ``sync_claim``: finalizer changes and ``unsuitable_updates`` are
-   appended at the claim's version; ``StartAllocation`` / ``StartDeallocation`` start a saga on
+   appended at the claim's version (the answer records the list it answers,
+   ``answeredPotentialNodes``: a list is answered once, also across restarts, and a write lost to
+   a conflict is answered again by the next pass); ``StartAllocation`` / ``StartDeallocation`` start a saga on
    the foundation engine (saga id from the claim's version, so a repeated decision does not start
    a second one) in a background task, and the claim counts as busy until it ends;
 4. a deleted claim without finalizers is removed (``ClassicResourceClaimDeleted``).
@@ -88,7 +90,6 @@ class DriverControllerService:
         )
         self.sagas: dict[tuple[str, str], asyncio.Task[SagaStatus]] = {}
         self.attempts: dict[str, int] = {}  # base saga id -> attempts that ended without success
-        self.answered: dict[tuple[str, str], tuple[str, ...]] = {}
         self._restored = False
 
     async def resume(self) -> None:
@@ -199,8 +200,6 @@ class DriverControllerService:
             await self.rt.append(CLAIM, meta.namespace, meta.name, [object_deleted(CLAIM)])
             return 1
         pending = 0
-        if cl.phase(claim) != cv.PENDING:
-            self.answered.pop(key, None)  # a later negotiation must be answered afresh
         cls = classes.get(claim.spec.resource_class_name)
         for driver, plugin in self.plugins.items():
             actions = ctl.sync_claim(
@@ -208,7 +207,6 @@ class DriverControllerService:
                 cls,
                 driver_name=driver,
                 saga_running=self.busy(*key),
-                answered_potential_nodes=self.answered.get(key),
             )
             for action in actions:
                 if not isinstance(action, ctl.Wait) or self.busy(*key):
@@ -241,10 +239,6 @@ class DriverControllerService:
                 old = self.rt.get(CLAIM, new.metadata.namespace, new.metadata.name)
                 if old is not None:
                     await self._write(old, new)
-            for c in group:
-                self.answered[(c.metadata.namespace, c.metadata.name)] = cl.scheduling(
-                    c
-                ).scheduler.potential_nodes
         elif isinstance(action, ctl.StartAllocation | ctl.StartDeallocation):
             plan = plan_for(action)
             seq = int(meta.resource_version or 0)

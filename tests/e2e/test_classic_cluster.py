@@ -148,6 +148,21 @@ async def test_delayed_allocation_converges_through_unsuitable_nodes(cluster: Cl
         assert any(s.driver.unsuitable_nodes == ("node-a",) for s in history), history
         assert any(s.scheduler.selected_node == "node-b" for s in history), history
         assert not any(s.scheduler.selected_node == "node-a" for s in history), history
+    # The node is selected only once the driver's answer to the published list is recorded for
+    # both claims (not merely because the list was published in an earlier attempt).
+    answered: dict[str, int] = {}  # claim -> stream sequence of its first recorded answer
+    selected: list[int] = []
+    for name in ("trainer-g1", "trainer-g2"):
+        for env in await cluster.store.events(cluster.store.subject("ClassicResourceClaim", "default", name)):
+            sched = getattr(getattr(env.data, "status", None), "scheduling", None)
+            if sched is None:
+                continue
+            if sched.driver.answered_potential_nodes:
+                answered.setdefault(name, env.seq)
+            if sched.scheduler.selected_node:
+                selected.append(env.seq)
+    assert len(answered) == 2 and selected, (answered, selected)
+    assert min(selected) > max(answered.values()), (answered, selected)
     # Reserve's waits are reported as Unschedulable with their reason (upstream), never as errors.
     attempts = await cluster.unschedulable_history("trainer")
     assert [a for a in attempts if a.reason != "Unschedulable"] == [], attempts

@@ -19,6 +19,7 @@ __all__ = [
     "allocated",
     "allocation_failed_on",
     "deallocated",
+    "driver_answered",
     "finalizer_for",
     "has_finalizer",
     "is_deleting",
@@ -28,6 +29,7 @@ __all__ = [
     "reserved",
     "scheduling",
     "unreserved",
+    "with_driver_answer",
     "with_finalizer",
     "with_potential_nodes",
     "with_selected_node",
@@ -134,6 +136,23 @@ def deallocated(claim: cv.ResourceClaim) -> cv.ResourceClaim:
 def with_unsuitable_nodes(claim: cv.ResourceClaim, nodes: tuple[str, ...]) -> cv.ResourceClaim:
     sched = scheduling(claim)
     return _with_scheduling(claim, replace(sched, driver=replace(sched.driver, unsuitable_nodes=nodes)))
+
+
+def with_driver_answer(
+    claim: cv.ResourceClaim, potential: tuple[str, ...], unsuitable: tuple[str, ...]
+) -> cv.ResourceClaim:
+    """The driver's answer to ``potential``: its unsuitable nodes, and which list they answer."""
+    sched = scheduling(claim)
+    driver = replace(sched.driver, unsuitable_nodes=unsuitable, answered_potential_nodes=potential)
+    return _with_scheduling(claim, replace(sched, driver=driver))
+
+
+def driver_answered(claim: cv.ResourceClaim) -> bool:
+    """The driver answered the claim's current ``potentialNodes`` (upstream: the claim has an
+    entry in the PodSchedulingContext's status). Nothing published: nothing to answer."""
+    sched = scheduling(claim)
+    potential = sched.scheduler.potential_nodes
+    return bool(potential) and sched.driver.answered_potential_nodes == potential
 
 
 def with_potential_nodes(claim: cv.ResourceClaim, nodes: tuple[str, ...]) -> cv.ResourceClaim:

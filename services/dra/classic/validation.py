@@ -156,6 +156,8 @@ def _status(errs: Errs, status: cv.ResourceClaimStatus) -> None:
             _node_name(errs, sched.scheduler.selected_node, f"{path}.scheduling.scheduler.selectedNode")
         _node_list(errs, sched.scheduler.potential_nodes, f"{path}.scheduling.scheduler.potentialNodes")
         _node_list(errs, sched.driver.unsuitable_nodes, f"{path}.scheduling.driver.unsuitableNodes")
+        answered = sched.driver.answered_potential_nodes
+        _node_list(errs, answered, f"{path}.scheduling.driver.answeredPotentialNodes")
         if sched.driver.available_on_nodes is not None:
             common.node_selector(
                 errs, sched.driver.available_on_nodes, f"{path}.scheduling.driver.availableOnNodes"

@@ -11,6 +11,9 @@ As kube-scheduler's PriorityQueue with queueing hints:
   (or ``max_unschedulable_seconds``, upstream's 5-minute flush).
 * ``add_backoff`` after an error: backoff regardless.
 * Backoff is 1 s doubling per attempt up to 10 s, counted from the failure (injectable clock).
+* When nothing is active, ``pop`` takes the pod whose backoff ends first among those an event
+  moved out of the pool (upstream's SchedulerPopFromBackoffQ, on by default since 1.33): an idle
+  scheduler does not wait out a backoff. Pods backing off after an error wait it out.
 * Pods that wait in the pool longer than ``max_unschedulable_seconds`` are retried (upstream's
   leftover flush); their deadlines are a heap, so ``pop`` looks only at the pods that are due, not
   at the whole pool (thousands of pods gated on their claims while a burst is created). A pod the
@@ -101,6 +104,9 @@ class SchedulingQueue:
         self._pods: dict[str, QueuedPodInfo] = {}
         self._active: list[tuple[int, float, int, QueuedPodInfo]] = []
         self._backoff: list[tuple[float, int, QueuedPodInfo]] = []
+        # the subset of _backoff an idle pop may take early (pods with unschedulable plugins;
+        # upstream's podBackoffQ, apart from its podErrorBackoffQ)
+        self._backoff_early: list[tuple[float, int, QueuedPodInfo]] = []
         self._unschedulable: dict[str, QueuedPodInfo] = {}
         self._in_flight: dict[str, list[ClusterEvent]] = {}
         self._reserved: dict[str, int] = {}  # pods handed to their saga -> attempts so far
@@ -197,11 +203,18 @@ class SchedulingQueue:
             _, _, seq, qpi = heapq.heappop(self._active)
             if qpi.where != ACTIVE or qpi.seq != seq:
                 continue
-            qpi.where = IN_FLIGHT
-            qpi.attempts += 1
-            self._in_flight[qpi.key] = []
-            return qpi
+            return self._take(qpi)
+        while self._backoff_early:  # nothing active: the backoff that ends first, early
+            _, seq, qpi = heapq.heappop(self._backoff_early)
+            if qpi.where == BACKOFF and qpi.seq == seq:
+                return self._take(qpi)
         return None
+
+    def _take(self, qpi: QueuedPodInfo) -> QueuedPodInfo:
+        qpi.where = IN_FLIGHT
+        qpi.attempts += 1
+        self._in_flight[qpi.key] = []
+        return qpi
 
     def done(self, key: str) -> None:
         """The cycle reserved a node: the pod leaves the queue (the saga owns it now)."""
@@ -278,6 +291,9 @@ class SchedulingQueue:
             _, seq, qpi = heapq.heappop(self._backoff)
             if qpi.where == BACKOFF and qpi.seq == seq:
                 self._push_active(qpi)
+        early = self._backoff_early
+        while early and early[0][0] <= now:  # moved to active just above, or stale
+            heapq.heappop(early)
         heap = self._pool_deadlines
         while heap and heap[0][0] < now:
             _, seq, qpi = heapq.heappop(heap)
@@ -390,3 +406,5 @@ class SchedulingQueue:
         qpi.where = BACKOFF
         expiry = qpi.timestamp + self.backoff_seconds(qpi.attempts)
         heapq.heappush(self._backoff, (expiry, qpi.seq, qpi))
+        if qpi.unschedulable_plugins:
+            heapq.heappush(self._backoff_early, (expiry, qpi.seq, qpi))

@@ -18,11 +18,9 @@ class Code(IntEnum):
     PENDING (upstream ``Pending``) is a Reserve plugin waiting for something outside the
     scheduler (a resource driver, a write of its own to land): the cycle ends Unschedulable on
     the chosen node, not as an error; the pod waits in the unschedulable pool until the plugin's
-    queueing hint says Queue, then goes through the backoff like any unschedulable pod (upstream's
-    queue can requeue Pending rejections at once, where the driver's answer is visible; classic DRA's
-    claim status has no "driver answered" marker, and the backoff is what gives the driver time
-    to mark nodes unsuitable after ``potentialNodes`` was written). Other Reserve failures stay
-    scheduling errors."""
+    queueing hint says Queue (for classic DRA: once the driver answered the published
+    ``potentialNodes``), then goes to backoff like any unschedulable pod (which an idle scheduler
+    pops early). Other Reserve failures stay scheduling errors."""
 
     SUCCESS = 0
     ERROR = 1

@@ -197,6 +197,7 @@ def test_claim_status_shape_round_trips() -> None:
                 "scheduler": {"selectedNode": "n1", "potentialNodes": ["n1", "n2"]},
                 "driver": {
                     "unsuitableNodes": ["n2"],
+                    "answeredPotentialNodes": ["n1", "n2"],
                     "availableOnNodes": {
                         "nodeSelectorTerms": [
                             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}

@@ -66,6 +66,31 @@ def test_sync_claim_table() -> None:
     assert sync(cl.reallocate(cl.reserved(alloc, user)))[0].__class__ is ctl.Wait
 
 
+def test_the_drivers_answer_is_recorded_even_when_no_node_is_unsuitable() -> None:
+    """``answeredPotentialNodes`` tells "none unsuitable" from "not answered yet": the answer is
+    written once per published list, and a controller without memory of it (restarted) reads it
+    from the claim instead of answering again."""
+    acme = AcmeGpuController()
+    for node, memory in (("n1", "4Gi"), ("n2", "1Gi")):
+        acme.observe(
+            AcmeGpuNodePlugin(node_name=node, gpus=[GpuInfo(name="gpu-0", memory=memory)]).capacity()
+        )
+    classes = {"acme-gpu": CLASS}
+    published = cl.with_potential_nodes(claim(), ("n1",))
+    assert not cl.driver_answered(published)
+    (answered,) = ctl.unsuitable_updates(acme, None, [published], classes)
+    assert cl.scheduling(answered).driver == cv.DriverSchedulingStatus(answered_potential_nodes=("n1",))
+    assert cl.driver_answered(answered)
+    assert ctl.unsuitable_updates(acme, None, [answered], classes) == []  # nothing new to write
+    assert sync(answered) == []  # the recorded answer stands in for the controller's memory
+    republished = cl.with_potential_nodes(answered, ("n1", "n2"))
+    assert not cl.driver_answered(republished)  # an answer to an older list
+    assert sync(republished) == [ctl.UpdateUnsuitableNodes(potential_nodes=("n1", "n2"))]
+    (again,) = ctl.unsuitable_updates(acme, None, [republished], classes)
+    assert cl.scheduling(again).driver.unsuitable_nodes == ("n2",)
+    assert cl.driver_answered(again)
+
+
 def test_sync_claim_deletion() -> None:
     alloc = cl.allocated(cl.with_finalizer(claim(), D), D, AllocationResult())
     deleting = replace(alloc, metadata=replace(alloc.metadata, deletion_timestamp="2026-01-01T00:00:00Z"))

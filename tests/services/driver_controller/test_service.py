@@ -123,6 +123,13 @@ async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runti
     await settle(runtime, svc)
     claim = claim_of(runtime, "device-consumer-gpu")
     assert claim is not None and cl.scheduling(claim).driver.unsuitable_nodes == ("n2",)
+    assert cl.driver_answered(claim)  # the list it answers is recorded with the answer
+    # a restarted controller (nothing in memory) reads the answer from the claim: no second one
+    version = claim.metadata.resource_version
+    svc = DriverControllerService(runtime, {"gpu.acme.com": acme}, retry_initial_s=0.01)
+    await settle(runtime, svc)
+    claim = claim_of(runtime, "device-consumer-gpu")
+    assert claim is not None and claim.metadata.resource_version == version
 
     await scheduler_writes(runtime, "device-consumer-gpu", selected="n1")
     await settle(runtime, svc, passes=2)  # finalizer, then the allocation saga

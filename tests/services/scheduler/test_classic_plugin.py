@@ -17,7 +17,13 @@ from draflow.services.dra.classic.plugin import AllocationResult
 from draflow.services.dra.classic.validation import admit_classic
 from draflow.services.dra.resourceclaim import pod_owner_reference
 from draflow.services.driver_controller.store import EventClaimStore
-from draflow.services.scheduler.framework import Scheduler, Unschedulable
+from draflow.services.scheduler.framework import (
+    ActionType,
+    ClusterEvent,
+    EventResource,
+    Scheduler,
+    Unschedulable,
+)
 from draflow.services.scheduler.plugins import default_plugins
 from draflow.services.scheduler.plugins.classic import NAME, ClassicDynamicResources
 from draflow.services.scheduler.plugins.classic.feed import ClassicFeed
@@ -151,7 +157,7 @@ def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
     plugin.outbox.clear()
     for c in (g1, g2):  # the writes landed, and the driver answered
         published = cl.with_potential_nodes(c, ("node-a", "node-b"))
-        plugin.observe(cl.with_unsuitable_nodes(published, ("node-a",)))
+        plugin.observe(cl.with_driver_answer(published, ("node-a", "node-b"), ("node-a",)))
 
     second = core.schedule(pod)
     assert isinstance(second, Unschedulable) and second.unschedulable_plugins == {NAME}
@@ -167,3 +173,80 @@ def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
     third = core.schedule(pod)
     assert isinstance(third, Unschedulable) and WAIT_ALLOCATION in third.message
     assert plugin.outbox == []
+
+
+def test_potential_nodes_published_earlier_are_not_an_answer() -> None:
+    """The potentialNodes from an earlier attempt have landed, but the driver has not answered
+    them: Reserve still waits (no node selected). It selects once both claims record an answer
+    to exactly the published list, and a stale answer (to an older list) does not count."""
+    core = Scheduler(plugins=default_plugins())
+    plugin = core.profile.plugin(NAME)
+    assert isinstance(plugin, ClassicDynamicResources)
+    core.observe(make_node("node-a"))
+    core.observe(make_node("node-b"))
+    nodes = ("node-a", "node-b")
+    g1 = cl.with_potential_nodes(_pending("g1"), nodes)
+    g2 = cl.with_driver_answer(cl.with_potential_nodes(_pending("g2"), nodes), ("node-a",), ())
+    plugin.observe(g1)
+    plugin.observe(g2)
+    pod = _kep_pod("p", {"a": "g1", "b": "g2"})
+
+    waiting = core.schedule(pod)
+    assert (
+        isinstance(waiting, Unschedulable)
+        and waiting.message == f"0/1 nodes are available: 1 {WAIT_INFORMATION}."
+    )
+    assert plugin.outbox == []  # nothing to publish again, nothing selected
+
+    plugin.observe(cl.with_driver_answer(g1, nodes, ()))  # g1 answered; g2's answer is stale
+    assert isinstance(core.schedule(pod), Unschedulable) and plugin.outbox == []
+
+    plugin.observe(cl.with_driver_answer(g2, nodes, ("node-a",)))
+    selected = core.schedule(pod)
+    assert isinstance(selected, Unschedulable) and selected.node_reasons == ((WAIT_ALLOCATION, 1),)
+    assert sorted((w.op, w.name, w.node) for w in plugin.outbox) == [
+        (SELECT, "g1", "node-b"),
+        (SELECT, "g2", "node-b"),
+    ]
+
+
+def test_the_pod_is_requeued_on_the_drivers_answer_not_on_its_own_write() -> None:
+    """Upstream's hint on PodSchedulingContext updates: the scheduler's potentialNodes landing
+    leaves the waiting pod in the pool (an attempt could only wait again); the driver's answer
+    for every pending claim moves it on, and an idle scheduler takes it before its backoff ends."""
+    core = Scheduler(plugins=default_plugins())
+    plugin = core.profile.plugin(NAME)
+    assert isinstance(plugin, ClassicDynamicResources)
+    core.observe(make_node("node-a"))
+    core.observe(make_node("node-b"))
+    g1, g2 = _pending("g1"), _pending("g2")
+    pod = _kep_pod("p", {"a": "g1", "b": "g2"})
+    key = "default/p"
+
+    def land(claim: cv.ResourceClaim) -> None:  # as ClassicFeed.apply reports a claim change
+        plugin.observe(claim)
+        core.queue.on_event(ClusterEvent(EventResource.RESOURCE_CLAIM, ActionType.ADD, None, claim))
+
+    land(g1)
+    land(g2)
+    core.observe(pod)
+    step = core.schedule_next()
+    assert step is not None and isinstance(step[1], Unschedulable)
+    nodes = ("node-a", "node-b")
+    g1, g2 = cl.with_potential_nodes(g1, nodes), cl.with_potential_nodes(g2, nodes)
+    land(g1)
+    land(g2)
+    info = core.queue.info(key)
+    assert info is not None and info.where == "unschedulable"
+    land(cl.with_driver_answer(g1, nodes, ("node-a",)))  # g2 still unanswered
+    info = core.queue.info(key)
+    assert info is not None and info.where == "unschedulable"
+    land(cl.with_driver_answer(g2, nodes, ("node-a",)))
+    info = core.queue.info(key)
+    assert info is not None and info.where == "backoff"
+    step = core.schedule_next()  # nothing else to do: no wait for the backoff
+    assert step is not None and step[1].node_reasons == ((WAIT_ALLOCATION, 1),)  # type: ignore[union-attr]
+    assert sorted((w.op, w.name, w.node) for w in plugin.outbox if w.op == SELECT) == [
+        (SELECT, "g1", "node-b"),
+        (SELECT, "g2", "node-b"),
+    ]

@@ -88,7 +88,9 @@ def test_unschedulable_pod_waits_for_a_helpful_event() -> None:
     assert isinstance(result, Reserved)
 
 
-def test_recent_failure_goes_to_backoff_not_active() -> None:
+def test_recent_failure_goes_to_backoff_and_only_an_idle_queue_takes_it_early() -> None:
+    """Upstream's SchedulerPopFromBackoffQ: active pods first; with none, the pod an event moved
+    to backoff is tried before its backoff ends. A pod backing off after an error is not."""
     clock = Clock()
     core = _core(make_class(), make_node("n1"), clock=clock)
     pod, claim = pod_with_template_claim("p")
@@ -97,8 +99,15 @@ def test_recent_failure_goes_to_backoff_not_active() -> None:
     core.schedule_next()
     core.observe(make_slice("n1", 1))
     assert _where(core, pod) == "backoff"
+    core.observe(make_pod("q"))
+    first = core.queue.pop()
+    assert first is not None and first.key == "default/q"  # the active pod goes first
+    early = core.queue.pop()
+    assert early is not None and early.key == "default/p" and early.attempts == 2
+    core.queue.add_backoff(early)  # an error: its backoff is waited out
+    core.queue.add_backoff(first)
     assert core.queue.pop() is None
-    clock.now += 1.0
+    clock.now += 2.0
     assert core.queue.pop() is not None
 
 

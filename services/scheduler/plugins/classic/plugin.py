@@ -15,9 +15,9 @@ class puts them on the extension points and turns their claim updates into :clas
   ``potentialNodes`` of the pending delayed claims, unless the published list already holds them
   all (upstream's ``haveAllPotentialNodes``: the list shrinks as the driver marks nodes
   unsuitable, it is not rewritten every attempt).
-* **Reserve**: pending delayed claims -> with one such claim, or once the driver could answer for
-  the chosen node (it was in the claims' potential nodes before this attempt), write
-  ``selectedNode``; otherwise wait for the driver's answer. Either way the attempt stops. All
+* **Reserve**: pending delayed claims -> with one such claim, or once the driver answered every
+  claim's current potential nodes (``answeredPotentialNodes``) and they hold the chosen node,
+  write ``selectedNode``; otherwise wait for the driver's answer. Either way the attempt stops. All
   claims allocated -> the pod must be in every ``reservedFor``: if it is, success; if not, ask
   for the reservation (the shell applies it atomically against ``userLimit``) and stop: the next
   attempt, after the claim changed, binds.
@@ -30,9 +30,10 @@ Every wait is a rejection, reported as Unschedulable with its reason (upstream's
 dynamicresources plugin with classic DRA, Kubernetes 1.27-1.31): PreFilter waits as
 Unschedulable, Reserve waits as Pending (``Code.PENDING``), which the framework ends as
 Unschedulable on the chosen node ("0/1 nodes are available: 1 waiting for ..."). Either way the
-pod waits in the unschedulable pool until one of its classic claims changes (the queueing hint),
-then goes through the backoff: the backoff gives the driver time to answer ``potentialNodes``
-before the next attempt selects a node (the claim status has no "driver answered" marker).
+pod waits in the unschedulable pool until one of its classic claims changes and none of them still
+waits for the driver's answer to published potential nodes (the queueing hint), then goes to the
+backoff queue, which an idle scheduler pops early: the wait ends on the driver's answer, not on a
+timer.
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ class ClassicDynamicResources:
     def events_to_register(self) -> list[EventRegistration]:
         A = ActionType
         return [
-            EventRegistration(EventResource.RESOURCE_CLAIM, A.ADD | A.UPDATE_OTHER, _claim_hint, _claim_key),
+            EventRegistration(
+                EventResource.RESOURCE_CLAIM, A.ADD | A.UPDATE_OTHER, self._claim_hint, _claim_key
+            ),
             EventRegistration(EventResource.NODE, A.ADD | A.UPDATE_NODE_LABEL),
         ]
 
@@ -117,6 +120,26 @@ class ClassicDynamicResources:
         """The classic claims a waiting pod refers to (only their changes can requeue it)."""
         ns = pod.metadata.namespace
         return [f"{_KEY_PREFIX}{ns}/{r.claim_name}" for r in pod_claim_refs(pod)]
+
+    def _claim_hint(self, pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:
+        """A classic claim the pod uses was created or changed (the snapshot reports classic
+        claims as ``ResourceClaim`` additions without an old object): Queue, unless one of the
+        pod's claims still waits for its driver to answer the published ``potentialNodes`` (the
+        scheduler's own write landing): that answer is the next change, and an attempt before it
+        could only wait again (upstream's hint on PodSchedulingContext updates)."""
+        claim = event.new
+        ns = pod.metadata.namespace
+        if not isinstance(claim, cv.ResourceClaim) or claim.metadata.namespace != ns:
+            return QueueingHint.SKIP
+        refs = pod_claim_refs(pod)
+        if not any(r.claim_name == claim.metadata.name for r in refs):
+            return QueueingHint.SKIP
+        known = self.claims.get(ns, {})
+        for ref in refs:
+            c = known.get(ref.claim_name)
+            if c is not None and _awaits_driver(c):
+                return QueueingHint.SKIP
+        return QueueingHint.QUEUE
 
     # -- extension points ---------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: Pod) -> Status | None:
@@ -187,14 +210,13 @@ class ClassicDynamicResources:
             self._publish(state, [node_name])
         decided = sch.reserve(res, pod, node_name)
         if decided.code == sch.WAIT:
-            published: set[str] = state.data[_PUBLISHED]
             waiting = [
                 i.claim
                 for i in res.claims
                 if cl.phase(i.claim) == cv.PENDING and i.claim.spec.allocation_mode != cv.IMMEDIATE
             ]
             informed = all(
-                c.metadata.name not in published and node_name in cl.scheduling(c).scheduler.potential_nodes
+                cl.driver_answered(c) and node_name in cl.scheduling(c).scheduler.potential_nodes
                 for c in waiting
             )
             if len(waiting) > 1 and not informed:
@@ -239,12 +261,15 @@ def _claim_key(event: ClusterEvent) -> str | None:
     return _KEY_PREFIX
 
 
-def _claim_hint(pod: Pod, event: ClusterEvent, cluster: ClusterState) -> QueueingHint:
-    """A classic claim the pod uses was created or changed (the snapshot reports classic claims
-    as ``ResourceClaim`` additions without an old object)."""
-    claim = event.new
-    if not isinstance(claim, cv.ResourceClaim) or claim.metadata.namespace != pod.metadata.namespace:
-        return QueueingHint.SKIP
-    if any(r.claim_name == claim.metadata.name for r in pod_claim_refs(pod)):
-        return QueueingHint.QUEUE
-    return QueueingHint.SKIP
+def _awaits_driver(claim: cv.ResourceClaim) -> bool:
+    """A pending delayed claim with ``potentialNodes`` published and no node selected whose
+    driver has not answered that list yet."""
+    sched = cl.scheduling(claim)
+    return (
+        cl.phase(claim) == cv.PENDING
+        and claim.spec.allocation_mode != cv.IMMEDIATE
+        and not cl.is_deleting(claim)
+        and not sched.scheduler.selected_node
+        and bool(sched.scheduler.potential_nodes)
+        and not cl.driver_answered(claim)
+    )

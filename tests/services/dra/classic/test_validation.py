@@ -117,6 +117,10 @@ def test_status_rules() -> None:
     assert messages(replace(base, status=replace(base.status, scheduling=sched)), base) == [
         "status.scheduling.driver.unsuitableNodes: Too many: 129: must have at most 128 items"
     ]
+    sched = cv.SchedulingStatus(driver=cv.DriverSchedulingStatus(answered_potential_nodes=("n1", "n1")))
+    assert messages(replace(base, status=replace(base.status, scheduling=sched)), base) == [
+        'status.scheduling.driver.answeredPotentialNodes[1]: Duplicate value: "n1"'
+    ]
 
 
 def test_resource_class_rules() -> None:
