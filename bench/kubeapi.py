@@ -355,6 +355,7 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
             )
             results[name]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
             results[name]["watchers_events"] = fleet.events
+            results[name]["watchers_niceness"] = fleet.niceness
     base = results["alone"]["steady_state_pods_per_s"]
     fill = results["alone"]["fill_pods_per_s"] or 0.0
     out: dict[str, Any] = {
@@ -378,6 +379,7 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
         out[f"apiserver_cpu_ms_per_pod_{with_}"] = r["cpu_ms_per_pod_run"].get("apiserver")
         out[f"watchers{suffix}_client_cpu_ms_per_pod"] = r.get("watchers_cpu_ms_per_pod")
         out[f"watchers{suffix}_events"] = r.get("watchers_events")
+        out[f"watchers{suffix}_niceness"] = r.get("watchers_niceness")  # as their process saw it
     return out
 
 
