@@ -19,7 +19,7 @@ from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from tests.helpers import assert_eventually
-from tests.services.apiserver.kubeapi.conftest import Kube, http
+from tests.services.apiserver.kubeapi.conftest import Kube, http, watching
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 PER_SHAPE = 8
@@ -113,35 +113,20 @@ async def test_the_window_grows_with_the_cost_of_the_last_wake_up_up_to_its_boun
     server.watches.coalesce_s = 0.0
     server.watches.coalesce_max_s = 0.6
     await server.start()
-    loop = asyncio.get_running_loop()
     try:
-        code, body = await http(Kube(server, kube.kubeconfig, kube.credentials), "GET", "/api/v1/namespaces")
+        own = Kube(server, kube.kubeconfig, kube.credentials)
+        code, body = await http(own, "GET", "/api/v1/namespaces")
         assert code == 200
         rv = json.loads(body)["metadata"]["resourceVersion"]
-        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
-        received: list[tuple[str, float]] = []
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(
-                f"{server.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
-                headers={"Authorization": f"Bearer {kube.token}"},
-                ssl=ctx,
-            ) as resp,
-        ):
-
-            async def read() -> None:
-                async for line in resp.content:
-                    received.append((json.loads(line)["object"]["metadata"]["name"], loop.time()))
-
-            reader = asyncio.create_task(read())
+        async with watching(own, f"/api/v1/namespaces?watch=1&resourceVersion={rv}") as events:
             await asyncio.sleep(0.7)
             await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "w0"}}])
-            await assert_eventually(lambda: len(received) == 1)
+            await assert_eventually(lambda: len(events) == 1)
             assert server.watches.last_cost_s > 0 and server.watches.window_s() == 0.6
             for name in ("w1", "w2"):
                 await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
-            await assert_eventually(lambda: len(received) == 3)
-            reader.cancel()
+            await assert_eventually(lambda: len(events) == 3)
+        received = [(e["object"]["metadata"]["name"], t) for e, t in events]
         assert [n for n, _ in received] == ["w0", "w1", "w2"]
         assert received[2][1] - received[1][1] < 0.1  # together
         assert received[1][1] - received[0][1] >= 0.5  # after the grown window
@@ -159,31 +144,17 @@ async def test_a_bookmark_never_claims_a_change_still_waiting_for_the_wake_up(
     server.watches.bookmark_every_s = 0.15
     await server.start()
     try:
-        code, body = await http(Kube(server, kube.kubeconfig, kube.credentials), "GET", "/api/v1/namespaces")
+        own = Kube(server, kube.kubeconfig, kube.credentials)
+        code, body = await http(own, "GET", "/api/v1/namespaces")
         assert code == 200
         rv = json.loads(body)["metadata"]["resourceVersion"]
-        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
-        events: list[tuple[str, int]] = []
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(
-                f"{server.url}/api/v1/namespaces?watch=1&resourceVersion={rv}&allowWatchBookmarks=true",
-                headers={"Authorization": f"Bearer {kube.token}"},
-                ssl=ctx,
-            ) as resp,
-        ):
-
-            async def read() -> None:
-                async for line in resp.content:
-                    ev = json.loads(line)
-                    events.append((ev["type"], int(ev["object"]["metadata"]["resourceVersion"])))
-
-            reader = asyncio.create_task(read())
+        query = f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
+        async with watching(own, "/api/v1/namespaces" + query) as received:
             await asyncio.sleep(0.9)  # quiet: the next change goes out at once
             await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "now"}}])
             await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "later"}}])
-            await assert_eventually(lambda: len([e for e in events if e[0] == "ADDED"]) == 2)
-            reader.cancel()
+            await assert_eventually(lambda: len([e for e, _ in received if e["type"] == "ADDED"]) == 2)
+        events = [(e["type"], int(e["object"]["metadata"]["resourceVersion"])) for e, _ in received]
         added = [i for i, (t, _) in enumerate(events) if t == "ADDED"]
         between = [v for t, v in events[added[0] + 1 : added[1]] if t == "BOOKMARK"]
         assert between, events  # bookmarks came while "later" waited out the window
