@@ -22,7 +22,7 @@ line or, for the scheduler and the apiserver, to the later line saying it decide
 first finishes the sagas earlier instances left unfinished, which it finds among every saga in
 the log), the CPU seconds it used by then (less sensitive to a loaded machine) and its resident
 memory (``VmRSS``) then; and the slope of start time against log length.
-While the log grows, every ``--snapshot-step`` events (default 1M) and at each size's end, the
+While the log grows, every ``--snapshot-step`` events (default 250k) and at each size's end, the
 apiserver is run until it has written a snapshot of the object fold at the log's end (a running
 system keeps one, every 20k events; no writer has to fold more than a step, well within the
 apiserver's own 120 s start limit), so the starts measured load it and fold only the tail; and
@@ -31,7 +31,7 @@ each scheduler start, so this is a scheduler restarted every step); ``--no-snaps
 whole-log folds instead.
 
 ``python -m bench.history [--sizes 100k,1M,10M] [--services apiserver,scheduler,claim_controller]
-[--recording FILE] [--no-snapshots] [--snapshot-step 1M] [--json]``; ``--json`` prints one JSON
+[--recording FILE] [--no-snapshots] [--snapshot-step 250k] [--json]``; ``--json`` prints one JSON
 object as the last line (``max_events``, ``start_caught_up_s``, ``start_cpu_s``, ``rss_mb``,
 ``bytes_per_event``, ``start_slope_us_per_event``, per size figures under ``runs``, with
 ``snapshot_bytes``: the size of the apiserver's snapshot of the live objects at that size;
@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--snapshot-step",
         type=parse_size,
-        default=1_000_000,
+        default=250_000,
         help="while building, a snapshot is written every this many events (as a running system keeps one)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
