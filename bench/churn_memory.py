@@ -55,8 +55,14 @@ from draflow.services.runtime.client import ApiClient
 
 NS = "default"
 PLUGIN = "draflow.services.drivers.gpu_example.node"
-CONTROLLERS = ("claim_controller", "scheduler", "quota_reconciler", "garbage_collector", "node_lifecycle")
-CONTROLLERS += ("workloads",)
+CONTROLLERS = (
+    "claim_controller",
+    "scheduler",
+    "quota_reconciler",
+    "garbage_collector",
+    "node_lifecycle",
+    "workloads",
+)
 
 
 def rss_mb(pid: int) -> float:
@@ -136,9 +142,7 @@ SETUP: list[dict[str, Any]] = [
         "metadata": {"name": "one-gpu", "namespace": NS},
         "spec": {
             "spec": {
-                "devices": {
-                    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]
-                }
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
             }
         },
     },
@@ -329,7 +333,9 @@ def _fmt(rss: dict[str, float]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.churn_memory", description=__doc__.splitlines()[0])
-    p.add_argument("--stages", default="200,5000,20000", help="cumulative pods churned; the first is the baseline")
+    p.add_argument(
+        "--stages", default="200,5000,20000", help="cumulative pods churned; the first is the baseline"
+    )
     p.add_argument("--nodes", type=int, default=2)
     p.add_argument("--gpus", type=int, default=8, help="GPUs per node")
     p.add_argument("--in-flight", type=int, default=8, help="pods in existence at a time")

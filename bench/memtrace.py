@@ -18,6 +18,10 @@ import tracemalloc
 from pathlib import Path
 from types import FrameType
 
+import draflow
+
+PACKAGE = str(Path(draflow.__file__).resolve().parent)
+
 __all__ = ["top_growth"]
 
 
@@ -28,7 +32,7 @@ def top_growth(before: Path, after: Path, limit: int = 15) -> list[str]:
     new = tracemalloc.Snapshot.load(str(after))
     lines = []
     for stat in new.compare_to(old, "traceback")[:limit]:
-        frames = [f for f in stat.traceback if "draflow" in f.filename] or list(stat.traceback)
+        frames = [f for f in stat.traceback if f.filename.startswith(PACKAGE)] or list(stat.traceback)
         where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames[-4:]))
         lines.append(f"{stat.size_diff / 1024:+10.1f} KB {stat.count_diff:+8d} blocks  {where}")
     return lines
