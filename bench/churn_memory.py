@@ -28,7 +28,8 @@ to the last stage. Their RSS then includes tracemalloc's own.
 ``python -m bench.churn_memory [--stages 200,5000,20000] [--nodes 2] [--gpus 8] [--in-flight 8]
 [--json]``; ``--json`` prints one JSON object as the last line with ``rss_mb_fresh``,
 ``rss_mb_baseline``, ``rss_mb_after`` (process -> MB after the last stage), ``rss_ratio``,
-``stages`` (per stage: pods, log events, seconds, RSS per process, ratio), ``pods_churned``,
+``stages`` (per stage: pods, log events, seconds, RSS per process, ratio, and of the RSS the
+anonymous part, ``rss_anon_mb``, and malloc's brk heap, ``rss_heap_mb``), ``pods_churned``,
 ``events_in_log``, ``cpu_ms_per_pod`` (per process, over the stages after the baseline) and the
 machine.
 """
@@ -65,16 +66,33 @@ CONTROLLERS = (
 )
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process in MB (0 when it is gone)."""
+def rss_mb(pid: int, field: str = "VmRSS") -> float:
+    """Resident memory of a process in MB (0 when it is gone); ``field="RssAnon"``: its anonymous
+    part, the heap (Python's arenas, malloc's) without the shared libraries."""
     try:
         status = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return 0.0
     for line in status.splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def heap_mb(pid: int) -> float:
+    """Resident memory of the process's ``[heap]`` (malloc's main arena, grown with brk) in MB;
+    the rest of ``RssAnon`` is mmapped: Python's 1 MB arenas, large blocks, threads' arenas."""
+    try:
+        smaps = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return 0.0
+    in_heap, kb = False, 0
+    for line in smaps.splitlines():
+        if line[:1] in "0123456789abcdef" and "-" in line.split(" ", 1)[0]:
+            in_heap = line.rstrip().endswith("[heap]")
+        elif in_heap and line.startswith("Rss:"):
+            kb += int(line.split()[1])
+    return kb / 1024
 
 
 class Log(LogFollower):
@@ -224,7 +242,10 @@ class Churn:
             if self.log.last_seq != seen:
                 seen, since = self.log.last_seq, time.monotonic()
 
-    async def rss(self) -> dict[str, float]:
+    def heap(self) -> dict[str, float]:
+        return {name: round(heap_mb(self.services.pid(name)), 1) for name in self.services.procs}
+
+    async def rss(self, field: str = "VmRSS") -> dict[str, float]:
         """Per process (and the nats-server) the median of three readings a second apart."""
         pids = {name: self.services.pid(name) for name in self.services.procs}
         if self.bus.nats_pid is not None:
@@ -234,7 +255,7 @@ class Churn:
             if i:
                 await asyncio.sleep(1.0)
             for name, pid in pids.items():
-                readings[name].append(rss_mb(pid))
+                readings[name].append(rss_mb(pid, field))
         gone = [name for name, r in readings.items() if not all(r)]
         if gone:
             raise RuntimeError(f"processes exited: {gone}; see {self.bus.settings.data_dir}")
@@ -277,7 +298,7 @@ async def _run(args: argparse.Namespace, churn: Churn) -> dict[str, Any]:
         began = time.monotonic()
         await churn.churn_to(total)
         took = time.monotonic() - began
-        rss = await churn.rss()
+        rss, anon = await churn.rss(), await churn.rss("RssAnon")
         if i == 0:
             baseline, cpu_base = rss, churn.services.cpu()
         if churn.trace_dirs:
@@ -286,6 +307,7 @@ async def _run(args: argparse.Namespace, churn: Churn) -> dict[str, Any]:
         ratio = {n: round(v / baseline[n], 3) for n, v in rss.items()}
         stage = {"pods": total, "events_in_log": churn.log.last_seq, "seconds": round(took, 1)}
         stage |= {"loadavg": machine()["loadavg"], "rss_mb": rss, "rss_ratio": ratio}
+        stage |= {"rss_anon_mb": anon, "rss_heap_mb": churn.heap()}
         stages.append(stage)
         what = "baseline" if i == 0 else "after"
         print(

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from bench.churn_memory import CONTROLLERS, parse_args, rss_mb
+from bench.churn_memory import CONTROLLERS, heap_mb, parse_args, rss_mb
 from bench.memtrace import top_growth
 from tests.paths import ROOT
 
@@ -52,6 +52,9 @@ def test_rss_of_every_process_after_churn_against_the_warmed_baseline() -> None:
         ratio = r["rss_mb_after"][name] / r["rss_mb_baseline"][name]
         assert r["rss_ratio"][name] == pytest.approx(ratio, abs=0.002), name
         assert r["cpu_ms_per_pod"][name] > 0, name
+    for stage in r["stages"]:
+        for name in processes:  # of the RSS: anonymous memory, of which malloc's brk heap
+            assert 0 < stage["rss_heap_mb"][name] < stage["rss_anon_mb"][name] < stage["rss_mb"][name], name
     assert len(set(r["rss_mb_after"].values())) > 3  # readings of different processes, not one value
     assert r["max_rss_ratio"] == max(v for n, v in r["rss_ratio"].items() if n != "nats-server")
     assert r["traced"] == ["gpu_driver"]
@@ -65,6 +68,7 @@ def test_rss_is_this_process_own_reading() -> None:
     assert rss_mb(os.getpid()) - before > 50
     del block
     assert rss_mb(2**22 + 12345) == 0.0  # no such process
+    assert 0 < heap_mb(os.getpid()) < rss_mb(os.getpid(), "RssAnon") < rss_mb(os.getpid())
 
 
 def test_options_are_checked() -> None:
