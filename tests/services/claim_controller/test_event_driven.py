@@ -95,3 +95,50 @@ async def test_a_failed_sync_is_retried_for_that_object_without_a_full_pass(
         await ctl.stop()
         await probe.stop()
         await probe_events.close()
+
+
+QUOTA = """\
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: claims, namespace: default}
+spec:
+  hard:
+    count/resourceclaims.resource.k8s.io: "{n}"
+"""
+
+
+async def test_a_refused_create_is_made_again_under_the_recorded_name_once_admitted(
+    apiserver: ApiServer, settings: Settings
+) -> None:
+    """A create refused by admission (quota: no claim allowed) is retried by the sweep (no
+    hint marks the pod again); the pod's status already names the claim (the name is derived
+    from the pod's uid), and the claim is created under that very name once the quota allows
+    it."""
+    ctl, svc = await run(
+        settings, "claim-controller", lambda rt: ClaimControllerService(rt, full_resync_s=0.2)
+    )
+    probe, probe_events = await start_runtime(settings, "probe")
+    try:
+        for result in await probe.api.apply(manifests(QUOTA.replace("{n}", "0"))):
+            assert result.error is None, result.error
+        await eventually(lambda: svc.full_passes == 1, what="first pass")
+        for result in await probe.api.apply(_pod("refused")):
+            assert result.error is None, result.error
+        pod = await eventually(
+            lambda: (p := probe.get("Pod", "default", "refused")) and p.status.resource_claim_statuses and p,
+            what="the claim status",
+        )
+        name = pod.status.resource_claim_statuses[0].resource_claim_name
+        await asyncio.sleep(0.5)  # sweeps pass meanwhile: each create is refused again
+        assert probe.get("ResourceClaim", "default", name) is None
+        for result in await probe.api.apply(manifests(QUOTA.replace("{n}", "5"))):
+            assert result.error is None, result.error
+        claim = await eventually(lambda: probe.get("ResourceClaim", "default", name), what="the claim")
+        assert claim.metadata.owner_references[0].uid == pod.metadata.uid
+        assert probe.get("Pod", "default", "refused").status.resource_claim_statuses == (
+            pod.status.resource_claim_statuses
+        )
+    finally:
+        await ctl.stop()
+        await probe.stop()
+        await probe_events.close()
