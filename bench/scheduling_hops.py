@@ -1,12 +1,13 @@
 """Where a pod's created → bound time goes: the per-hop breakdown of ``bench.scheduling``.
 
-A pod's path is whatever the log holds for it, in log order (:class:`bench.scheduling_cluster.Tracker`
-collects it): ``PodApplied`` → the claim controller's ``ResourceClaimApplied`` →
-``PodClaimStatusesRecorded`` → the scheduler's ``SagaStarted`` → each saga step's started /
-completed events → ``ClaimAllocated`` / ``ClaimReserved`` (and the guard take in their batch) →
-``PodBound``. A hop is two consecutive events of one pod, named after them, so the breakdown
-follows the code as it changes (an event merged away drops its hops, a new one adds its own)
-instead of assuming today's sequence.
+A pod's path is whatever the log holds for it, in log order
+(:class:`bench.scheduling_cluster.Tracker` collects it): ``PodApplied`` → the claim controller's
+``ResourceClaimApplied`` → ``PodClaimStatusesRecorded`` → the scheduler's ``SagaStarted`` → each
+saga step's started / completed events of sagas recorded before → the device's ``GuardTaken`` →
+``ClaimAllocated`` (with the pod's reservation; before: ``ClaimReserved`` and the take in its batch)
+→ ``PodBound``. A hop is two consecutive events of one pod, named after them, so the breakdown
+follows the code as it changes (an event merged away drops its hops, a new one adds its own) instead
+of assuming today's sequence.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import time
 from typing import Any
@@ -250,10 +251,20 @@ class Phases:
         await self._deleted_and_freed(names)
 
 
+def _retried(msg_id: str) -> bool:
+    """Whether a saga's guard take is a retry: ``...:<attempt>#g<i>`` in the claim's batch (logs
+    before), ``...:g<i>:<attempt>`` as PreBind's own append (attempt 0 has none)."""
+    if not msg_id.startswith("saga:"):
+        return False
+    if "#g" in msg_id:
+        return not msg_id.split("#g")[0].endswith(":0")
+    return re.search(r":g\d+:\d+$", msg_id) is not None
+
+
 async def scan_log(store: EventStore, windows: list[tuple[float, float]]) -> dict[str, float]:
     """The whole log read again at the end, apart from the tracker: pods bound (all, and within
     the steady-state windows: a recount of what the tracker measured), guard messages per bound
-    pod, PreBind appends retried after a guard conflict (attempt > 0 in the take's message id),
+    pod, PreBind's guard takes retried after a conflict (an attempt > 0 in the take's message id),
     sagas compensated."""
     guards = retried = compensated = bound = in_windows = 0
     pod_prefix = f"{store.root}.ev.Pod.{NS}."
@@ -266,8 +277,9 @@ async def scan_log(store: EventStore, windows: list[tuple[float, float]]) -> dic
                 in_windows += any(start <= ts < end for start, end in windows)
             elif ".ev.Guard." in subject:
                 guards += 1
-                msg_id = (r.header("Nats-Msg-Id") or "").split("#g")[0]
-                retried += msg_id.startswith("saga:") and not msg_id.endswith(":0")
+                retried += r.header("Draflow-Type") == "GuardTaken" and _retried(
+                    r.header("Nats-Msg-Id") or ""
+                )
             elif r.header("Draflow-Type") == "SagaCompensated":
                 compensated += 1
     return {

@@ -1,20 +1,18 @@
 """``bench.scheduling --prefill claims``: occupancy as scheduler_perf's ``allocResourceClaims`` makes
 it, fast enough for 5,000 nodes.
 
-Upstream pre-fills its steady-state cases with ``initClaims`` standalone ResourceClaims in
-namespace ``init``, allocated directly (its op runs the allocator and writes each claim's status;
-no pod, no scheduler). Here the claims are created through the apiserver (``ResourceClaimApplied``,
-as any client's claim) and allocated by the bench, node after node, device after device (as
-upstream's op fills nodes in order), with the messages the scheduler's PreBind appends for an
-allocation, minus the pod: ``ClaimAllocated`` (``node_name`` set, ``pod_uid`` empty: no consumer,
-so no ``ClaimReserved``) on the claim at its version, and the device's ``GuardTaken`` (holder the
-claim) on the guard subject at its last sequence (read first, as the scheduler's snapshot holds
-it), actor ``bench``. One difference, on purpose: PreBind sends the two as one atomic batch, the
-bench as two pipelined appends, each with its own expectation. On file storage nats-server takes
-~20 ms to commit an atomic batch on this machine (a plain acknowledged append: ~0.3 ms), which
-would make 25,000 claims take minutes; nothing else writes these subjects while the bench fills,
-so the log holds the same messages either way. Nothing ever releases them: an allocated claim
-nobody reserves and nobody deletes stays allocated, as upstream's do.
+Upstream pre-fills its steady-state cases with ``initClaims`` standalone ResourceClaims in namespace
+``init``, allocated directly (its op runs the allocator and writes each claim's status; no pod, no
+scheduler). Here the claims are created through the apiserver (``ResourceClaimApplied``, as any
+client's claim) and allocated by the bench, node after node, device after device (as upstream's op
+fills nodes in order), with the messages the scheduler's PreBind appends for an allocation, minus
+the pod: ``ClaimAllocated`` (``node_name`` set, ``pod_uid`` empty, no ``consumer``) on the claim at
+its version, and the device's ``GuardTaken`` (holder the claim) on the guard subject at its last
+sequence (read first, as the scheduler's snapshot holds it), actor ``bench``. PreBind sends the take
+first and waits for it; the bench pipelines both (the claim's first: a snapshot counts the take at
+once), each with its own expectation; nothing else writes these subjects while the bench fills, so
+the log holds the same messages either way. Nothing ever releases them: an allocated claim nobody
+reserves and nobody deletes stays allocated, as upstream's do.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ effect as if a Kubernetes controller had written the status.
 Claim events:
 
 * :class:`ClaimAllocated` also adds the ``resource.kubernetes.io/delete-protection`` finalizer
-  (upstream the scheduler adds it right before it writes the allocation); one fact, one append.
+  (upstream the scheduler adds it right before it writes the allocation) and, when it names a
+  ``consumer``, reserves the claim for that pod: one fact, one append (PreBind's).
 * :class:`ClaimDeallocated` clears the allocation and the device statuses and drops that
   finalizer (what upstream's claim controller and the scheduler's Unreserve do together). Its
   writer must first see ``reservedFor`` empty.
@@ -58,11 +59,17 @@ DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 
 class ClaimAllocated(Event, frozen=True, kw_only=True):
     """Devices were allocated to the claim for ``pod_uid`` on ``node_name`` (the scheduler's
-    PreBind); sets ``status.allocation`` and the delete-protection finalizer."""
+    PreBind); sets ``status.allocation`` and the delete-protection finalizer.
+
+    ``consumer``: the pod reserved with the allocation (added to ``status.reservedFor``, as
+    ``ClaimReserved`` would), so no one ever sees the claim allocated and unreserved, which the
+    claim controller would deallocate. None in events written before it existed (those came
+    with a ``ClaimReserved`` in the same batch) and in allocations without a pod."""
 
     allocation: AllocationResult
     node_name: str = ""
     pod_uid: str = ""
+    consumer: ResourceClaimConsumerReference | None = None
 
 
 class ClaimReserved(Event, frozen=True, kw_only=True):

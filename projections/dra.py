@@ -70,7 +70,11 @@ def _allocated(claim: ResourceClaim | None, ev: ClaimAllocated) -> ResourceClaim
     meta = claim.metadata
     if DELETE_PROTECTION_FINALIZER not in meta.finalizers:
         meta = replace(meta, finalizers=(*meta.finalizers, DELETE_PROTECTION_FINALIZER))
-    return replace(claim, metadata=meta, status=replace(claim.status, allocation=ev.allocation))
+    status = replace(claim.status, allocation=ev.allocation)
+    consumer = ev.consumer
+    if consumer is not None and not any(r.uid == consumer.uid for r in status.reserved_for):
+        status = replace(status, reserved_for=(*status.reserved_for, consumer))
+    return replace(claim, metadata=meta, status=status)
 
 
 def _reserved(claim: ResourceClaim | None, ev: ClaimReserved) -> ResourceClaim | None:

@@ -214,8 +214,9 @@ def _consumers(ex: Explanation) -> dict[str, str]:
         out[ex.uid] = f"pods/{ex.name}"
     for envs in ex.claims.values():
         for env in envs:
-            if isinstance(env.data, ClaimReserved):
-                c = env.data.consumer
+            d = env.data
+            c = d.consumer if isinstance(d, ClaimReserved | ClaimAllocated) else None
+            if c is not None:
                 out.setdefault(c.uid, f"{c.resource}/{c.name}")
     return out
 
@@ -226,6 +227,8 @@ def _claim_what(env: Envelope[Event], consumers: dict[str, str] | None = None) -
         results = d.allocation.devices.results if d.allocation.devices else ()
         devs = ", ".join(f"{r.driver}/{r.pool}/{r.device}" for r in results) or "no devices"
         what = f"allocated {devs} on {d.node_name or '-'}"
+        if d.consumer is not None:  # allocated and reserved in one fact (PreBind's)
+            what += f", reserved for {d.consumer.resource}/{d.consumer.name}"
     elif isinstance(d, ClaimReserved):
         what = f"reserved for {d.consumer.resource}/{d.consumer.name}"
     elif isinstance(d, ClaimReservationsReleased):

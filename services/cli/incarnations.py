@@ -134,7 +134,7 @@ def _reserves(data: Any, uid: str) -> bool:
     """A structured or numeric (KEP-4381) claim fact putting pod ``uid`` in ``reservedFor``."""
     if isinstance(data, ClaimReserved | NumericClaimReserved):
         return data.consumer.uid == uid
-    if isinstance(data, NumericClaimAllocated):
+    if isinstance(data, NumericClaimAllocated | ClaimAllocated):
         return data.consumer is not None and data.consumer.uid == uid
     return False
 

@@ -100,3 +100,26 @@ def test_events_roundtrip_through_the_codec() -> None:
     env = make_envelope(ev, id="e1", subject="draflow.ev.ResourceClaim.default.c", actor="scheduler")
     back = decode(encode(env))
     assert back.data == ev
+
+
+def test_claim_allocated_with_its_consumer_is_allocation_and_reservation_in_one_fact() -> None:
+    """PreBind's one append: the allocation and the pod in ``reservedFor`` (idempotent per uid);
+    an allocation written before ``consumer`` existed, with its ``ClaimReserved``, folds the same."""
+    alloc = make_allocation(("gpu", "gpu-0"))
+    one = _claim_fold(
+        make_claim("c"),
+        ClaimAllocated(allocation=alloc, node_name="node-1", pod_uid="uid-p", consumer=pod_ref("p")),
+    )
+    two = _claim_fold(
+        make_claim("c"),
+        ClaimAllocated(allocation=alloc, node_name="node-1", pod_uid="uid-p"),
+        ClaimReserved(consumer=pod_ref("p")),
+    )
+    assert one is not None and two is not None
+    assert one.status == two.status and one.metadata.finalizers == two.metadata.finalizers
+    assert [r.uid for r in one.status.reserved_for] == ["uid-p"]
+    already = _claim_fold(
+        make_claim("c", reserved_for=[pod_ref("p")]),
+        ClaimAllocated(allocation=alloc, consumer=pod_ref("p")),
+    )
+    assert already is not None and [r.uid for r in already.status.reserved_for] == ["uid-p"]

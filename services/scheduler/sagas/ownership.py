@@ -58,12 +58,15 @@ def creator(history: Sequence[Envelope[Event]]) -> str | None:
 
 
 def reservation_writer(history: Sequence[Envelope[Event]], consumer_uid: str) -> str | None:
-    """The correlation id of the ``ClaimReserved`` that put ``consumer_uid`` in ``reservedFor`` as it
-    stands; None when it is not reserved by such an event (never, released since, or the status was
-    replaced as a whole since)."""
+    """The correlation id of the ``ClaimReserved`` (or the ``ClaimAllocated`` naming it as its
+    consumer) that put ``consumer_uid`` in ``reservedFor`` as it stands; None when it is not
+    reserved by such an event (never, released since, or the status was replaced as a whole
+    since)."""
     for env in reversed(current_incarnation(history)):
         data = env.data
         if isinstance(data, ClaimReserved) and data.consumer.uid == consumer_uid:
+            return env.correlation_id
+        if isinstance(data, ClaimAllocated) and data.consumer and data.consumer.uid == consumer_uid:
             return env.correlation_id
         if isinstance(data, ClaimReservationsReleased) and consumer_uid in data.uids:
             return None

@@ -5,24 +5,37 @@ counts it in the assume cache; the saga's input is that decision, so whoever res
 after a crash writes exactly what was decided. Steps:
 
 * ``reserve`` — the decision is in the assume cache (re-assumed when another process resumes).
-  Compensation ``unreserve``: drop the assume entries and send the pod back to the queue (backoff).
-* ``prebind`` — per claim, one atomic append on the claim's subject with the claim's version as
-  the expected last sequence: ``ClaimAllocated`` (when this cycle allocated it; also sets the
-  delete-protection finalizer) and ``ClaimReserved`` (the pod in ``reservedFor``). A conflict
-  means someone else changed the claim: reload it from the log and check the decision still holds
-  (``prebind_claim``). The step fails (and the saga compensates) when the claim was allocated by
-  anyone but this saga meanwhile, or when the pod is already reserved on it, or the claim is a
-  special claim created, by *another* saga: another scheduling attempt for the same pod is under
-  way (a second scheduler instance), and this saga must neither rely on nor later undo its work.
+  Compensation ``unreserve``: drop the assume entries and send the pod back to the queue (backoff),
+  then give back the device guards PreBind took that no allocation holds (below).
+* ``prebind`` — per claim this cycle allocates, first each of its device (and counter-set) guards
+  as a single append on the guard's subject at the version the decision saw (:mod:`.guarded`:
+  another scheduler's take meanwhile fails the step), then **one** single append on the claim's
+  subject at the claim's version: ``ClaimAllocated`` naming the pod as its ``consumer`` (the
+  allocation, the delete-protection finalizer and the pod in ``reservedFor`` in one fact, so the
+  claim is never allocated and unreserved). A claim allocated already gets ``ClaimReserved``
+  alone. No atomic batch: JetStream stages each one in a file store of its own (12-30 ms on this
+  machine), the largest wait of a pod's path when PreBind wrote claim and guards as one. A
+  conflict on the claim means someone else changed it: reload it from the log and check the
+  decision still holds (``prebind_claim``). The step fails (and the saga compensates) when the
+  claim was allocated by anyone but this saga meanwhile, or when the pod is already reserved on
+  it, or the claim is a special claim created, by *another* saga: another scheduling attempt for
+  the same pod is under way (a second scheduler instance), and this saga must neither rely on
+  nor later undo its work.
 * ``bind`` — ``PodBound`` on the pod's subject (optimistic as well), only while the pod's
   ``extendedResourceClaimStatus`` still names this saga's special claim; a pod bound by someone
   else meanwhile fails the step.
 
 Compensation of ``prebind`` (``release``) undoes only what this saga wrote, as the log shows it
 (:mod:`.ownership`: the saga id is the correlation id of its appends): per claim, the pod's
-reservation if this saga's ``ClaimReserved`` put it there, and the allocation if this saga's
-``ClaimAllocated`` made it and nobody else is left reserving the claim — read and appended at one
-version, so a concurrent change makes it read and decide again.
+reservation if this saga's ``ClaimReserved`` (or ``ClaimAllocated``) put it there, and the
+allocation if this saga's ``ClaimAllocated`` made it and nobody else is left reserving the claim
+(its guards given back in that append) — read and appended at one version, so a concurrent
+change makes it read and decide again. A guard taken without its claim's append landing (the
+claim lost to another decision, or a crash between the two appends) is given back by
+``unreserve``, whose compensation is owed whichever step failed: a resumed saga whose pod is
+gone fails at ``reserve``, before ``prebind``'s compensation is owed. Until then the take only
+costs conflicts: a scheduler's snapshot does not count a take in the guard's version before its
+allocation is in (:mod:`draflow.services.scheduler.service.guard_heads`).
 
 Extended resources backed by DRA (KEP-5004): when the decision includes the pod's special claim
 (``extended_claim``: name and uid derived from the pod, so a re-run targets the same object), the
@@ -46,8 +59,10 @@ The saga's own log is kept short (the critical path of every pod): its three ste
 steps of the saga engine, with no saga events of their own (their compensations are registered in
 ``SagaStarted``). Whichever process drives the saga runs them again: ``reserve`` assumes the
 decision again, ``prebind`` and ``bind`` find their writes in place (correlated with the saga's
-id, checked as above) and append nothing twice. A saga is then ``SagaStarted``, the claims'
-batches, ``PodBound`` and ``SagaCompleted``; on a failure, ``SagaStepFailed`` names the step and
+id, checked as above) and append nothing twice (a guard's take has one message id per guard:
+the retake of a resumed run is the same message). A saga is then ``SagaStarted``, per claim its
+guards' ``GuardTaken`` and its ``ClaimAllocated``, ``PodBound`` and ``SagaCompleted``, all single
+appends; on a failure, ``SagaStepFailed`` names the step and
 the compensations of every step up to it are owed. Sagas recorded before keep the steps' events
 they were started with.
 """
@@ -71,7 +86,6 @@ from draflow.events.dra import (
 from draflow.events.envelope import Envelope, Event
 from draflow.events.objects import finalizers_changed
 from draflow.infra.errors import ConcurrencyError
-from draflow.infra.guard import Guard, GuardConflict
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.extended.claim import is_extended_resource_claim
 from draflow.services.dra.numeric.plans import NumericClaimPlan
@@ -89,9 +103,9 @@ from draflow.services.scheduler.sagas.extended_claim import (
 from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status
 from draflow.services.scheduler.sagas.guarded import (
     GuardStamp,
-    accept_or_refuse,
     claim_releases,
-    claim_takes,
+    release_unbacked,
+    take_each,
 )
 from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
@@ -287,7 +301,15 @@ async def reserve(ctx: Ctx) -> dict[str, Any]:
 
 
 async def unreserve(ctx: Ctx) -> None:
-    release_decided(ctx.deps, ctx.input)
+    """The decision out of the assume cache, then the guards PreBind took that no allocation
+    holds now (:func:`~.guarded.release_unbacked`). Those belong here, not to ``release``:
+    Reserve's compensation is owed whatever step failed, and a saga resumed after a crash
+    between a take and its claim's append fails at Reserve when its pod is gone meanwhile."""
+    plan = ctx.input
+    release_decided(ctx.deps, plan)
+    for c in reversed(plan.claims):
+        if c.allocation is not None and c.guards:
+            await release_unbacked(ctx, c.namespace, c.name, c.uid, c.guards)
 
 
 async def prebind(ctx: Ctx) -> dict[str, Any]:
@@ -312,6 +334,7 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
     claim, version = rt.get("ResourceClaim", c.namespace, c.name)  # the snapshot: no read
     history: list[Envelope[Event]] | None = None
     expected = {(g.scope, g.key): g.seen for g in c.guards}
+    taken = False
     for attempt in range(MAX_CONFLICTS):
         if history is None and (not isinstance(claim, ResourceClaim) or _needs_history(claim, plan, c)):
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
@@ -326,25 +349,28 @@ async def _prebind_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
         if new is claim:
             return
         events: list[Event] = []
-        guards: list[Guard] = []
+        reserved = any(r.uid == plan.uid for r in claim.status.reserved_for)
         if c.allocation is not None and claim.status.allocation is None:
-            events.append(ClaimAllocated(allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid))
-            guards = claim_takes(rt, claim, expected)
+            if not taken:  # the devices first: a take without its allocation is only a conflict
+                await take_each(ctx, claim, expected, f"{c.namespace}/{c.name}")
+                taken = True
+            consumer = None if reserved else c.consumer
+            events.append(
+                ClaimAllocated(
+                    allocation=c.allocation, node_name=plan.node_name, pod_uid=plan.uid, consumer=consumer
+                )
+            )
+            reserved = True
         elif DELETE_PROTECTION_FINALIZER not in claim.metadata.finalizers:
             finalizers = (*claim.metadata.finalizers, DELETE_PROTECTION_FINALIZER)
             events.append(finalizers_changed("ResourceClaim", finalizers))
-        if not any(r.uid == plan.uid for r in claim.status.reserved_for):
+        if not reserved:
             events.append(ClaimReserved(consumer=c.consumer))
         if not events:
             return  # everything the decision asks for is on the claim already
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
         try:
-            await ctx.append(
-                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
-            )
-        except GuardConflict as conflict:  # another decision took one of the devices meanwhile
-            await accept_or_refuse(rt, conflict, expected, f"{c.namespace}/{c.name}")
-            continue
+            await ctx.append(subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
         except ConcurrencyError:
             claim, version, history = await read_object(rt, "ResourceClaim", c.namespace, c.name)
             continue

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.base import ApiStruct
 from draflow.events.api.codec import object_meta
-from draflow.events.api.resource_v1 import AllocationResult
+from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim
 from draflow.events.codec import DecodeError, decode
-from draflow.events.guard import GUARD_KIND
+from draflow.events.guard import GUARD_KIND, GuardTaken
 from draflow.events.subjects import aggregate_subject, decode_token
 from draflow.infra.eventstore import EventStore, RawRecord, StreamReset
 from draflow.infra.guard import guard_prefix
@@ -42,6 +42,7 @@ from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.plugins.classic.feed import CLASSIC_KINDS, ClassicFeed
 from draflow.services.scheduler.plugins.numeric.feed import NUMERIC_KINDS, NumericFeed
 from draflow.services.scheduler.sagas.guarded import GuardStamp, stamps
+from draflow.services.scheduler.service.guard_heads import GuardHeads
 
 __all__ = ["KINDS", "Snapshot"]
 
@@ -49,6 +50,8 @@ __all__ = ["KINDS", "Snapshot"]
 _RESTORE_ORDER = ("DeviceClass", "Node", "ResourceSlice", "DeviceTaintRule", "ResourceClaim", "Pod")
 
 log = logging.getLogger(__name__)
+
+_CLAIM_HOLDER = "ResourceClaim "  # how a guard message names a claim (draflow.services.dra.guards)
 
 KINDS = (
     frozenset({"Node", "Pod", "ResourceClaim", "DeviceClass", "ResourceSlice", "DeviceTaintRule"})
@@ -77,7 +80,11 @@ class Snapshot:
         self._traceparents: dict[tuple[str, str], str] = {}
         self.snapshot_position = 0  # the position of the snapshot this view started from (0: none)
         self.policy = SnapshotPolicy.from_env()  # its `load`: whether a start looks for a snapshot
-        self.guard_heads: dict[str, int] = {}  # guard subject -> its last sequence applied
+        # guard subject -> the version a decision expects there (its last sequence, held back
+        # before a take whose allocation the snapshot does not have yet)
+        self.guard_heads = GuardHeads(
+            store.root, lambda driver, pool: self.core.cluster.pool_slices(driver, pool)
+        )
 
     def stamp(self, allocation: AllocationResult) -> tuple[GuardStamp, ...]:
         """The guards ``allocation`` takes, at the versions this snapshot has applied."""
@@ -155,7 +162,21 @@ class Snapshot:
         async for records in self.store.last_per_subject(f"{guard_prefix(self.store.root)}>"):
             for rec in records:
                 if rec.seq <= position:
-                    self.guard_heads[rec.subject] = rec.seq
+                    self._apply_guard(rec, rec.subject)
+
+    def _apply_guard(self, rec: RawRecord, subject: str) -> None:
+        """A guard message: the guard's version, and whether a take's allocation is in yet."""
+        try:
+            event: object = decode(rec.data, rec.seq).data
+        except DecodeError as exc:
+            log.warning("event %d on %s: %s (ignored)", rec.seq, subject, exc)
+            event = None
+        claim = None
+        if isinstance(event, GuardTaken) and event.holder.startswith(_CLAIM_HOLDER):
+            namespace, _, name = event.holder[len(_CLAIM_HOLDER) :].partition("/")
+            obj = self.index.get("ResourceClaim", namespace, name)
+            claim = obj if isinstance(obj, ResourceClaim) else None
+        self.guard_heads.apply(subject, rec.seq, event, claim)
 
     async def stop(self) -> None:
         if self._tail is not None:
@@ -201,8 +222,8 @@ class Snapshot:
             if len(parts) != 3:
                 continue
             kind = parts[0]
-            if kind == GUARD_KIND:  # the guards' versions a decision expects (no decoding)
-                self.guard_heads[subject] = rec.seq
+            if kind == GUARD_KIND:  # the guards' versions a decision expects
+                self._apply_guard(rec, subject)
                 continue
             numeric = self.numeric.wants(kind)
             if kind not in KINDS and not numeric:
@@ -236,6 +257,8 @@ class Snapshot:
                     self.core.observe_deleted(kind, namespace, name)
                 else:
                     self.core.observe(change.object)
+                    if kind == "ResourceClaim" and isinstance(change.object, ResourceClaim):
+                        self.guard_heads.claim_changed(change.object)
             except Exception:  # a bug on one object must not stop the scheduler from following
                 log.exception("cannot apply event %d on %s", rec.seq, subject)
         if records:

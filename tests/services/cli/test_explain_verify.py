@@ -125,6 +125,8 @@ async def test_explain_pod_tells_why_it_is_pending(
     assert f"PodScheduling -> node {doc['node']}: Completed" in out
     assert f"allocations tried: pod-a-gpu: gpu.example.com/{doc['node']}/" in out
     assert "ClaimAllocated" in out and "PodBound node=" in out
+    # PreBind's one claim fact: allocated and reserved for the pod
+    assert f"on {doc['node']}, reserved for pods/pod-a  by " in out
 
     code, _, err = await _in_thread(_draflow, capsys, "explain", "pod", "nope")
     assert (

@@ -81,6 +81,11 @@ def test_reservation_writer_follows_reserve_and_release() -> None:
     assert reservation_writer(replaced, "p") is None
     # a reservation by a write without a saga (the claim controller) is nobody's saga
     assert reservation_writer([_env(CREATED), _env(_reserved("p"))], "p") == ""
+    # PreBind's ClaimAllocated reserves its consumer in the same fact
+    both = ClaimAllocated(allocation=ALLOCATED.allocation, consumer=_reserved("p").consumer)
+    assert reservation_writer([_env(CREATED, "a"), _env(both, "d")], "p") == "d"
+    assert reservation_writer([_env(CREATED, "a"), _env(both, "d")], "q") is None
+    assert reservation_writer([_env(CREATED, "a"), _env(ALLOCATED, "d")], "p") is None
 
 
 def test_allocation_writer_is_the_allocation_in_force() -> None:

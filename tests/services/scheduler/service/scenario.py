@@ -178,12 +178,10 @@ async def quiet(cluster: Cluster, engine_run: Any, sid: str) -> None:
 
 FORWARD = [
     ("shared", "ClaimReserved"),
-    ("joint", "ClaimAllocated"),
-    ("joint", "ClaimReserved"),
-    ("guard", "GuardTaken"),  # joint's device, in the same atomic batch
-    ("p-gpu", "ClaimAllocated"),
-    ("p-gpu", "ClaimReserved"),
+    ("guard", "GuardTaken"),  # joint's device, a single append before the claim's
+    ("joint", "ClaimAllocated"),  # allocated and reserved for p in one fact
     ("guard", "GuardTaken"),
+    ("p-gpu", "ClaimAllocated"),
 ]
 
 

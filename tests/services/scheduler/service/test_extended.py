@@ -203,7 +203,7 @@ async def test_failed_bind_deletes_the_special_claim_and_clears_the_status(clust
         e.type
         for e in await cluster.store.events(cluster.store.subject("ResourceClaim", "default", claim_name))
     ]
-    assert types == ["ResourceClaimApplied", "ClaimAllocated", "ClaimReserved", "ResourceClaimDeleted"]
+    assert types == ["ResourceClaimApplied", "ClaimAllocated", "ResourceClaimDeleted"]
     pod_types = [e.type for e in await cluster.store.events(subject)]
     assert pod_types.count("PodExtendedResourceClaimStatusRecorded") == 2  # recorded, then cleared
     after = await cluster.get_pod("doomed")

@@ -31,7 +31,7 @@ from draflow.services.scheduler.service.snapshot import Snapshot
 from tests.helpers import assert_eventually
 from tests.processes import draflow
 from tests.services.scheduler.service.conftest import Cluster
-from tests.services.scheduler.service.scenario import Instances
+from tests.services.scheduler.service.scenario import Instances, everything
 
 pytestmark = pytest.mark.kep4381
 
@@ -95,15 +95,18 @@ async def test_two_instances_one_device_only_one_allocation_lands_and_the_other_
         f"(by scheduler-{'ab'[winner]})"
     )
     assert await _allocated_devices(cluster) == {won_claim: ["dev-0"], lost_claim: []}
-    # the guard subject: one take, the winner's, in the winner's batch (nothing of the loser's)
+    # the guard subject: one take, the winner's, right before its claim (nothing of the loser's)
     guard = f"{settings.root}.ev.Guard.device.gpu~example~com/node-0/dev-0"
     (take,) = await cluster.store.events(guard)
     uid = (await cluster.claim(won_claim)).metadata.uid
     assert take.data == GuardTaken(holder=f"ResourceClaim default/{won_claim}", holder_uid=uid)
     claim_log = await cluster.store.events(cluster.store.subject("ResourceClaim", "default", won_claim))
     (allocated,) = [e for e in claim_log if isinstance(e.data, ClaimAllocated)]
-    assert take.seq == allocated.seq + 2  # ClaimAllocated, ClaimReserved, GuardTaken: one batch
+    assert take.seq < allocated.seq  # the device first, then the claim (two single appends)
     assert take.correlation_id == allocated.correlation_id
+    fact = allocated.data
+    assert isinstance(fact, ClaimAllocated) and fact.consumer is not None  # reserved in the same fact
+    assert fact.consumer.name == won_claim.removesuffix("-gpu")
 
     # the loser's pod is back in its queue: its instance schedules it again, on the other device
     assert cluster.running == []  # the deciders ran no loop: start one now
@@ -166,8 +169,10 @@ async def test_a_shared_device_given_twice_by_one_instance_retries_its_own_take(
         "ResourceClaim default/p1-gpu",
         "ResourceClaim default/p2-gpu",
     ]
-    # the second saga's first PreBind attempt (suffix :0) was refused, its retry (:1) landed
-    assert takes[1].id.endswith("p2-gpu:1#g0")
+    # both decisions expected version 0: the second take was refused once, then retried at the
+    # version after the first (the instance's own take) and landed
+    assert [t.correlation_id for t in takes] == ["scheduler-a-ps-p1", "scheduler-a-ps-p2"]
+    assert takes[1].id.endswith("default/p2-gpu:g0:1")  # its second attempt
 
 
 async def test_a_shared_device_taken_by_another_instance_meanwhile_is_decided_again(
@@ -218,3 +223,81 @@ async def test_a_scheduler_started_from_a_snapshot_expects_the_guards_versions_o
     finally:
         for view in views:
             await view.stop()
+
+
+def _hold_after_take(svc: SchedulerService) -> tuple[asyncio.Event, asyncio.Event]:
+    """``svc``'s first guard take lands, then its saga waits (``took`` set) until ``go`` is set:
+    the take alone is in the log, the claim's append not sent yet."""
+    took, go = asyncio.Event(), asyncio.Event()
+    real = svc.store.append
+
+    async def hold_after_take(subject: str, events: object, **kw: object) -> tuple[int, ...]:
+        seqs: tuple[int, ...] = await real(subject, events, **kw)  # type: ignore[arg-type]
+        if isinstance(events, GuardTaken) and not took.is_set():
+            took.set()
+            await go.wait()
+        return seqs
+
+    svc.store.append = hold_after_take  # type: ignore[method-assign]
+    return took, go
+
+
+async def test_a_take_seen_before_its_allocation_does_not_let_another_instance_take_the_device(
+    cluster: Cluster, instances: Instances, settings: Settings
+) -> None:
+    """PreBind takes the device's guard, then writes the claim: in between, another instance's
+    snapshot has the take but shows the device free. Its decision must not expect the guard's
+    version after the take (it would land, and the device would be allocated twice): the take
+    counts in the version only once its allocation is in, so the other decision conflicts."""
+    await cluster.nodes(1, devices=2)
+    await cluster.pod("p4")
+    await cluster.pod("p5")
+    a = await instances.start("scheduler-a")
+    b = await instances.start("scheduler-b")
+    took, go = _hold_after_take(a)
+    first = asyncio.create_task(a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p4", await _decide(a, "p4")))
+    await asyncio.wait_for(took.wait(), 10)
+    guard = guard_subject(settings.root, "device", "gpu.example.com/node-0/dev-0")
+    (take,) = await cluster.store.events(guard)
+    second = await _decide(b, "p5")  # b's snapshot has the take, not p4-gpu's allocation
+    assert _devices(second) == ["dev-0"]
+    assert b.snapshot.guard_heads.unbacked == {guard: (take.seq,)}
+    assert [g.seen for c in second.claims for g in c.guards] == [take.seq - 1]
+    state = await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p5", second)
+    assert state.status is SagaStatus.COMPENSATED
+    assert "allocated meanwhile by another scheduler: gpu.example.com/node-0/dev-0" in state.error
+    go.set()
+    assert (await asyncio.wait_for(first, 10)).status is SagaStatus.COMPLETED
+    assert await _allocated_devices(cluster) == {"p4-gpu": ["dev-0"], "p5-gpu": []}
+    await b.snapshot.wait_position(await cluster.store.stream_last_seq())
+    assert b.snapshot.guard_heads.unbacked == {} and b.snapshot.guard_heads[guard] == take.seq
+
+
+async def test_two_instances_deciding_the_same_pod_meet_at_the_device_guard(
+    cluster: Cluster, instances: Instances
+) -> None:
+    """Both instances decide the same pod onto the same device; the second takes the guard after
+    the first's take and before its claim's append: it fails naming the other attempt, writes
+    nothing, and the first binds the pod."""
+    await cluster.nodes(1, devices=2)
+    await cluster.pod("p4")
+    a = await instances.start("scheduler-a")
+    b = await instances.start("scheduler-b")
+    took, go = _hold_after_take(a)
+    first = asyncio.create_task(a.engine.start(POD_SCHEDULING, "scheduler-a-ps-p4", await _decide(a, "p4")))
+    await asyncio.wait_for(took.wait(), 10)
+    second = await b.engine.start(POD_SCHEDULING, "scheduler-b-ps-p4", await _decide(b, "p4"))
+    assert second.status is SagaStatus.COMPENSATED
+    assert second.error == (
+        "prebind: SchedulingConflict: claim default/p4-gpu is being allocated by another scheduling "
+        "attempt (saga scheduler-a-ps-p4, by scheduler-a)"
+    )
+    go.set()
+    assert (await asyncio.wait_for(first, 10)).status is SagaStatus.COMPLETED
+    assert await _allocated_devices(cluster, ("p4-gpu",)) == {"p4-gpu": ["dev-0"]}
+    assert not [
+        e
+        for e in await everything(cluster)
+        if e.correlation_id == "scheduler-b-ps-p4" and ".Saga." not in e.subject
+    ]
+    assert (await cluster.get_pod("p4")).spec.node_name == "node-0"

@@ -24,8 +24,10 @@ import pytest
 
 from draflow.events.dra import ClaimAllocated, ClaimDeallocated, PodBound
 from draflow.events.envelope import Event
+from draflow.events.guard import GuardReleased, GuardTaken
 from draflow.events.saga import SagaStepCompensated, SagaStepCompleted
 from draflow.infra.config import Settings
+from draflow.infra.guard import held
 from draflow.sagas.engine import SagaEngine, SagaStatus, Step
 from draflow.services.scheduler.sagas.pod_scheduling import POD_SCHEDULING, POD_SCHEDULING_SAGA
 from tests.paths import ROOT
@@ -75,6 +77,14 @@ UNDONE = [
 ]
 
 
+def _took_guard(claim: str) -> Any:
+    """PreBind's take of ``claim``'s device landed (its ``ClaimAllocated`` not yet sent)."""
+    holder = f"ResourceClaim default/{claim}"
+    return lambda subject, events: (
+        ".Guard." in subject and any(isinstance(e, GuardTaken) and e.holder == holder for e in events)
+    )
+
+
 def _bound(subject: str, events: Sequence[Event]) -> bool:
     return subject.endswith(".Pod.default.p") and any(isinstance(e, PodBound) for e in events)
 
@@ -90,6 +100,8 @@ def _legacy(engine: SagaEngine) -> SagaEngine:
 @pytest.mark.parametrize(
     ("stop_at", "trail_end", "legacy"),
     [
+        # joint's device taken, joint not written: between PreBind's two appends of one claim
+        pytest.param(_took_guard("joint"), "SagaStarted", False, id="between-take-and-claim"),
         # joint written, p-gpu not: PreBind half done (its steps log no events of their own)
         pytest.param(_on_claim("joint", ClaimAllocated), "SagaStarted", False, id="inside-prebind"),
         # p-gpu written too, the pod not bound: between PreBind and Bind
@@ -260,4 +272,43 @@ async def test_scheduler_killed_inside_the_compensation_is_finished_by_the_next_
     assert [e.type for e in by_b] == ["SagaStepCompensated", "SagaStepCompensated", "SagaCompensated"]
     assert {e.actor for e in by_b} == {"scheduler-b"}
     await assert_q_intact(cluster, q, q_writes)
+    await quiet(cluster, b.engine.run, sid)
+
+
+async def test_stopped_between_take_and_claim_with_the_pod_gone_gives_the_take_back(
+    cluster: Cluster, instances: Instances
+) -> None:
+    """Stopped dead right after joint's device was taken, before joint's ``ClaimAllocated``; the
+    pod is deleted before another instance resumes the saga. Its Reserve fails (pod gone), so
+    only Reserve's compensation is owed: it gives back the take no allocation backs, or the
+    device's guard would stay held by a claim that never got it, and every other decision on
+    that device would conflict with it."""
+    p, _, a = await build(cluster, instances)
+    plan = await decide(a, p)
+    sid = saga_id_of(p)
+    stop = StopAfterAppend(a.store, _took_guard("joint"))
+    task = asyncio.create_task(a.engine.start(POD_SCHEDULING, sid, plan))
+    await asyncio.wait_for(stop.landed.wait(), 10)
+    await stop_dead(task, a)
+    (result,) = await cluster.api.delete([("Pod", "default", "p")])
+    assert result.error is None, result.error
+
+    b = await instances.start("scheduler-b")
+    state = await b.engine.load(sid)
+    assert state is not None and state.status is SagaStatus.COMPENSATED, state
+    assert state.error.startswith("reserve: SchedulingConflict: pod default/p"), state.error
+    log = await everything(cluster)
+    assert writes(log, sid) == [
+        ("shared", "ClaimReserved"),
+        ("guard", "GuardTaken"),
+        ("guard", "GuardReleased"),
+    ]
+    take, release = [e for e in log if e.correlation_id == sid and ".Guard." in e.subject]
+    assert (take.actor, release.actor) == ("scheduler-a", "scheduler-b") and take.subject == release.subject
+    assert isinstance(release.data, GuardReleased) and release.data.holder == "ResourceClaim default/joint"
+    assert held(await cluster.store.events(take.subject)) == {}
+    assert (await load_claim(cluster, "joint")).status.allocation is None
+    await b.snapshot.wait_position(await cluster.store.stream_last_seq())
+    assert b.snapshot.guard_heads.unbacked == {}  # the device's version counts again
+    assert b.snapshot.guard_heads[take.subject] == release.seq
     await quiet(cluster, b.engine.run, sid)
