@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Hashable
+from typing import cast
 
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.codec import object_meta
@@ -124,10 +125,16 @@ class ClaimControllerService:
                 await self._each(claims, self._sync_claim_key)
             else:
                 swept_pods, swept_claims = self.sweep.take(now, self._all_keys)
-                for ns, name in sorted(dirty.pods | set(swept_pods)):
-                    self._submit(("Pod", ns, name), self._sync_pod)
-                for ns, name in sorted(dirty.claims | set(swept_claims)):
-                    self._submit(("ResourceClaim", ns, name), self._sync_claim_key)
+                # what changed first, then the sweep's share (its syncs rarely act)
+                order: list[tuple[list[tuple[str, str]], str, Callable[[str, str], Awaitable[None]]]] = [
+                    (sorted(dirty.pods), "Pod", self._sync_pod),
+                    (sorted(dirty.claims), "ResourceClaim", self._sync_claim_key),
+                    (sorted(set(swept_pods) - dirty.pods), "Pod", self._sync_pod),
+                    (sorted(set(swept_claims) - dirty.claims), "ResourceClaim", self._sync_claim_key),
+                ]
+                for keys, kind, sync in order:
+                    for ns, name in keys:
+                        self._submit((kind, ns, name), sync)
             await self._sync_numeric(full or self.sweep.rounds != rounds)
         except BaseException:
             self._full_due = True  # the hints taken are lost: the retry is a full pass
@@ -143,7 +150,7 @@ class ClaimControllerService:
     def _failed(self, key: Hashable, exc: BaseException) -> None:
         """Submit a failed object again after a backoff (by way of the dirty set and a pass)."""
         n = self._failures[key] = self._failures.get(key, 0) + 1
-        kind, ns, name = key  # type: ignore[misc]
+        kind, ns, name = cast(tuple[str, str, str], key)
 
         def retry() -> None:
             target = self.deps.dirty.pods if kind == "Pod" else self.deps.dirty.claims
