@@ -7,7 +7,8 @@ before its own claim was created. :class:`KeyedSyncs` runs each key's sync as it
 instead, as upstream's controllers do with their work queue:
 
 * at most one sync per key at a time; a key submitted while its sync runs is synced once more
-  after it (the change may have come after the sync read the cache), never twice at once;
+  after it (the change may have come after the sync read the cache), never twice at once; one
+  submitted again while it still waits for a slot is synced once;
 * at most ``concurrency`` syncs run at the same time (the others wait for a slot, in order);
 * a sync that raises is logged and its key handed to ``on_failure`` (the service resubmits it
   after a backoff: the state it acts on is in the log), the other keys go on;
@@ -38,6 +39,7 @@ class KeyedSyncs:
     ) -> None:
         self._slots = asyncio.Semaphore(concurrency)
         self._running: dict[Hashable, asyncio.Task[None]] = {}
+        self._queued: dict[Hashable, SyncOne] = {}  # keys waiting for a slot: the sync to run
         self._again: dict[Hashable, SyncOne] = {}  # keys submitted while their sync ran
         self._on_failure = on_failure
         self._name = name
@@ -52,16 +54,21 @@ class KeyedSyncs:
 
     def submit(self, key: Hashable, sync: SyncOne) -> None:
         """Sync ``key`` now (``sync``: a zero-argument coroutine function), or once more after the
-        sync in flight for it."""
+        sync in flight for it; a key still waiting for a slot is synced once, with the latest."""
         if key in self._running:
-            self._again[key] = sync
+            if key in self._queued:
+                self._queued[key] = sync  # not started yet: it will read the newest state anyway
+            else:
+                self._again[key] = sync
             return
-        self._running[key] = asyncio.create_task(self._run(key, sync), name=f"{self._name} {key}")
+        self._queued[key] = sync
+        self._running[key] = asyncio.create_task(self._run(key), name=f"{self._name} {key}")
 
-    async def _run(self, key: Hashable, sync: SyncOne) -> None:
+    async def _run(self, key: Hashable) -> None:
         try:
             while True:
                 async with self._slots:
+                    sync = self._queued.pop(key)
                     self.started += 1
                     try:
                         await sync()
@@ -76,8 +83,9 @@ class KeyedSyncs:
                 again = self._again.pop(key, None)
                 if again is None:
                     return
-                sync = again
+                self._queued[key] = again
         finally:
+            self._queued.pop(key, None)
             self._running.pop(key, None)
 
     async def join(self) -> None:

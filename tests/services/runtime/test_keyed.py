@@ -43,6 +43,7 @@ async def test_a_key_submitted_while_its_sync_runs_is_synced_once_more_after_it(
 async def test_other_keys_do_not_wait_for_a_slow_one_and_at_most_concurrency_run() -> None:
     syncs = KeyedSyncs(concurrency=2)
     slow = asyncio.Event()
+    five_done = asyncio.Event()
     done: list[int] = []
     running = 0
     most = 0
@@ -57,18 +58,42 @@ async def test_other_keys_do_not_wait_for_a_slow_one_and_at_most_concurrency_run
             await asyncio.sleep(0)
             running -= 1
             done.append(i)
+            if len(done) == 5:
+                five_done.set()
 
         return one
 
     for i in range(6):
         syncs.submit(i, sync(i))
     async with asyncio.timeout(5):
-        while len(done) < 5:
-            await asyncio.sleep(0.001)
+        await five_done.wait()
     assert sorted(done) == [1, 2, 3, 4, 5] and most == 2  # key 0 holds one slot only
     slow.set()
     await syncs.join()
     assert done[-1] == 0 and syncs.started == 6
+
+
+async def test_a_key_submitted_again_while_it_waits_for_a_slot_is_synced_once() -> None:
+    syncs = KeyedSyncs(concurrency=1)
+    gate = asyncio.Event()
+    calls: list[str] = []
+
+    def sync(label: str) -> SyncOne:
+        async def one() -> None:
+            calls.append(label)
+            if label == "holder":
+                await gate.wait()
+
+        return one
+
+    syncs.submit("a", sync("holder"))
+    await asyncio.sleep(0)
+    syncs.submit("b", sync("b1"))  # waits for the only slot
+    syncs.submit("b", sync("b2"))  # still waiting: the one sync of b runs this
+    await asyncio.sleep(0)
+    gate.set()
+    await syncs.join()
+    assert calls == ["holder", "b2"]
 
 
 async def test_a_failure_is_handed_back_and_the_other_keys_go_on() -> None:
