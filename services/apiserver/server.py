@@ -176,13 +176,6 @@ class ApiServer:
         ):
             self._terminating.add(name)
             self._ns_wake.set()
-        elif kind == EVENT_KIND and change.type == "ADDED" and namespace:
-            # Events are recorded without the write lock (see _event): one may land while its
-            # namespace is drained or after it is gone; the namespace controller deletes it then
-            ns = self.store.index.get("Namespace", "", namespace)
-            if ns is None or object_meta(ns).deletion_timestamp is not None:
-                self._terminating.add(namespace)
-                self._ns_wake.set()
 
     def _orphaned_events(self) -> None:
         """Namespaces gone while their Events stayed (logs from before Events went with their
@@ -337,12 +330,8 @@ class ApiServer:
         return Reply(object=_raw(obj) if obj is not None else None)
 
     async def _event(self, req: EventRequest) -> Reply:
-        """A Kubernetes Event, without the write lock the other writes take: an Event is charged to
-        no quota and appended without an expectation under a name of its own, so nothing the
-        lock orders depends on it, and the scheduler's one per bound pod no longer queues the
-        claim controller's and the clients' writes behind it. One that lands in a namespace
-        being drained, or gone, is deleted by the namespace controller (``_on_change``)."""
-        obj = await self.lifecycle.record_event(req)
+        async with self._write_lock:
+            obj = await self.lifecycle.record_event(req)
         return Reply(object=_raw(obj))
 
     async def _get(self, req: GetRequest) -> Reply:

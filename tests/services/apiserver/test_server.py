@@ -380,34 +380,6 @@ async def test_events_go_with_their_namespace(api: ApiClient, event_store: Event
         await api.record_event("ResourceClaim", "a", "Late", "after the namespace", namespace="evns")
 
 
-async def test_an_event_that_lands_after_its_namespace_is_gone_is_deleted(
-    api: ApiClient, apiserver: ApiServer, event_store: EventStore
-) -> None:
-    """Events are recorded without the apiserver's write lock, so one can land after the
-    namespace controller drained its namespace (a request admitted just before): the running
-    apiserver deletes it, no restart needed."""
-    from draflow.events.objects import EVENT_KIND, EventSource, ObjectReference, make_kube_event
-
-    await api.apply([namespace("late")])
-    (res,) = await api.delete([("Namespace", "", "late")])
-    assert res.error is None
-    await assert_eventually(lambda: apiserver.store.index.get("Namespace", "", "late") is None)
-    raced = make_kube_event(
-        ObjectReference(kind="Pod", namespace="late", name="p", uid="u1"),
-        type_="Normal",
-        reason="Scheduled",
-        message="admitted before the namespace went",
-        source=EventSource(component="default-scheduler"),
-        now="2026-01-01T00:00:00Z",
-        uid="e-late",
-    )
-    subject = event_store.subject(EVENT_KIND, "late", raced.metadata.name)
-    await event_store.append(subject, [KubeEventRecorded(event=raced)], expected_last_seq=None)
-    await assert_eventually(
-        lambda: apiserver.store.index.get(EVENT_KIND, "late", raced.metadata.name) is None
-    )
-
-
 async def test_events_left_in_a_deleted_namespace_by_an_older_log_are_deleted_at_start(
     api: ApiClient, apiserver: ApiServer, event_store: EventStore
 ) -> None:
