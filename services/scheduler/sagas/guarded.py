@@ -22,8 +22,12 @@ the guard's version until the holder's allocation is in the snapshot too
 (:mod:`draflow.services.scheduler.service.guard_heads`): a decision that saw the take but not the
 allocation expects the version before the take and conflicts. The saga's compensation gives back
 the takes no allocation backs (:func:`release_unbacked`: the claim append never landed, or lost to
-someone else's); deallocations (``release``, the Reallocation saga) give the guards back in their
-batch, as before.
+someone else's). Deallocations (``release``, the Reallocation saga, the claim controller, the
+kubelets) write no guard message: a take the snapshot saw backed by its allocation stays counted
+after the claim is freed, so ``ClaimDeallocated`` alone frees the device (a single append). A take
+refused here reads the takes since the version it expected; one that a deallocation has ended
+without a release shows as another instance's take and fails the step, which is decided again on
+a newer snapshot (only a decision on a snapshot older than that take meets it).
 """
 
 from __future__ import annotations
@@ -36,14 +40,13 @@ import msgspec
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim
 from draflow.events.guard import GuardReleased, GuardTaken
 from draflow.infra.errors import ConcurrencyError
-from draflow.infra.guard import Guard, guard_subject, held, takes_since
+from draflow.infra.guard import guard_subject, held, takes_since
 from draflow.sagas.engine import StepContext
 from draflow.services.dra.guards import allocation_guard_keys, claim_holder
-from draflow.services.runtime.guards import release_guards
 from draflow.services.scheduler.framework import Scheduler
 from draflow.services.scheduler.sagas.host import MAX_CONFLICTS, SchedulerHost, SchedulingConflict
 
-__all__ = ["GuardStamp", "claim_releases", "release_unbacked", "stamps", "take_each"]
+__all__ = ["GuardStamp", "release_unbacked", "stamps", "take_each"]
 
 Ctx = StepContext[Any, SchedulerHost]
 
@@ -62,10 +65,6 @@ def stamps(
     """The guards of ``allocation`` at the versions in ``heads`` (guard subject -> last seq)."""
     keys = allocation_guard_keys(allocation, core.cluster.pool_slices)
     return tuple(GuardStamp(scope=s, key=k, seen=heads.get(guard_subject(root, s, k), 0)) for s, k in keys)
-
-
-def claim_releases(rt: SchedulerHost, claim: ResourceClaim) -> list[Guard]:
-    return release_guards(rt.store.root, claim, rt.core.cluster.pool_slices)
 
 
 async def take_each(ctx: Ctx, claim: ResourceClaim, expected: dict[tuple[str, str], int], label: str) -> None:
