@@ -38,13 +38,20 @@ from typing import Any
 import msgspec
 
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim
+from draflow.events.dra import ClaimAllocated
 from draflow.events.guard import GuardReleased, GuardTaken
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.guard import guard_subject, held, takes_since
 from draflow.sagas.engine import StepContext
 from draflow.services.dra.guards import allocation_guard_keys, claim_holder
 from draflow.services.scheduler.framework import Scheduler
-from draflow.services.scheduler.sagas.host import MAX_CONFLICTS, SchedulerHost, SchedulingConflict
+from draflow.services.scheduler.sagas.host import (
+    MAX_CONFLICTS,
+    SchedulerHost,
+    SchedulingConflict,
+    read_object,
+)
+from draflow.services.scheduler.sagas.ownership import current_incarnation
 
 __all__ = ["GuardStamp", "release_unbacked", "stamps", "take_each"]
 
@@ -134,16 +141,23 @@ async def _ours_or_retry(
 async def release_unbacked(
     ctx: Ctx, namespace: str, name: str, uid: str, stamps: tuple[GuardStamp, ...]
 ) -> None:
-    """Give back the guards this saga took for claim ``namespace/name`` that its allocation does
-    not hold now: one ``GuardReleased`` each, at the guard's version as read (a change meanwhile
-    makes it look again). Idempotent: a take released already, or another's, is left alone."""
+    """Give back the guards this saga took for claim ``namespace/name`` that no allocation of it
+    ever held: one ``GuardReleased`` each, at the guard's version as read (a change meanwhile
+    makes it look again). A take this saga's ``ClaimAllocated`` backed counts as given back once
+    the claim is deallocated (``guard_heads``): a release would only move the guard's version
+    under a decision on the device just freed. Idempotent: a take released already, or
+    another's, is left alone."""
     rt = ctx.deps
-    claim, _ = await rt.load("ResourceClaim", namespace, name)
+    claim, _, history = await read_object(rt, "ResourceClaim", namespace, name)
     holder = f"ResourceClaim {namespace}/{name}"
     backed: set[tuple[str, str]] = set()
     if isinstance(claim, ResourceClaim) and (not uid or claim.metadata.uid == uid):
         holder, uid = claim_holder(claim)
-        backed = set(allocation_guard_keys(claim.status.allocation, rt.core.cluster.pool_slices))
+        pool_slices = rt.core.cluster.pool_slices
+        backed = set(allocation_guard_keys(claim.status.allocation, pool_slices))
+        for env in current_incarnation(history):
+            if isinstance(env.data, ClaimAllocated) and env.correlation_id == ctx.saga_id:
+                backed |= set(allocation_guard_keys(env.data.allocation, pool_slices))
     for i, g in enumerate(sorted(stamps, key=lambda s: (s.scope, s.key))):
         if (g.scope, g.key) in backed:  # it holds the allocation that stands
             continue
