@@ -10,10 +10,18 @@ API over HTTPS (``DRAFLOW_KUBE_API``); the bench is the client (aiohttp, TLS, th
 * ``watch_p50_ms`` / ``watch_p99_ms``: a watcher's receipt of an event minus the event's storage
   time in JetStream, over ``--watch-events`` status updates sent one at a time;
 * ``watchers_slowdown_pct`` / ``watchers_fill_slowdown_pct``: ``bench.scheduling`` (a small
-  cluster) run twice, without and with ``--watchers`` watchers of every pod (raw stream read, not
-  decoded; in a process of their own, as kubectl or a controller would be), steady-state and fill
-  pods/s compared (positive: slower with watchers), with the apiserver's and the watchers' CPU
-  per pod. ``--no-scheduling`` skips it.
+  cluster) run without and with ``--watchers`` watchers of every pod (raw stream read, events
+  counted, not decoded; in a process of their own, as kubectl or a controller would be), steady-state
+  and fill pods/s compared (positive: slower with watchers);
+* ``watchers_niced_slowdown_pct`` / ``watchers_niced_fill_slowdown_pct``: the same with the
+  watchers' process under ``nice -n 19`` (``--watchers-nice``; 0 skips the run). In a cluster the
+  watchers run on other machines; here they share the control plane's 2 cores, and their client
+  (TLS, HTTP, 100 connections: ``watchers*_client_cpu_ms_per_pod``) takes more CPU per pod than
+  the apiserver spends sending to them. Run at the lowest priority they use what the control
+  plane leaves idle, so what remains of the slowdown is the apiserver's own fan-out. Nothing is
+  hidden: the events they received, their CPU per pod and the apiserver's CPU per pod without,
+  with, and with niced watchers (``apiserver_cpu_ms_per_pod*``) are all in the JSON line.
+  ``--no-scheduling`` skips both.
 
 ``python -m bench.kubeapi [--pods 5000] [--watchers 100] [--json]``; ``--json`` prints one JSON
 object as the last line.
@@ -251,7 +259,8 @@ class Fleet:
 
 async def serve_watchers(n: int, port: int, data_dir: Path) -> None:
     """``--serve-watchers``: a fleet in this process; "ready" once connected, then on a line on
-    stdin one JSON line with the events received and the CPU seconds this process used."""
+    stdin one JSON line with the events received, the CPU seconds this process used and its
+    niceness."""
     fleet = Fleet(n, port, data_dir)
     await fleet.start()
     print("ready", flush=True)
@@ -263,24 +272,28 @@ async def serve_watchers(n: int, port: int, data_dir: Path) -> None:
         await asyncio.sleep(0.5)
     await fleet.stop()
     usage = os.times()
-    print(json.dumps({"events": fleet.events, "cpu_s": usage.user + usage.system}), flush=True)
+    report = {"events": fleet.events, "cpu_s": usage.user + usage.system, "nice": os.nice(0)}
+    print(json.dumps(report), flush=True)
 
 
 class Watchers:
     """``n`` watchers of every pod in a process of their own, as kubectl or a controller would
     be: their client work does not run on the event loop that creates pods and tracks bindings."""
 
-    def __init__(self, n: int, port: int) -> None:
-        self.n, self.port = n, port
+    def __init__(self, n: int, port: int, nice: int = 0) -> None:
+        self.n, self.port, self.nice = n, port, nice
         self.events = 0
         self.cpu_s = 0.0
+        self.niceness = 0  # as the watchers' process reported it
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self, settings: Settings) -> None:
         await _wait_kube(settings.data_dir)
         if not self.n:
             return
+        niced = ("nice", "-n", str(self.nice)) if self.nice else ()
         self.proc = await asyncio.create_subprocess_exec(
+            *niced,
             sys.executable,
             "-m",
             "bench.kubeapi",
@@ -307,7 +320,7 @@ class Watchers:
         line = await asyncio.wait_for(proc.stdout.readline(), 60)
         if line.strip():
             report = json.loads(line)
-            self.events, self.cpu_s = report["events"], report["cpu_s"]
+            self.events, self.cpu_s, self.niceness = report["events"], report["cpu_s"], report["nice"]
         await proc.wait()
 
 
@@ -320,41 +333,54 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
             *("--backlog-pods", str(args.sched_pods // 4), "--prefill", "pods"),
         ]
     )
-    results = {}
-    for watchers in (0, args.watchers):
+    runs = [("alone", 0, 0), ("watchers", args.watchers, 0)]
+    if args.watchers_nice:
+        runs.append(("niced", args.watchers, args.watchers_nice))
+    results: dict[str, dict[str, Any]] = {}
+    for name, watchers, nice in runs:
         port = _free_port()
         os.environ["DRAFLOW_KUBE_API"] = f"127.0.0.1:{port}"  # the spawned apiserver serves it
-        fleet = Watchers(watchers, port)
-        print(f"-- scheduling with {watchers} watchers")
+        fleet = Watchers(watchers, port, nice)
+        print(f"-- scheduling with {watchers} watchers" + (f" (nice -n {nice})" if nice else ""))
         try:
-            results[watchers] = await scheduling.run(sched_args, on_ready=fleet.start)
+            results[name] = await scheduling.run(sched_args, on_ready=fleet.start)
         finally:
             await fleet.stop()
             os.environ.pop("DRAFLOW_KUBE_API", None)
         if watchers:
-            per_pod = fleet.cpu_s * 1000 / max(1, results[watchers].get("pods_created", 1))
+            per_pod = fleet.cpu_s * 1000 / max(1, results[name].get("pods_created", 1))
             print(
                 f"the watchers received {fleet.events} events until the apiserver stopped; their "
                 f"process used {fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
             )
-            results[watchers]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
-    base = results[0]["steady_state_pods_per_s"]
-    loaded = results[args.watchers]["steady_state_pods_per_s"]
-    fill, fill_loaded = results[0]["fill_pods_per_s"] or 0.0, results[args.watchers]["fill_pods_per_s"] or 0.0
-    return {
+            results[name]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
+            results[name]["watchers_events"] = fleet.events
+            results[name]["watchers_niceness"] = fleet.niceness
+    base = results["alone"]["steady_state_pods_per_s"]
+    fill = results["alone"]["fill_pods_per_s"] or 0.0
+    out: dict[str, Any] = {
         "watchers": args.watchers,
         "sched_pods_per_s": base,
-        "sched_pods_per_s_with_watchers": loaded,
-        "watchers_slowdown_pct": round((base - loaded) / base * 100, 1) if base else 0.0,
         "fill_pods_per_s": fill,
-        "fill_pods_per_s_with_watchers": fill_loaded,
-        "watchers_fill_slowdown_pct": round((fill - fill_loaded) / fill * 100, 1) if fill else 0.0,
-        "apiserver_cpu_ms_per_pod": results[0]["cpu_ms_per_pod_run"].get("apiserver"),
-        "apiserver_cpu_ms_per_pod_with_watchers": results[args.watchers]["cpu_ms_per_pod_run"].get(
-            "apiserver"
-        ),
-        "watchers_client_cpu_ms_per_pod": results[args.watchers].get("watchers_cpu_ms_per_pod"),
+        "apiserver_cpu_ms_per_pod": results["alone"]["cpu_ms_per_pod_run"].get("apiserver"),
     }
+    for name, suffix in (("watchers", ""), ("niced", "_niced")):
+        if name not in results:
+            continue
+        r = results[name]
+        loaded, fill_loaded = r["steady_state_pods_per_s"], r["fill_pods_per_s"] or 0.0
+        with_ = "with_niced_watchers" if suffix else "with_watchers"
+        out[f"sched_pods_per_s_{with_}"] = loaded
+        out[f"watchers{suffix}_slowdown_pct"] = round((base - loaded) / base * 100, 1) if base else 0.0
+        out[f"fill_pods_per_s_{with_}"] = fill_loaded
+        out[f"watchers{suffix}_fill_slowdown_pct"] = (
+            round((fill - fill_loaded) / fill * 100, 1) if fill else 0.0
+        )
+        out[f"apiserver_cpu_ms_per_pod_{with_}"] = r["cpu_ms_per_pod_run"].get("apiserver")
+        out[f"watchers{suffix}_client_cpu_ms_per_pod"] = r.get("watchers_cpu_ms_per_pod")
+        out[f"watchers{suffix}_events"] = r.get("watchers_events")
+        out[f"watchers{suffix}_niceness"] = r.get("watchers_niceness")  # as their process saw it
+    return out
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -375,6 +401,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             f"slower); apiserver CPU {result['apiserver_cpu_ms_per_pod']} -> "
             f"{result['apiserver_cpu_ms_per_pod_with_watchers']} ms per pod"
         )
+        if "sched_pods_per_s_with_niced_watchers" in result:
+            print(
+                f"scheduling with the watchers under nice -n {args.watchers_nice}: "
+                f"{result['sched_pods_per_s_with_niced_watchers']} pods/s "
+                f"({result['watchers_niced_slowdown_pct']} % slower); fill "
+                f"{result['fill_pods_per_s_with_niced_watchers']} pods/s "
+                f"({result['watchers_niced_fill_slowdown_pct']} % slower); apiserver CPU "
+                f"{result['apiserver_cpu_ms_per_pod_with_niced_watchers']} ms per pod, the watchers' "
+                f"{result['watchers_niced_client_cpu_ms_per_pod']} ms per pod"
+            )
     return result
 
 
@@ -384,6 +420,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--watch-events", type=int, default=200)
     p.add_argument("--watchers", type=int, default=100)
+    p.add_argument(
+        "--watchers-nice",
+        type=int,
+        default=19,
+        help="a third run with the watchers at this niceness (0: none)",
+    )
     p.add_argument("--sched-nodes", type=int, default=100)
     p.add_argument("--sched-pods", type=int, default=800)
     p.add_argument("--no-scheduling", action="store_true", help="skip the watchers-vs-scheduling run")

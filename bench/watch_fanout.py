@@ -6,7 +6,9 @@ process then writes ``--updates`` pod status updates one at a time through the a
 (``--pace`` seconds apart: 0 is as fast as the writes go, each released to the watchers before the
 next), then a burst of 200 pods in one request. The same is run without watchers; the difference
 of this process's CPU time, divided by the events the watchers received, is the fan-out's cost per
-delivered event (``us_per_delivery``).
+delivered event (``us_per_delivery``); ``wakeups``, ``direct_writes`` and ``lines_built`` are
+the watch cache's own counts over the same span (writes per wake-up: the watchers written without
+their task; lines: event lines encoded, once per change and format however many watchers).
 
 ``python -m bench.watch_fanout [--watchers 100] [--updates 500] [--pace 0.003] [--json]``
 """
@@ -49,8 +51,9 @@ async def _call(api: ApiServer, verb: str, req: dict[str, Any]) -> None:
     assert reply.error is None, reply.error
 
 
-async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int]:
-    """(CPU seconds this process spent on the updates and their delivery, events delivered)."""
+async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int, dict[str, int]]:
+    """(CPU seconds this process spent on the updates and their delivery, events delivered, the
+    watch cache's counts: wake-ups, direct writes, lines built)."""
     async with Bus("draflow-bench-fanout-", stream="FANOUT", root="fanout", actor="apiserver") as bus:
         settings, events = bus.settings, bus.store
         api = ApiServer(events)
@@ -82,6 +85,7 @@ async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int]
                 assert fleet.stdout is not None
                 assert (await asyncio.wait_for(fleet.stdout.readline(), 120)).strip() == b"ready"
             await asyncio.sleep(1.0)
+            stats0 = dict(kube.watches.stats)
             cpu0 = time.process_time()
             for i in range(updates):
                 status = {
@@ -96,13 +100,14 @@ async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int]
             await _call(api, "apply", {"items": _pods("q", 200)})
             await asyncio.sleep(0.5)
             cpu = time.process_time() - cpu0
+            stats = {k: v - stats0.get(k, 0) for k, v in kube.watches.stats.items()}
             delivered = 0
             if fleet is not None and fleet.stdin is not None and fleet.stdout is not None:
                 fleet.stdin.write(b"\n")
                 await fleet.stdin.drain()
                 delivered = json.loads(await asyncio.wait_for(fleet.stdout.readline(), 120))["events"]
                 await fleet.wait()
-            return cpu, delivered
+            return cpu, delivered, stats
         finally:
             if fleet is not None and fleet.returncode is None:
                 fleet.kill()
@@ -120,18 +125,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "updates": args.updates,
         "pace_s": args.pace,
     }
-    alone, _ = await measure(0, args.updates, args.pace)
-    watched, delivered = await measure(args.watchers, args.updates, args.pace)
+    alone, _, _ = await measure(0, args.updates, args.pace)
+    watched, delivered, stats = await measure(args.watchers, args.updates, args.pace)
     result.update(
         cpu_alone_s=round(alone, 2),
         cpu_watched_s=round(watched, 2),
         events_delivered=delivered,
         us_per_delivery=round((watched - alone) / max(1, delivered) * 1e6, 1),
+        wakeups=stats.get("wakeups", 0),
+        direct_writes=stats.get("writes", 0),
+        lines_built=stats.get("lines", 0),
     )
     print(
         f"{args.watchers} watchers, {args.updates} updates (pace {args.pace}s) + a burst of 200: "
         f"apiserver CPU {alone:.2f}s alone, {watched:.2f}s watched, {delivered} events delivered = "
-        f"{result['us_per_delivery']} us per delivered event"
+        f"{result['us_per_delivery']} us per delivered event; {result['wakeups']} wake-ups, "
+        f"{result['direct_writes']} direct writes, {result['lines_built']} event lines built"
     )
     return result
 

@@ -146,7 +146,9 @@ class SnapshotStore:
         """The newest valid snapshot of ``name`` for this stream and schema (None: fold from 1)."""
         slots = await self.headers(name)
         candidates = sorted(
-            ((h, seq, slot) for slot, h, seq in slots if h is not None), key=lambda c: -c[0].position
+            # newest first: the furthest position, and of two at one position the later written
+            ((h, seq, slot) for slot, h, seq in slots if h is not None),
+            key=lambda c: (-c[0].position, -c[1]),
         )
         for header, seq, slot in candidates:
             why = ""
@@ -313,4 +315,3 @@ async def load_snapshot(
     except Exception as exc:  # no snapshot stream, no permission, a timeout: fold from the start
         log.warning("no snapshot %s loaded: %r; folding the whole log", name, exc)
         return None
-

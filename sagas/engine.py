@@ -12,7 +12,8 @@ complete=output)``), together with ``SagaCompleted`` when it is the last step. T
 (bounded, exponential, jittered); anything else, or exhausted retries, records ``SagaStepFailed``
 and compensates every started step in reverse order. A crash at any point leaves a saga whose
 events say exactly what is done and what is owed: :meth:`SagaEngine.resume_pending` (run by
-whichever instance starts next) continues it, forward or backward. Steps and compensations must be
+whichever instance starts next, finding the unfinished sagas from the previous start's snapshot:
+:mod:`draflow.sagas.pending`) continues it, forward or backward. Steps and compensations must be
 idempotent; :class:`StepContext` gives them deterministic ids and appends so that a re-run after a
 crash has no second effect.
 
@@ -40,7 +41,6 @@ import msgspec
 
 from draflow.events.envelope import Envelope, Event
 from draflow.events.saga import (
-    TERMINAL_SAGA_EVENTS,
     SagaCompensated,
     SagaCompensationFailed,
     SagaCompleted,
@@ -56,6 +56,7 @@ from draflow.infra.errors import ConcurrencyError, TransientError
 from draflow.infra.eventstore import EventStore
 from draflow.infra.guard import Guard, GuardConflict
 from draflow.infra.retry import transient_retry
+from draflow.sagas.pending import PendingSagas
 from draflow.sagas.state import SagaState, SagaStatus, apply, decide
 
 __all__ = [
@@ -247,6 +248,7 @@ class SagaEngine:
         self.retry_initial_s = retry_initial_s
         self.retry_max_wait_s = retry_max_wait_s
         self.on_event = on_event  # observability hook, called after each saga event is stored
+        self.pending = PendingSagas(store, self.subject("x")[: -len("x")])  # resume_pending's finder
 
     def subject(self, saga_id: str) -> str:
         return aggregate_subject(SAGA_KIND, None, saga_id, self.store.root)
@@ -513,12 +515,7 @@ class SagaEngine:
 
     async def resume_pending(self, *, concurrency: int = 16) -> list[SagaState]:
         """Run every unfinished saga of the types this engine knows to a terminal state."""
-        pending: list[str] = []
-        prefix = self.subject("x")[: -len("x")]
-        async for records in self.store.last_per_subject(f"{prefix}*"):
-            for r in records:
-                if r.header("Draflow-Type") not in TERMINAL_SAGA_EVENTS:
-                    pending.append(r.subject[len(prefix) :])
+        pending = await self.pending.find()  # from the last start's snapshot, not every saga
         sem = asyncio.Semaphore(concurrency)
 
         async def one(saga_id: str) -> SagaState | None:

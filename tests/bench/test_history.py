@@ -1,6 +1,7 @@
 """bench/history.py at a small size: it builds the log, starts the apiserver as its own process,
-prints its figures with the documented ``--json`` keys, and a start from a snapshot folds less
-than a whole-log fold; the fast copier of lifecycles makes exactly the copies the plain one does."""
+prints its figures with the documented ``--json`` keys, live state (the snapshot of the
+objects) is the same at every size, and a start from a snapshot folds less than a whole-log
+fold; the fast copier of lifecycles makes exactly the copies the plain one does."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import subprocess
 import sys
 from typing import Any
 
-from bench.history import DEFAULT_RECORDING, UnitCopier, copy_unit, load_recording
+from bench.history import DEFAULT_RECORDING
+from bench.lifecycles import UnitCopier, copy_unit, load_recording
 from tests.paths import ROOT
 
 KEYS = {"max_events", "start_caught_up_s", "rss_mb", "bytes_per_event", "start_slope_us_per_event"}
@@ -47,6 +49,11 @@ def test_figures_and_snapshot_start_against_whole_log_fold() -> None:
         assert set(result["start_caught_up_s"]) == set(result["rss_mb"]) == {"apiserver"}
         assert 0 < result["bytes_per_event"] < 2000
         assert 0 < result["start_cpu_s"]["apiserver"] < 60
+        assert set(result["fresh"]) == set(result["rss_vs_fresh"]) == {"apiserver"}
+        assert 0.5 < result["rss_vs_fresh"]["apiserver"] < 2
+    # live state is bounded: the snapshot of the objects is the same at 5k and at 20k events
+    sizes = {r["snapshot_bytes"] for r in with_snapshots["runs"]}
+    assert len(sizes) == 1 and 0 not in sizes, with_snapshots["runs"]
     assert with_snapshots["snapshots"] is True and without["snapshots"] is False
     # the fold (the service's own "caught up ... in Xs"): the snapshot at the log's end against
     # every one of the 20k events

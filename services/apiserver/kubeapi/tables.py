@@ -18,7 +18,7 @@ from draflow.events.api.base import ApiStruct
 from draflow.services.apiserver.kubeapi.resources import Resource
 from draflow.services.runtime import printers
 
-__all__ = ["table_json"]
+__all__ = ["column_definitions", "table_json"]
 
 _encode = msgspec.json.Encoder().encode
 
@@ -46,6 +46,11 @@ def _definitions(kind: str) -> tuple[list[dict[str, Any]], list[Any]]:
     return defs, getters
 
 
+@lru_cache(maxsize=64)
+def column_definitions(kind: str) -> bytes:
+    return _encode(_definitions(kind)[0])
+
+
 def table_json(
     res: Resource,
     objs: list[ApiStruct],
@@ -53,8 +58,11 @@ def table_json(
     resource_version: int,
     include: str,
     cont: str = "",
+    *,
+    definitions: bool = True,
 ) -> bytes:
-    defs, getters = _definitions(res.kind)
+    """``definitions=False``: ``"columnDefinitions":[]`` (a watch's events after its first)."""
+    _, getters = _definitions(res.kind)
     rows: list[bytes] = []
     for obj, data in zip(objs, encoded, strict=True):
         as_dict = msgspec.json.decode(data)
@@ -78,7 +86,7 @@ def table_json(
         b'{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":'
         + _encode(meta)
         + b',"columnDefinitions":'
-        + _encode(defs)
+        + (column_definitions(res.kind) if definitions else b"[]")
         + b',"rows":['
     )
     return head + b",".join(rows) + b"]}"

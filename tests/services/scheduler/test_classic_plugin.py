@@ -132,14 +132,20 @@ def _pending(name: str) -> cv.ResourceClaim:
     )
 
 
-def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
-    """Two pending Delayed claims: the first attempt publishes potentialNodes and waits (no node
-    selected); once the driver marked node-a unsuitable, the next attempt selects node-b."""
+def _two_nodes() -> tuple[Scheduler, ClassicDynamicResources]:
+    """A scheduler with the default plugins and nodes node-a and node-b, and its classic plugin."""
     core = Scheduler(plugins=default_plugins())
     plugin = core.profile.plugin(NAME)
     assert isinstance(plugin, ClassicDynamicResources)
     core.observe(make_node("node-a"))
     core.observe(make_node("node-b"))
+    return core, plugin
+
+
+def test_reserve_waits_for_the_drivers_answer_with_several_claims() -> None:
+    """Two pending Delayed claims: the first attempt publishes potentialNodes and waits (no node
+    selected); once the driver marked node-a unsuitable, the next attempt selects node-b."""
+    core, plugin = _two_nodes()
     g1, g2 = _pending("g1"), _pending("g2")
     plugin.observe(g1)
     plugin.observe(g2)
@@ -179,11 +185,7 @@ def test_potential_nodes_published_earlier_are_not_an_answer() -> None:
     """The potentialNodes from an earlier attempt have landed, but the driver has not answered
     them: Reserve still waits (no node selected). It selects once both claims record an answer
     to exactly the published list, and a stale answer (to an older list) does not count."""
-    core = Scheduler(plugins=default_plugins())
-    plugin = core.profile.plugin(NAME)
-    assert isinstance(plugin, ClassicDynamicResources)
-    core.observe(make_node("node-a"))
-    core.observe(make_node("node-b"))
+    core, plugin = _two_nodes()
     nodes = ("node-a", "node-b")
     g1 = cl.with_potential_nodes(_pending("g1"), nodes)
     g2 = cl.with_driver_answer(cl.with_potential_nodes(_pending("g2"), nodes), ("node-a",), ())
@@ -214,11 +216,7 @@ def test_the_pod_is_requeued_on_the_drivers_answer_not_on_its_own_write() -> Non
     """Upstream's hint on PodSchedulingContext updates: the scheduler's potentialNodes landing
     leaves the waiting pod in the pool (an attempt could only wait again); the driver's answer
     for every pending claim moves it on, and an idle scheduler takes it before its backoff ends."""
-    core = Scheduler(plugins=default_plugins())
-    plugin = core.profile.plugin(NAME)
-    assert isinstance(plugin, ClassicDynamicResources)
-    core.observe(make_node("node-a"))
-    core.observe(make_node("node-b"))
+    core, plugin = _two_nodes()
     g1, g2 = _pending("g1"), _pending("g2")
     pod = _kep_pod("p", {"a": "g1", "b": "g2"})
     key = "default/p"

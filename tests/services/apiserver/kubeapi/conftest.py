@@ -15,6 +15,7 @@ import shutil
 import ssl
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,29 @@ async def http(
         session.request(method, kube.url + path, headers=headers, data=body, ssl=ctx) as resp,
     ):
         return resp.status, await resp.read()
+
+
+@asynccontextmanager
+async def watching(kube: Kube, path: str) -> AsyncIterator[list[tuple[dict[str, Any], float]]]:
+    """A watch (``path`` with its query) read in the background while the block runs: each
+    received event decoded, with the loop's time it arrived, appended to the yielded list."""
+    ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
+    loop = asyncio.get_running_loop()
+    received: list[tuple[dict[str, Any], float]] = []
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(kube.url + path, headers={"Authorization": f"Bearer {kube.token}"}, ssl=ctx) as resp,
+    ):
+
+        async def read() -> None:
+            async for line in resp.content:
+                received.append((json.loads(line), loop.time()))
+
+        reader = asyncio.create_task(read())
+        try:
+            yield received
+        finally:
+            reader.cancel()
 
 
 async def kubectl(

@@ -17,7 +17,7 @@ from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.helpers import assert_eventually
-from tests.services.apiserver.kubeapi.conftest import KUBECTL, Kube, http, kubectl
+from tests.services.apiserver.kubeapi.conftest import KUBECTL, Kube, http, kubectl, watching
 
 TEMPLATE = EXAMPLES_DIR / "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml"
 NS = "basic-resourceclaimtemplate"
@@ -215,32 +215,18 @@ async def test_a_burst_goes_out_in_one_write_and_a_change_after_quiet_at_once(
     await slow.start()
     loop = asyncio.get_running_loop()
     try:
-        rv = await _list_rv(Kube(slow, kube.kubeconfig, kube.credentials), "/api/v1/namespaces")
-        ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
-        received: list[tuple[str, float]] = []
-        async with (
-            aiohttp.ClientSession() as session,
-            session.get(
-                f"{slow.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
-                headers={"Authorization": f"Bearer {kube.token}"},
-                ssl=ctx,
-            ) as resp,
-        ):
-
-            async def read() -> None:
-                async for line in resp.content:
-                    received.append((json.loads(line)["object"]["metadata"]["name"], loop.time()))
-
-            reader = asyncio.create_task(read())
+        own = Kube(slow, kube.kubeconfig, kube.credentials)
+        rv = await _list_rv(own, "/api/v1/namespaces")
+        async with watching(own, f"/api/v1/namespaces?watch=1&resourceVersion={rv}") as events:
             await asyncio.sleep(0.7)  # quiet for longer than the window
             sent = loop.time()
             await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}}])
-            await assert_eventually(lambda: len(received) == 1)
-            assert received[0][0] == "first" and received[0][1] - sent < 0.4  # at once
+            await assert_eventually(lambda: len(events) == 1)
+            assert events[0][1] - sent < 0.4  # at once
             for name in ("b1", "b2", "b3"):  # a burst right after that write
                 await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
-            await assert_eventually(lambda: len(received) == 4)
-            reader.cancel()
+            await assert_eventually(lambda: len(events) == 4)
+        received = [(e["object"]["metadata"]["name"], t) for e, t in events]
         names = [n for n, _ in received]
         assert names == ["first", "b1", "b2", "b3"]
         burst = [t for _, t in received[1:]]
@@ -259,36 +245,20 @@ async def test_a_backed_up_connection_is_written_by_its_own_task_in_order(
     from draflow.services.apiserver.kubeapi import watch
 
     rv = await _list_rv(kube, "/api/v1/namespaces")
-    ctx = ssl.create_default_context(cadata=kube.credentials.ca_pem.decode())
-    names: list[tuple[str, str]] = []
-    async with (
-        aiohttp.ClientSession() as session,
-        session.get(
-            f"{kube.url}/api/v1/namespaces?watch=1&resourceVersion={rv}",
-            headers={"Authorization": f"Bearer {kube.token}"},
-            ssl=ctx,
-        ) as resp,
-    ):
-
-        async def read() -> None:
-            async for line in resp.content:
-                ev = json.loads(line)
-                names.append((ev["type"], ev["object"]["metadata"]["name"]))
-
-        reader = asyncio.create_task(read())
+    async with watching(kube, f"/api/v1/namespaces?watch=1&resourceVersion={rv}") as events:
 
         async def create(name: str) -> None:
             await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
 
         await create("direct-1")
-        await assert_eventually(lambda: len(names) == 1)
+        await assert_eventually(lambda: len(events) == 1)
         monkeypatch.setattr(watch, "_DIRECT_LIMIT", -1)  # every connection counts as backed up
         for name in ("task-1", "task-2"):
             await create(name)
-        await assert_eventually(lambda: len(names) == 3)
+        await assert_eventually(lambda: len(events) == 3)
         monkeypatch.setattr(watch, "_DIRECT_LIMIT", 256 * 1024)
         await create("direct-2")
-        await assert_eventually(lambda: len(names) == 4)
+        await assert_eventually(lambda: len(events) == 4)
         await asyncio.sleep(0.2)
-        reader.cancel()
+    names = [(e["type"], e["object"]["metadata"]["name"]) for e, _ in events]
     assert names == [("ADDED", n) for n in ("direct-1", "task-1", "task-2", "direct-2")]
