@@ -14,7 +14,7 @@ from bench.harness import Bus, Profiler, Services, cpu_s, stored_at
 from bench.scheduling_cluster import NS, Tracker, apply_all, claim_manifest, devices_per_pod, pod_manifest
 from bench.scheduling_prefill import prefill_claims
 from draflow.events.api.core_v1 import PodResourceClaimStatus
-from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStatusesRecorded
+from draflow.events.dra import ClaimDeallocated, PodClaimStatusesRecorded
 from draflow.infra.eventstore import AppendRequest, EventStore
 from draflow.services.runtime.client import ApiClient
 
@@ -106,10 +106,7 @@ class Phases:
             reqs = [
                 AppendRequest(
                     self.store.subject("ResourceClaim", NS, f"{p}-gpu"),
-                    [
-                        ClaimReservationsReleased(uids=(self.tracker.uid_of[p],)),
-                        ClaimDeallocated(reason="PodDeleted"),
-                    ],
+                    [ClaimDeallocated(reason="PodDeleted", released=(self.tracker.uid_of[p],))],
                     None,
                 )
                 for p in names
