@@ -146,6 +146,7 @@ def _result(args: argparse.Namespace, mode: str, p: Phases, tracker: Tracker) ->
         lat = p.steady_latency[level]
         result[f"steady_{level}_p50_ms"] = round(pct(lat, 0.5), 1) if lat else None
         result[f"steady_{level}_p99_ms"] = round(pct(lat, 0.99), 1) if lat else None
+        result[f"steady_{level}_unschedulable"] = p.steady_failed.get(level, {})
     rates = list(p.steady_rate.values())
     result["steady_state_pods_per_s"] = round(statistics.fmean(rates), 1) if rates else 0.0
     lat_all = [v for vs in p.steady_latency.values() for v in vs]
@@ -205,6 +206,9 @@ def _print(r: dict[str, Any]) -> None:
         f"({r['events_to_bound_per_pod']} up to PodBound), {r['log_events_per_bound_pod']} appended "
         f"per bound pod in the windows (deletions included)"
     )
+    for lv in LEVELS:
+        if r.get(f"steady_{lv}_unschedulable"):
+            print(f"failed attempts of the measured pods ({lv}): {r[f'steady_{lv}_unschedulable']}")
     print(f"PodScheduling saga duration: p50 {r['saga_p50_ms']} ms, p99 {r['saga_p99_ms']} ms")
     print_hops(r["hops"])
 

@@ -169,6 +169,8 @@ class Tracker(LogFollower):
         self._claim_pod: dict[str, str] = {}  # claim name -> owning pod uid
         self._saga_pod: dict[str, str] = {}  # saga id -> pod uid
         self._saga_started: dict[str, float] = {}
+        # pod uid -> the messages of its failed scheduling attempts (why a pod took an extra cycle)
+        self.unschedulable: dict[str, list[str]] = {}
 
     def _mark(self, uid: str | None, rec: RawRecord, label: str) -> float:
         ts = stored_at(rec)
@@ -204,8 +206,12 @@ class Tracker(LogFollower):
             self.uid_of[name] = uid
             self.created[uid] = self._mark(uid, rec, t)
             return
-        ts = self._mark(self.uid_of.get(name), rec, t)
-        if t == "PodBound":
+        uid = self.uid_of.get(name)
+        ts = self._mark(uid, rec, t)
+        if t == "PodUnschedulable" and uid:
+            message = decode(rec.data, rec.seq).data.message  # type: ignore[attr-defined]
+            self.unschedulable.setdefault(uid, []).append(message)
+        elif t == "PodBound":
             self.bound.setdefault(name, ts)
         elif t == "PodClaimStatusesRecorded":
             self.statuses.add(name)

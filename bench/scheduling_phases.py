@@ -14,11 +14,24 @@ from bench.harness import Bus, Profiler, Services, cpu_s, stored_at
 from bench.scheduling_cluster import NS, Tracker, apply_all, claim_manifest, devices_per_pod, pod_manifest
 from bench.scheduling_prefill import prefill_claims
 from draflow.events.api.core_v1 import PodResourceClaimStatus
-from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased, PodClaimStatusesRecorded
+from draflow.events.dra import ClaimDeallocated, PodClaimStatusesRecorded
 from draflow.infra.eventstore import AppendRequest, EventStore
 from draflow.services.runtime.client import ApiClient
 
-__all__ = ["Phases", "scan_log"]
+__all__ = ["Phases", "scan_log", "unschedulable_reasons"]
+
+
+def unschedulable_reasons(tracker: Tracker, pods: list[str]) -> dict[str, int]:
+    """How often these pods' attempts failed, by reason (the message without its node counts:
+    ``0/500 nodes are available: 500 cannot allocate all claims.`` -> ``cannot allocate all
+    claims``), most frequent first: which extra cycles a pod's path took and why."""
+    counts: dict[str, int] = {}
+    for pod in pods:
+        for message in tracker.unschedulable.get(tracker.uid_of.get(pod, ""), ()):
+            reason = message.split(": ", 1)[-1].rstrip(".")
+            reason = ", ".join(r.lstrip("0123456789 ") for r in reason.split(", "))
+            counts[reason] = counts.get(reason, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 class Phases:
@@ -42,6 +55,8 @@ class Phases:
         self.steady_rate: dict[str, float] = {}
         self.steady_latency: dict[str, list[float]] = {}
         self.steady_pods: set[str] = set()
+        # level -> the measured pods' failed attempts, by the message's first clause
+        self.steady_failed: dict[str, dict[str, int]] = {}
         self.backlog_rate: dict[str, float] = {}
         self.fill_pods = 0
         self.fill_time = 0.0
@@ -91,10 +106,7 @@ class Phases:
             reqs = [
                 AppendRequest(
                     self.store.subject("ResourceClaim", NS, f"{p}-gpu"),
-                    [
-                        ClaimReservationsReleased(uids=(self.tracker.uid_of[p],)),
-                        ClaimDeallocated(reason="PodDeleted"),
-                    ],
+                    [ClaimDeallocated(reason="PodDeleted", released=(self.tracker.uid_of[p],))],
                     None,
                 )
                 for p in names
@@ -194,6 +206,7 @@ class Phases:
         measured = [p for p, t in tracker.bound.items() if start <= t < end and p not in self.fill_live]
         measured = [p for p in measured if p not in self.steady_pods]
         self.steady_pods.update(measured)
+        self.steady_failed[level] = unschedulable_reasons(tracker, measured)
         self.steady_rate[level] = len(measured) / self.args.duration
         self.steady_latency[level] = [
             (tracker.bound[p] - tracker.created[tracker.uid_of[p]]) * 1000 for p in measured

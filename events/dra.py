@@ -14,7 +14,8 @@ Claim events:
   ``consumer``, reserves the claim for that pod: one fact, one append (PreBind's).
 * :class:`ClaimDeallocated` clears the allocation and the device statuses and drops that
   finalizer (what upstream's claim controller and the scheduler's Unreserve do together). Its
-  writer must first see ``reservedFor`` empty.
+  writer must first see ``reservedFor`` empty, or name the last consumers in ``released``: one
+  fact, one append.
 
 Pod events cover the scheduler (``PodBound``, ``PodUnschedulable``,
 ``PodExtendedResourceClaimStatusRecorded`` for KEP-5004's special claim), the claim controller
@@ -87,9 +88,17 @@ class ClaimReservationsReleased(Event, frozen=True, kw_only=True):
 class ClaimDeallocated(Event, frozen=True, kw_only=True):
     """The allocation was given back: ``status.allocation`` and ``status.devices`` cleared and the
     delete-protection finalizer dropped. ``reason``: why (``Unreserve``, ``Reallocate``,
-    ``NoConsumers``...)."""
+    ``NoConsumers``...).
+
+    ``released``: the consumers (uids) that left ``status.reservedFor`` in the same fact (the last
+    ones), so dropping the last reservation and freeing the claim is one single append instead of
+    an atomic batch (a file store of its own on the server). Empty in events written before it
+    existed (those came after a ``ClaimReservationsReleased`` in the same batch). The devices'
+    guards are not released by a message: a guard's take counts as given back once its claim is
+    deallocated (``draflow.services.scheduler.service.guard_heads``)."""
 
     reason: str = ""
+    released: tuple[str, ...] = ()
 
 
 # -- on the Pod subject -----------------------------------------------------------------------------

@@ -10,7 +10,9 @@ saw it, all in **one atomic batch** (``EventStore.append(..., guards=...)``). Je
 when one is wrong, so of two deciders that saw the same state exactly one lands; the other gets
 :class:`GuardConflict` naming the guard subjects that moved, reads what was taken there since
 (:func:`takes_since`) and decides again. Releasing appends :class:`GuardReleased` without an
-expectation (freeing never over-commits) in the batch that frees the resource.
+expectation (freeing never over-commits) in the batch that frees the resource; a reader that
+counts a take once the aggregate showed it needs no release when the aggregate frees the
+resource (the scheduler's device guards: ``ClaimDeallocated`` is a single append).
 
 Rules of use: one guard per subject per append (JetStream checks an expectation only on a
 subject's first message in a batch), at most ``MAX_BATCH_EVENTS`` messages in all. The guard

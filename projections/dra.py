@@ -4,7 +4,8 @@ Pure functions ``(object | None, event) -> object | None``, listed in ``REDUCERS
 ``draflow.projections.objects`` assembles every table into the one object fold, so every process that
 folds objects (the apiserver, watches, the scheduler's snapshot) applies them. An
 event on a subject whose object is gone leaves it gone. Reducers never raise: a precondition
-(``reservedFor`` empty before ``ClaimDeallocated``) is the writer's to check.
+(``reservedFor`` empty before ``ClaimDeallocated``, or left empty by its ``released``) is the
+writer's to check.
 """
 
 from __future__ import annotations
@@ -103,7 +104,9 @@ def _deallocated(claim: ResourceClaim | None, ev: ClaimDeallocated) -> ResourceC
     if DELETE_PROTECTION_FINALIZER in meta.finalizers:
         kept = tuple(f for f in meta.finalizers if f != DELETE_PROTECTION_FINALIZER)
         meta = replace(meta, finalizers=kept)
-    status = replace(claim.status, allocation=None, devices=())
+    gone = set(ev.released)  # the last reservations leave in the same fact
+    reserved = tuple(r for r in claim.status.reserved_for if r.uid not in gone)
+    status = replace(claim.status, allocation=None, devices=(), reserved_for=reserved)
     return replace(claim, metadata=meta, status=status)
 
 

@@ -312,7 +312,8 @@ class NodeRestriction:
         for ev in events:
             if isinstance(ev, ClaimReservationsReleased):
                 released |= self._released_only_own(node, "ResourceClaim", namespace, name, ev.uids)
-            elif isinstance(ev, ClaimDeallocated):
+            elif isinstance(ev, ClaimDeallocated):  # the last reservations may leave with it
+                released |= self._released_only_own(node, "ResourceClaim", namespace, name, ev.released)
                 remaining = {r.uid for r in claim.status.reserved_for} - released
                 if not released or remaining:
                     raise forbidden(

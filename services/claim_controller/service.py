@@ -1,11 +1,11 @@
-"""The claim controller service: level-triggered passes of ``sync_pod`` / ``sync_claim`` over the cache.
+"""The claim controller service: ``sync_pod`` / ``sync_claim`` over the cache, event-driven.
 
-Each pass syncs the pods and claims that changes since the last pass can affect (a periodic full
-pass syncs all of them) against the cache (the log folded, see
-:mod:`draflow.services.runtime.controller`) and turns the deciders' actions into writes
-(:mod:`draflow.services.runtime.claimwrites`). A ``CreateClaim``'s name is derived from the pod's uid, so a
-replayed decision hits ``AlreadyExists`` and a claim created before a crash is adopted by the
-decider's crash recovery on the next pass.
+Every change marks the pods and claims it can affect; each is synced in a task of its own as soon
+as the loop sees the change (a rolling sweep resyncs all of them) against the cache (the log
+folded, see :mod:`draflow.services.runtime.controller`), turning the deciders' actions into
+writes (:mod:`draflow.services.runtime.claimwrites`). A ``CreateClaim``'s name is derived from
+the pod's uid, so a replayed decision hits ``AlreadyExists`` and a claim created before a crash
+is adopted by the decider's crash recovery on the next sync.
 
 Numeric claims (KEP-4381: classic claims allocated by the scheduler from published capacity) are
 deallocated here directly once unused (:mod:`draflow.services.claim_controller.numeric`).
@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
+from typing import cast
 
 from draflow.events.api import classic_v1alpha1 as cv
 from draflow.events.api.codec import object_meta
@@ -53,14 +54,17 @@ class _ClaimNames:
 
 
 class ClaimControllerService:
-    """Level-triggered passes: after a change, the pods and claims it can affect (see
-    :mod:`draflow.services.claim_controller.dirty`); the first pass (and the one after a failed
-    pass) syncs every pod then every claim; after that a rolling sweep (:mod:`.sweep`) resyncs
-    every pod and claim at most ``sweep_rate_per_s`` a second, each round at least
-    ``full_resync_s`` apart, so a missed hint is caught up without a pass that costs the whole
-    cluster. Each decider gets only the objects it reads, looked up by key, so a pass costs what
-    it syncs, not the cluster's size. The pods of a pass are synced concurrently (up to
-    ``concurrency``), then its claims."""
+    """Event-driven syncs: every change marks the pods and claims it can affect (see
+    :mod:`draflow.services.claim_controller.dirty`), and each of those is synced in a task of its
+    own as soon as the pass that found it runs (:mod:`draflow.services.runtime.keyed`: one sync
+    per object at a time, at most ``concurrency`` at once), so a pod created while other objects'
+    round trips are in flight does not wait for them. The first pass (and one after a pass
+    failed) syncs every pod then every claim and waits for all of them; after that a rolling
+    sweep (:mod:`.sweep`) resyncs every pod and claim at most ``sweep_rate_per_s`` a second, each
+    round at least ``full_resync_s`` apart, so a missed hint is caught up without a pass that
+    costs the whole cluster. A sync that fails is submitted again after a backoff (0.1 s doubling
+    per failure of that object, at most 5 s). Each decider gets only the objects it reads,
+    looked up by key, so a sync costs what it syncs, not the cluster's size."""
 
     def __init__(
         self,
@@ -71,13 +75,15 @@ class ClaimControllerService:
         concurrency: int = 64,
     ) -> None:
         self.rt = rt
-        self.concurrency = concurrency  # objects synced at once within a pass
+        self.concurrency = concurrency  # objects synced at once
         rt.kinds = KINDS
         self.full_resync_s = full_resync_s
         self.deps = Dependencies()
         self._full_due = True  # the first pass, and the one after a failed pass
         self.sweep = Sweep(sweep_rate_per_s, full_resync_s)
         self.full_passes = 0
+        self.syncs = rt.keyed_syncs(concurrency=concurrency, on_failure=self._failed)
+        self._failures: dict[Hashable, int] = {}  # object -> failed syncs in a row
         # KEP-4381: numeric claims to look at (changed), and whether any pod changed since
         self._numeric_dirty: set[tuple[str, str]] = set()
         self._pods_changed = False
@@ -114,16 +120,44 @@ class ClaimControllerService:
                 pods = [(p.metadata.namespace, p.metadata.name) for p in all_pods]
                 claims = [(c.metadata.namespace, c.metadata.name) for c in all_claims]
                 self.sweep.restart(now)
+                await self.syncs.join()  # what earlier passes started reads no older state
+                await self._each(pods, self._sync_pod)
+                await self._each(claims, self._sync_claim_key)
             else:
                 swept_pods, swept_claims = self.sweep.take(now, self._all_keys)
-                pods = sorted(dirty.pods | set(swept_pods))
-                claims = sorted(dirty.claims | set(swept_claims))
-            await self._each(pods, self._sync_pod)
-            await self._each(claims, self._sync_claim_key)
+                # what changed first, then the sweep's share (its syncs rarely act)
+                order: list[tuple[list[tuple[str, str]], str, Callable[[str, str], Awaitable[None]]]] = [
+                    (sorted(dirty.pods), "Pod", self._sync_pod),
+                    (sorted(dirty.claims), "ResourceClaim", self._sync_claim_key),
+                    (sorted(set(swept_pods) - dirty.pods), "Pod", self._sync_pod),
+                    (sorted(set(swept_claims) - dirty.claims), "ResourceClaim", self._sync_claim_key),
+                ]
+                for keys, kind, sync in order:
+                    for ns, name in keys:
+                        self._submit((kind, ns, name), sync)
             await self._sync_numeric(full or self.sweep.rounds != rounds)
         except BaseException:
             self._full_due = True  # the hints taken are lost: the retry is a full pass
             raise
+
+    def _submit(self, key: tuple[str, str, str], sync: Callable[[str, str], Awaitable[None]]) -> None:
+        async def one() -> None:
+            await sync(key[1], key[2])
+            self._failures.pop(key, None)
+
+        self.syncs.submit(key, one)
+
+    def _failed(self, key: Hashable, exc: BaseException) -> None:
+        """Submit a failed object again after a backoff (by way of the dirty set and a pass)."""
+        n = self._failures[key] = self._failures.get(key, 0) + 1
+        kind, ns, name = cast(tuple[str, str, str], key)
+
+        def retry() -> None:
+            target = self.deps.dirty.pods if kind == "Pod" else self.deps.dirty.claims
+            target.add((ns, name))
+            self.rt.kick()
+
+        asyncio.get_running_loop().call_later(min(0.1 * 2 ** (n - 1), 5.0), retry)
 
     async def _each(self, keys: list[tuple[str, str]], sync: Callable[[str, str], Awaitable[None]]) -> None:
         """Sync independent objects concurrently (each one's writes stay in order): a pod's claim

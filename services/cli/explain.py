@@ -240,6 +240,9 @@ def _claim_what(env: Envelope[Event], consumers: dict[str, str] | None = None) -
         )
     elif isinstance(d, ClaimDeallocated):
         what = f"deallocated ({d.reason})" if d.reason else "deallocated"
+        if d.released:  # the last reservations left in the same fact
+            names = [(consumers or {}).get(uid, f"uid {uid}") for uid in d.released]
+            what += f", reservations released ({len(names)}): {', '.join(names)}"
     elif isinstance(d, NUMERIC_CLAIM_EVENTS):
         what = numeric_claim_text(d)
     else:

@@ -303,7 +303,8 @@ class Verifier:
         elif (
             kind == "ResourceClaim"
             and isinstance(before, ResourceClaim)
-            and env.type == "ClaimReservationsReleased"
+            and env.type in ("ClaimReservationsReleased", "ClaimDeallocated")
+            and (released := tuple(getattr(d, "uids", ()) or getattr(d, "released", ())))
         ):
             self.invariants += 1
             pods = {
@@ -311,7 +312,7 @@ class Verifier:
                 for ref in before.status.reserved_for
                 if isinstance(pod := self.objects.get("Pod", ns, ref.name), Pod)
             }
-            found = released_running_pod(before, tuple(getattr(d, "uids", ())), pods)
+            found = released_running_pod(before, released, pods)
         if found is not None:
             who = f" by {env.actor}" if env.actor else ""
             self._violation = Divergence(

@@ -4,9 +4,11 @@ Shared by the claim controller and the kubelet (which releases a pod's reservati
 unpreparing):
 
 * the status actions of one claim (``AddReservedFor`` / ``RemoveReservedFor`` / ``Deallocate``) ->
-  ``ClaimReserved`` / ``ClaimReservationsReleased`` / ``ClaimDeallocated``, appended as **one**
-  atomic batch at the claim's version (``ClaimDeallocated`` also drops the delete-protection
-  finalizer, so a ``RemoveFinalizer`` that follows it in the batch is already done);
+  ``ClaimReserved`` / ``ClaimReservationsReleased`` / ``ClaimDeallocated``, appended together at
+  the claim's version (``ClaimDeallocated`` also drops the delete-protection finalizer, so a
+  ``RemoveFinalizer`` that follows it is already done, and carries the reservations released
+  right before it in ``released``: a pod's claim freed is one event, a single append, no atomic
+  batch; the devices' guards need no message, see ``docs/scheduler-service.md``);
 * a lone ``RemoveFinalizer`` (claim being deleted, not allocated) -> the apiserver's finalize,
   which deletes the object when the last finalizer goes;
 * ``CreateClaim`` -> create through the apiserver; ``RecordPodClaimStatus`` ->
@@ -52,7 +54,13 @@ def claim_events(actions: list[ClaimAction], reason: str = "NoConsumers") -> lis
         elif isinstance(a, RemoveReservedFor):
             out.append(ClaimReservationsReleased(uids=a.uids))
         elif isinstance(a, Deallocate):
-            out.append(ClaimDeallocated(reason=reason))
+            # the last reservations leave in the deallocation's own fact: one event, one single
+            # append (two events would be an atomic batch, a file store of its own on the server)
+            released: tuple[str, ...] = ()
+            while out and isinstance(last := out[-1], ClaimReservationsReleased):
+                out.pop()
+                released = (*last.uids, *released)
+            out.append(ClaimDeallocated(reason=reason, released=released))
             deallocated = True
         elif isinstance(a, RemoveFinalizer) and not (
             deallocated and a.finalizer == DELETE_PROTECTION_FINALIZER

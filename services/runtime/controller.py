@@ -32,6 +32,7 @@ from draflow.infra import tracing
 from draflow.infra.eventstore import ConcurrencyError, EventStore, new_id
 from draflow.projections.objects import Change
 from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.keyed import KeyedSyncs
 from draflow.services.runtime.protocol import DeleteItem, DeleteRequest, StatusError
 from draflow.services.runtime.store import ApiStore
 
@@ -40,6 +41,7 @@ __all__ = ["Runtime"]
 log = logging.getLogger(__name__)
 
 Sync = Callable[[], Awaitable[None]]
+STOP_GRACE_S = 5.0  # on stop, per-object syncs in flight get this long to finish
 
 
 class Runtime:
@@ -64,6 +66,14 @@ class Runtime:
         self.cache.listen(self._on_change)
         self.kinds: frozenset[str] | None = None  # only changes of these kinds wake the loop
         self.passes = 0
+        self._keyed: list[KeyedSyncs] = []
+
+    def keyed_syncs(self, **kwargs: Any) -> KeyedSyncs:
+        """Per-object syncs that outlive a pass (:mod:`draflow.services.runtime.keyed`): the loop's
+        stop lets those in flight finish (``STOP_GRACE_S``), then cancels them."""
+        syncs = KeyedSyncs(name=self.actor, **kwargs)
+        self._keyed.append(syncs)
+        return syncs
 
     def _on_change(self, kind: str, namespace: str, name: str, change: Change) -> None:
         if self.kinds is None or kind in self.kinds:
@@ -89,6 +99,8 @@ class Runtime:
                 delay = min(delay * 2, 2.0)
 
     async def stop(self) -> None:
+        for syncs in self._keyed:
+            await syncs.close()
         await self.cache.stop()
 
     # -- reads -------------------------------------------------------------------------------
@@ -109,6 +121,14 @@ class Runtime:
         self, stop: asyncio.Event, sync: Sync, *, resync_s: float = 5.0, settle_s: float = 0.02
     ) -> None:
         """Call ``sync`` after every change of the cache (and every ``resync_s``) until ``stop``."""
+        try:
+            await self._loop(stop, sync, resync_s, settle_s)
+        finally:
+            grace = STOP_GRACE_S if stop.is_set() else 0.0  # cancelled: no waiting
+            for syncs in self._keyed:  # a stop: what a pass started may finish, as the pass did
+                await syncs.close(grace)
+
+    async def _loop(self, stop: asyncio.Event, sync: Sync, resync_s: float, settle_s: float) -> None:
         backoff = 0.1
         while not stop.is_set():
             self._changed.clear()

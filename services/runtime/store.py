@@ -19,21 +19,17 @@ from collections.abc import Callable, Sequence
 
 from draflow.events.api.codec import object_meta
 from draflow.events.api.registry import resource_types
-from draflow.events.api.resource_v1 import ResourceClaim
 from draflow.events.codec import DecodeError, decode
-from draflow.events.dra import ClaimDeallocated
 from draflow.events.envelope import Event
 from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import parse_subject
 from draflow.infra import tracing
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import AppendRequest, EventStore, RawRecord, StreamReset
-from draflow.infra.guard import Guard
 from draflow.infra.snapshots import SnapshotPolicy, Snapshotter
 from draflow.projections.objects import Change, ObjectIndex
 from draflow.projections.snapshot import OBJECTS, encode_index, schema
 from draflow.services.runtime.crds import CRD_KIND, is_custom_kind, on_crd_change
-from draflow.services.runtime.guards import index_pool_slices, release_guards
 from draflow.services.runtime.protocol import StatusError
 from draflow.services.runtime.snapshot_start import load_objects
 from draflow.services.runtime.tail import Tail
@@ -265,7 +261,6 @@ class ApiStore:
         )
         subject = self.subject(kind, namespace, name)
         links = self._links(kind, namespace, name) if actor is None else ()
-        guards = self._releases(kind, namespace, name, events)
         for attempt in (1, 2):
             try:
                 seqs = await self.events.append(
@@ -276,7 +271,6 @@ class ApiStore:
                     correlation_id=correlation_id,
                     actor=actor,
                     links=links,
-                    guards=guards,
                 )
                 break
             except ConcurrencyError:
@@ -289,16 +283,6 @@ class ApiStore:
             return seqs[-1]
         self.fold_appended(kind, namespace, name, events, seqs)
         return seqs[-1]
-
-    def _releases(self, kind: str, namespace: str, name: str, events: Sequence[Event]) -> list[Guard]:
-        """A deallocation gives the claim's guards back in the same batch (``draflow.infra.guard``):
-        the claim controller's, and a kubelet's that the apiserver appends."""
-        if kind != "ResourceClaim" or not any(isinstance(ev, ClaimDeallocated) for ev in events):
-            return []
-        claim = self.index.get(kind, namespace, name)
-        if not isinstance(claim, ResourceClaim) or claim.status.allocation is None:
-            return []
-        return release_guards(self.root, claim, index_pool_slices(self.index))
 
     async def _recreated_version(
         self, kind: str, namespace: str, name: str, expected: int | None

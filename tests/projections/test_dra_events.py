@@ -65,6 +65,26 @@ def test_claim_allocate_reserve_release_deallocate() -> None:
     assert _claim_fold(None, ClaimDeallocated(reason="x")) is None
 
 
+def test_claim_deallocated_with_its_released_consumers_folds_as_the_old_pair() -> None:
+    """One fact instead of ``ClaimReservationsReleased`` + ``ClaimDeallocated`` in a batch: the
+    same claim either way (logs written before fold as they did)."""
+    alloc = make_allocation(("gpu", "gpu-0"))
+    reserved = _claim_fold(
+        make_claim("c"),
+        ClaimAllocated(allocation=alloc, node_name="node-1", consumer=pod_ref("p")),
+        ClaimReserved(consumer=pod_ref("q")),
+    )
+    one = _claim_fold(reserved, ClaimDeallocated(reason="NoConsumers", released=("uid-p", "uid-q")))
+    pair = _claim_fold(
+        reserved,
+        ClaimReservationsReleased(uids=("uid-p", "uid-q")),
+        ClaimDeallocated(reason="NoConsumers"),
+    )
+    assert one is not None and pair is not None
+    assert one.status == pair.status and one.metadata.finalizers == pair.metadata.finalizers == ()
+    assert one.status.reserved_for == () and one.status.allocation is None
+
+
 def test_pod_lifecycle_conditions() -> None:
     pod = _pod_fold(
         make_pod("p"),

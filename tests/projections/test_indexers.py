@@ -8,7 +8,6 @@ from typing import Any
 from draflow.events.api.resource_v1 import ResourceSlice
 from draflow.events.objects import object_applied, object_deleted
 from draflow.projections.objects import ObjectIndex
-from draflow.services.runtime.guards import index_pool_slices
 from tests.builders import make_slice
 
 KIND = "ResourceSlice"
@@ -69,12 +68,11 @@ class _NoScan(ObjectIndex):
         raise AssertionError(f"scanned every {kind}")
 
 
-def test_a_deallocation_finds_its_pool_without_scanning_slices() -> None:
-    """The object cache's guard releases look up one pool's slices per deallocated claim."""
+def test_a_pool_lookup_does_not_scan_slices() -> None:
+    """A lookup per pod (the allocator's pool slices) costs nothing in proportion to the cluster."""
     index = _NoScan()
     for i in range(200):
         _apply(index, make_slice(f"node-{i}", 2), i + 1)
-    pool_slices = index_pool_slices(index)
-    found = list(pool_slices("gpu.example.com", "node-7"))
-    assert _names(found) == ["node-7-gpu.example.com"]
-    assert list(pool_slices("gpu.example.com", "node-999")) == []
+    index.add_index("pool", KIND, _pool)
+    assert _names(index.by_index("pool", ("gpu.example.com", "node-7"))) == ["node-7-gpu.example.com"]
+    assert list(index.by_index("pool", ("gpu.example.com", "node-999"))) == []

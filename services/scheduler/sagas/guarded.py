@@ -22,8 +22,12 @@ the guard's version until the holder's allocation is in the snapshot too
 (:mod:`draflow.services.scheduler.service.guard_heads`): a decision that saw the take but not the
 allocation expects the version before the take and conflicts. The saga's compensation gives back
 the takes no allocation backs (:func:`release_unbacked`: the claim append never landed, or lost to
-someone else's); deallocations (``release``, the Reallocation saga) give the guards back in their
-batch, as before.
+someone else's). Deallocations (``release``, the Reallocation saga, the claim controller, the
+kubelets) write no guard message: a take the snapshot saw backed by its allocation stays counted
+after the claim is freed, so ``ClaimDeallocated`` alone frees the device (a single append). A take
+refused here reads the takes since the version it expected; one that a deallocation has ended
+without a release shows as another instance's take and fails the step, which is decided again on
+a newer snapshot (only a decision on a snapshot older than that take meets it).
 """
 
 from __future__ import annotations
@@ -34,16 +38,22 @@ from typing import Any
 import msgspec
 
 from draflow.events.api.resource_v1 import AllocationResult, ResourceClaim
+from draflow.events.dra import ClaimAllocated
 from draflow.events.guard import GuardReleased, GuardTaken
 from draflow.infra.errors import ConcurrencyError
-from draflow.infra.guard import Guard, guard_subject, held, takes_since
+from draflow.infra.guard import guard_subject, held, takes_since
 from draflow.sagas.engine import StepContext
 from draflow.services.dra.guards import allocation_guard_keys, claim_holder
-from draflow.services.runtime.guards import release_guards
 from draflow.services.scheduler.framework import Scheduler
-from draflow.services.scheduler.sagas.host import MAX_CONFLICTS, SchedulerHost, SchedulingConflict
+from draflow.services.scheduler.sagas.host import (
+    MAX_CONFLICTS,
+    SchedulerHost,
+    SchedulingConflict,
+    read_object,
+)
+from draflow.services.scheduler.sagas.ownership import current_incarnation
 
-__all__ = ["GuardStamp", "claim_releases", "release_unbacked", "stamps", "take_each"]
+__all__ = ["GuardStamp", "release_unbacked", "stamps", "take_each"]
 
 Ctx = StepContext[Any, SchedulerHost]
 
@@ -62,10 +72,6 @@ def stamps(
     """The guards of ``allocation`` at the versions in ``heads`` (guard subject -> last seq)."""
     keys = allocation_guard_keys(allocation, core.cluster.pool_slices)
     return tuple(GuardStamp(scope=s, key=k, seen=heads.get(guard_subject(root, s, k), 0)) for s, k in keys)
-
-
-def claim_releases(rt: SchedulerHost, claim: ResourceClaim) -> list[Guard]:
-    return release_guards(rt.store.root, claim, rt.core.cluster.pool_slices)
 
 
 async def take_each(ctx: Ctx, claim: ResourceClaim, expected: dict[tuple[str, str], int], label: str) -> None:
@@ -135,16 +141,23 @@ async def _ours_or_retry(
 async def release_unbacked(
     ctx: Ctx, namespace: str, name: str, uid: str, stamps: tuple[GuardStamp, ...]
 ) -> None:
-    """Give back the guards this saga took for claim ``namespace/name`` that its allocation does
-    not hold now: one ``GuardReleased`` each, at the guard's version as read (a change meanwhile
-    makes it look again). Idempotent: a take released already, or another's, is left alone."""
+    """Give back the guards this saga took for claim ``namespace/name`` that no allocation of it
+    ever held: one ``GuardReleased`` each, at the guard's version as read (a change meanwhile
+    makes it look again). A take this saga's ``ClaimAllocated`` backed counts as given back once
+    the claim is deallocated (``guard_heads``): a release would only move the guard's version
+    under a decision on the device just freed. Idempotent: a take released already, or
+    another's, is left alone."""
     rt = ctx.deps
-    claim, _ = await rt.load("ResourceClaim", namespace, name)
+    claim, _, history = await read_object(rt, "ResourceClaim", namespace, name)
     holder = f"ResourceClaim {namespace}/{name}"
     backed: set[tuple[str, str]] = set()
     if isinstance(claim, ResourceClaim) and (not uid or claim.metadata.uid == uid):
         holder, uid = claim_holder(claim)
-        backed = set(allocation_guard_keys(claim.status.allocation, rt.core.cluster.pool_slices))
+        pool_slices = rt.core.cluster.pool_slices
+        backed = set(allocation_guard_keys(claim.status.allocation, pool_slices))
+        for env in current_incarnation(history):
+            if isinstance(env.data, ClaimAllocated) and env.correlation_id == ctx.saga_id:
+                backed |= set(allocation_guard_keys(env.data.allocation, pool_slices))
     for i, g in enumerate(sorted(stamps, key=lambda s: (s.scope, s.key))):
         if (g.scope, g.key) in backed:  # it holds the allocation that stands
             continue

@@ -70,6 +70,8 @@ def reservation_writer(history: Sequence[Envelope[Event]], consumer_uid: str) ->
             return env.correlation_id
         if isinstance(data, ClaimReservationsReleased) and consumer_uid in data.uids:
             return None
+        if isinstance(data, ClaimDeallocated) and consumer_uid in data.released:
+            return None
         if _verb(env) == STATUS_UPDATED:
             return None
     return None

@@ -29,9 +29,12 @@ Compensation of ``prebind`` (``release``) undoes only what this saga wrote, as t
 (:mod:`.ownership`: the saga id is the correlation id of its appends): per claim, the pod's
 reservation if this saga's ``ClaimReserved`` (or ``ClaimAllocated``) put it there, and the
 allocation if this saga's ``ClaimAllocated`` made it and nobody else is left reserving the claim
-(its guards given back in that append) — read and appended at one version, so a concurrent
-change makes it read and decide again. A guard taken without its claim's append landing (the
-claim lost to another decision, or a crash between the two appends) is given back by
+— one single append at the version read (``ClaimDeallocated`` naming the pod in ``released``, or
+``ClaimReservationsReleased`` alone), so a concurrent change makes it read and decide again. The
+devices' guards get no message: a take counts as given back once a snapshot has seen its claim
+allocated, so the deallocation alone frees the device (see ``guard_heads`` below). A guard taken
+without its claim's append landing (the claim lost to another decision, or a crash between the
+two appends) is given back by
 ``unreserve``, whose compensation is owed whichever step failed: a resumed saga whose pod is
 gone fails at ``reserve``, before ``prebind``'s compensation is owed. Until then the take only
 costs conflicts: a scheduler's snapshot does not count a take in the guard's version before its
@@ -103,7 +106,6 @@ from draflow.services.scheduler.sagas.extended_claim import (
 from draflow.services.scheduler.sagas.extended_steps import pod_with_claim_status
 from draflow.services.scheduler.sagas.guarded import (
     GuardStamp,
-    claim_releases,
     release_unbacked,
     take_each,
 )
@@ -400,28 +402,29 @@ async def _release_claim(ctx: Ctx, plan: PodSchedulingInput, c: ClaimPlan) -> No
         if not isinstance(claim, ResourceClaim) or (c.uid and claim.metadata.uid != c.uid):
             return
         status = claim.status
-        events: list[Event] = []
         ours = any(r.uid == plan.uid for r in status.reserved_for) and (
             reservation_writer(history, plan.uid) == ctx.saga_id
         )
-        if ours:
-            events.append(ClaimReservationsReleased(uids=(plan.uid,)))
+        released = (plan.uid,) if ours else ()
         others = [r for r in status.reserved_for if not (ours and r.uid == plan.uid)]
+        event: Event
         if (
             c.allocation is not None
             and status.allocation is not None
             and not others
             and allocation_writer(history) == ctx.saga_id
         ):
-            events.append(ClaimDeallocated(reason="Unreserve"))
-        if not events:
+            # one fact, one single append: the reservation leaves with the allocation; the
+            # devices' guards need no message (the snapshot counts a take as given back once
+            # its claim was allocated, see guard_heads)
+            event = ClaimDeallocated(reason="Unreserve", released=released)
+        elif released:
+            event = ClaimReservationsReleased(uids=released)
+        else:
             return
         subject = rt.subject("ResourceClaim", c.namespace, c.name)
-        guards = claim_releases(rt, claim) if isinstance(events[-1], ClaimDeallocated) else []
         try:
-            await ctx.append(
-                subject, events, expected_last_seq=version, suffix=f"{c.name}:{attempt}", guards=guards
-            )
+            await ctx.append(subject, event, expected_last_seq=version, suffix=f"{c.name}:{attempt}")
         except ConcurrencyError:
             continue
         rt.appended()

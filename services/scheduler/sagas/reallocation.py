@@ -4,8 +4,9 @@ When no node fits because a claim is allocated (to a place the pod cannot reach)
 pod uses it, kube-scheduler's DRA PostFilter clears the allocation so the next attempt can
 allocate again. Here that is a saga too, so the decision and its effect show in the log: one step,
 ``deallocate``, reloads the claim, checks the decision still holds (same uid, no other consumer)
-and appends ``ClaimReservationsReleased`` (if the pod was reserved) and
-``ClaimDeallocated{reason: Reallocate}`` atomically on the claim's subject, optimistically. The
+and appends ``ClaimDeallocated{reason: Reallocate}`` on the claim's subject, optimistically, one
+single append (the reservations left, if any, named in its ``released``; the devices' guards
+need no message of their own, see :mod:`draflow.services.scheduler.service.guard_heads`). The
 claim's change requeues the pod. Nothing to compensate: a deallocation is not undone. A re-run
 (the saga resumed after a crash) that finds this saga's ``ClaimDeallocated`` in the claim's log is
 done: anything on the claim now (the pod's next allocation) came after it and is not its to free.
@@ -26,13 +27,12 @@ import msgspec
 from draflow.events.api.core_v1 import Pod
 from draflow.events.api.meta import ObjectMeta
 from draflow.events.api.resource_v1 import ResourceClaim
-from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased
+from draflow.events.dra import ClaimDeallocated
 from draflow.events.envelope import Envelope, Event
 from draflow.infra.errors import ConcurrencyError
 from draflow.sagas.engine import SagaDefinition, Step, StepContext
 from draflow.services.dra.resourceclaim import ClaimRef
 from draflow.services.scheduler.plugins.dynamicresources import PreBindConflict, deallocated
-from draflow.services.scheduler.sagas.guarded import claim_releases
 from draflow.services.scheduler.sagas.host import (
     MAX_CONFLICTS,
     SchedulerHost,
@@ -98,18 +98,12 @@ async def deallocate(ctx: StepContext[ReallocationInput, SchedulerHost]) -> dict
                 return {"deallocated": False}
         except PreBindConflict as exc:
             raise SchedulingConflict(str(exc)) from exc
-        events: list[Event] = []
-        if claim.status.reserved_for:
-            events.append(ClaimReservationsReleased(uids=tuple(r.uid for r in claim.status.reserved_for)))
-        events.append(ClaimDeallocated(reason="Reallocate"))
+        # one fact, one single append: the reservations leave with the allocation, and the
+        # devices' guards need no message (see guard_heads)
+        released = tuple(r.uid for r in claim.status.reserved_for)
+        event = ClaimDeallocated(reason="Reallocate", released=released)
         try:
-            await ctx.append(
-                subject,
-                events,
-                expected_last_seq=version,
-                suffix=str(attempt),
-                guards=claim_releases(rt, claim),
-            )
+            await ctx.append(subject, event, expected_last_seq=version, suffix=str(attempt))
         except ConcurrencyError:
             continue
         rt.appended()

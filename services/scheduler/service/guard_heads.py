@@ -7,8 +7,21 @@ allocation shows the device free at the guard's new version: a decision stamped 
 would take the guard and double-allocate the device. So a take counts in the guard's version only
 once the snapshot holds its claim (the holder, by uid) allocated with that guard's device or
 counter set; until then the version is the one just before the earliest such take, and a decision
-on the device conflicts and looks at who took it (a take by another instance: decide again). A
-release of the holder there, or its allocation, settles the take.
+on the device conflicts and looks at who took it (a take by another instance: decide again).
+
+A take *settles* (counts from then on) when the snapshot sees its allocation, when its holder is
+released there, or when its claim is gone (deleted, or replaced by another uid: no allocation can
+back the take any more, a PreBind's claim append checks the claim's version and uid). A settled
+take stays settled: deallocating the claim later frees the device in the objects, which is all a
+decision reads, and no guard message is needed for it (``ClaimDeallocated`` is a single append;
+logs written before also carry a ``GuardReleased`` after it, which changes nothing here).
+
+Why that is safe: a decision that lands its take at version ``v`` saw every take up to ``v``
+settled, so each of their claims had been seen allocated (then freed, since the decision found
+the device free) or gone; any later allocation of the device needs a later take, which moves the
+guard past ``v``. A snapshot started from an objects snapshot sees only each guard's last message
+and the claims as they are now: :meth:`apply` takes ``settled`` from the caller, who looks at the
+claim's log when the claim changed after the take (:meth:`Snapshot._restore_guard_heads`).
 
 Logs written before (the take in the claim's batch, after the allocation) settle every take on
 arrival: the versions are the subjects' last sequences, as they always were.
@@ -51,16 +64,29 @@ class GuardHeads(Mapping[str, int]):
         """guard subject -> the sequences of its takes not backed yet (for tests and debugging)."""
         return {s: tuple(sorted(t)) for s, t in self._unbacked.items() if t}
 
-    def apply(self, subject: str, seq: int, event: object, claim: ResourceClaim | None) -> None:
-        """A guard message at ``seq``; ``claim``: the take's holder as the snapshot has it."""
+    def apply(
+        self, subject: str, seq: int, event: object, claim: ResourceClaim | None, *, settled: bool = False
+    ) -> None:
+        """A guard message at ``seq``; ``claim``: the take's holder as the snapshot has it;
+        ``settled``: the caller knows the take counts already (its claim is gone, or was seen
+        allocated with the device after the take)."""
         self._last[subject] = max(self._last.get(subject, 0), seq)
         if isinstance(event, GuardTaken):
             uid = event.holder_uid or event.holder
-            if not self._backs(claim, uid, subject):
+            if not settled and not self._backs(claim, uid, subject):
                 self._unbacked.setdefault(subject, {})[seq] = uid
                 self._holders.setdefault(uid, set()).add(subject)
         elif isinstance(event, GuardReleased):
             self._settle(subject, event.holder_uid or event.holder)
+
+    def backs(self, claim: ResourceClaim | None, uid: str, subject: str) -> bool:
+        """Whether ``claim`` (as it is) holds an allocation with the guard of ``subject``."""
+        return self._backs(claim, uid, subject)
+
+    def claim_deleted(self, uid: str) -> None:
+        """The snapshot saw the claim ``uid`` deleted: nothing can back its takes any more."""
+        for subject in list(self._holders.get(uid, ())):
+            self._settle(subject, uid)
 
     def claim_changed(self, claim: ResourceClaim) -> None:
         """The snapshot applied a change of ``claim``: its allocation backs its takes."""

@@ -158,25 +158,61 @@ class Snapshot:
     async def _restore_guard_heads(self, position: int) -> None:
         """The guards' versions at ``position`` (a snapshot keeps objects, not guard subjects):
         the last message of each guard subject, where it is at or before ``position``; the tail
-        brings the others, which moved after it."""
+        brings the others, which moved after it. A take whose claim changed after it may have
+        been backed by an allocation and freed since (a deallocation writes no guard message):
+        the claim's log says whether the live fold would have settled it."""
         async for records in self.store.last_per_subject(f"{guard_prefix(self.store.root)}>"):
             for rec in records:
                 if rec.seq <= position:
-                    self._apply_guard(rec, rec.subject)
+                    event, claim, gone = self._guard_holder(rec, rec.subject)
+                    settled = gone
+                    if isinstance(event, GuardTaken) and claim is not None:
+                        settled = await self._backed_since(claim, rec.seq, position, rec.subject)
+                    self.guard_heads.apply(rec.subject, rec.seq, event, claim, settled=settled)
 
-    def _apply_guard(self, rec: RawRecord, subject: str) -> None:
-        """A guard message: the guard's version, and whether a take's allocation is in yet."""
+    async def _backed_since(self, claim: ResourceClaim, take_seq: int, position: int, subject: str) -> bool:
+        """Whether ``claim``'s log shows it allocated with the guard of ``subject`` at some point
+        after ``take_seq`` (up to ``position``): the live fold settled the take then. Read only
+        when the claim changed after the take and does not back it now (freed since, or still on
+        its way)."""
+        meta = claim.metadata
+        version = self.index.version("ResourceClaim", meta.namespace, meta.name)
+        if version <= take_seq or self.guard_heads.backs(claim, meta.uid, subject):
+            return False  # unchanged since the take, or backing it as it is: apply decides
+        state: object = None
+        claim_subject = aggregate_subject("ResourceClaim", meta.namespace, meta.name, self.store.root)
+        for env in await self.store.events(claim_subject):
+            if env.seq > position:
+                break
+            state = fold(state, env.type, env.data, env.seq)
+            if env.seq > take_seq and self.guard_heads.backs(
+                state if isinstance(state, ResourceClaim) else None, meta.uid, subject
+            ):
+                return True
+        return False
+
+    def _guard_holder(self, rec: RawRecord, subject: str) -> tuple[object, ResourceClaim | None, bool]:
+        """A guard message's event, the take's claim as this snapshot has it, and whether that
+        claim is gone (deleted, or another uid under its name): no allocation can back it now."""
         try:
             event: object = decode(rec.data, rec.seq).data
         except DecodeError as exc:
             log.warning("event %d on %s: %s (ignored)", rec.seq, subject, exc)
-            event = None
-        claim = None
-        if isinstance(event, GuardTaken) and event.holder.startswith(_CLAIM_HOLDER):
-            namespace, _, name = event.holder[len(_CLAIM_HOLDER) :].partition("/")
-            obj = self.index.get("ResourceClaim", namespace, name)
-            claim = obj if isinstance(obj, ResourceClaim) else None
-        self.guard_heads.apply(subject, rec.seq, event, claim)
+            return None, None, False
+        if not (isinstance(event, GuardTaken) and event.holder.startswith(_CLAIM_HOLDER)):
+            return event, None, False
+        namespace, _, name = event.holder[len(_CLAIM_HOLDER) :].partition("/")
+        obj = self.index.get("ResourceClaim", namespace, name)
+        if not isinstance(obj, ResourceClaim):
+            return event, None, True
+        if event.holder_uid and obj.metadata.uid != event.holder_uid:
+            return event, None, True
+        return event, obj, False
+
+    def _apply_guard(self, rec: RawRecord, subject: str) -> None:
+        """A guard message: the guard's version, and whether a take's allocation is in yet."""
+        event, claim, gone = self._guard_holder(rec, subject)
+        self.guard_heads.apply(subject, rec.seq, event, claim, settled=gone)
 
     async def stop(self) -> None:
         if self._tail is not None:
@@ -255,6 +291,8 @@ class Snapshot:
                         self._traceparents.pop((namespace, name), None)
                 if change.type == "DELETED":
                     self.core.observe_deleted(kind, namespace, name)
+                    if kind == "ResourceClaim" and isinstance(change.object, ResourceClaim):
+                        self.guard_heads.claim_deleted(change.object.metadata.uid)
                 else:
                     self.core.observe(change.object)
                     if kind == "ResourceClaim" and isinstance(change.object, ResourceClaim):

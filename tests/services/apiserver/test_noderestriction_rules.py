@@ -119,6 +119,14 @@ def test_claims_only_its_pods_reservations_and_the_last_one_deallocates() -> Non
     assert "by releasing its last reservation" in refused(
         "append", append("ResourceClaim", "last", ClaimDeallocated())
     )
+    # the last reservation leaving in the deallocation's own fact (one single append)
+    RULES.admit("node-2", "append", append("ResourceClaim", "last", ClaimDeallocated(released=("uid-mine",))))
+    assert "by releasing its last reservation" in refused(
+        "append", append("ResourceClaim", "gpu", ClaimDeallocated(released=("uid-mine",)))
+    )
+    assert "can only release reservations of pods bound to itself" in refused(
+        "append", append("ResourceClaim", "gpu", ClaimDeallocated(released=("uid-mine", "uid-theirs")))
+    )
 
 
 def test_classic_claims_only_drop_its_pods() -> None:

@@ -165,6 +165,30 @@ async def test_delete_honours_finalizers(api: ApiClient) -> None:
     assert recreated.outcome == "created"
 
 
+async def test_a_request_deleting_many_objects_answers_each_in_order(api: ApiClient) -> None:
+    """The deletions of one request's independent objects are written side by side; each item
+    still gets its own answer, in the request's order (an unknown name is a 404 among them, a
+    finalizer keeps its object Terminating), and an object named twice is deleted one item after
+    the other, as before."""
+    await api.apply([claim(f"c{i}") for i in range(6)] + [claim("held", finalizers=["example.com/p"])])
+    names = ["c0", "missing", "c1", "held", "c2", "c3"]
+    results = await api.delete([("ResourceClaim", "default", n) for n in names])
+    assert [r.name for r in results] == names
+    assert [r.error.code if r.error else r.outcome for r in results] == [
+        "deleted",
+        404,
+        "deleted",
+        "deleted",
+        "deleted",
+        "deleted",
+    ]
+    items, _ = await api.list("ResourceClaim", namespace="default")
+    left = {o["metadata"]["name"] for o in items}
+    assert left == {"c4", "c5", "held"}
+    twice = await api.delete([("ResourceClaim", "default", "c4"), ("ResourceClaim", "default", "c4")])
+    assert [r.error.code if r.error else r.outcome for r in twice] == ["deleted", 404]
+
+
 async def test_status_writes_use_optimistic_concurrency(api: ApiClient, event_store: EventStore) -> None:
     await api.apply([claim("s")])
     rv = (await api.get("ResourceClaim", "s"))["metadata"]["resourceVersion"]

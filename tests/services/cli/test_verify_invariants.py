@@ -29,6 +29,7 @@ from draflow.events.dra import (
     PodClaimStatusesRecorded,
     PodStarted,
 )
+from draflow.events.envelope import Event
 from draflow.events.objects import object_applied
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
@@ -126,20 +127,21 @@ async def test_the_issue_13_log_breaks_the_binding_rule_at_the_apply(
     assert divergence.actual == {"spec.nodeName": "", "generation": 2}
 
 
-async def test_a_running_pods_claim_is_not_released(api: ApiClient, event_store: EventStore) -> None:
+@pytest.mark.parametrize("written", ["a release, then the deallocation", "one deallocation"])
+async def test_a_running_pods_claim_is_not_released(
+    api: ApiClient, event_store: EventStore, written: str
+) -> None:
     pod = await running_pod(api, event_store)
-    released_at = await _as(
-        event_store,
-        "claim-controller",
-        "ResourceClaim",
-        CLAIM,
-        [ClaimReservationsReleased(uids=(pod.metadata.uid,)), ClaimDeallocated(reason="NoConsumers")],
+    uids = (pod.metadata.uid,)
+    events: list[Event] = (
+        [ClaimReservationsReleased(uids=uids), ClaimDeallocated(reason="NoConsumers")]
+        if written.startswith("a release")
+        else [ClaimDeallocated(reason="NoConsumers", released=uids)]
     )
+    released_at = await _as(event_store, "claim-controller", "ResourceClaim", CLAIM, events)
     _, divergence = verify_records(await _records(event_store), event_store.root)
     assert divergence is not None and (divergence.seq, divergence.rule) == (released_at, KEEPS_CLAIMS)
-    assert (
-        divergence.event == f"ClaimReservationsReleased on ResourceClaim default/{CLAIM} by claim-controller"
-    )
+    assert divergence.event == f"{events[0].type_name()} on ResourceClaim default/{CLAIM} by claim-controller"
     assert divergence.actual == {
         "pod": "default/pod0",
         "phase": "Running",

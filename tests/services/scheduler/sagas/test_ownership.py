@@ -74,6 +74,8 @@ def test_reservation_writer_follows_reserve_and_release() -> None:
     )
     released = [*h, _env(ClaimReservationsReleased(uids=("p",)), "a")]
     assert reservation_writer(released, "p") is None and reservation_writer(released, "q") == "b"
+    freed = [*h, _env(ClaimDeallocated(released=("p", "q")), "a")]  # released with the allocation
+    assert reservation_writer(freed, "p") is None and reservation_writer(freed, "q") is None
     again = [*released, _env(_reserved("p"), "c")]
     assert reservation_writer(again, "p") == "c"
     # a whole-status replacement: nobody in particular wrote what it says

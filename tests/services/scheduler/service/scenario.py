@@ -154,7 +154,7 @@ def released_only_p(log: Sequence[Envelope[Event]], sid: str, p: Pod) -> None:
         if e.correlation_id == sid and isinstance(e.data, ClaimReservationsReleased):
             assert e.data.uids == (p.metadata.uid,), e.data
         if e.correlation_id == sid and isinstance(e.data, ClaimDeallocated):
-            assert e.data.reason == "Unreserve"
+            assert e.data.reason == "Unreserve" and e.data.released == (p.metadata.uid,), e.data
 
 
 async def assert_q_intact(cluster: Cluster, q: Pod, before: list[tuple[str, str]], *also: Pod) -> None:

@@ -55,3 +55,34 @@ def test_the_earliest_unbacked_take_decides_and_a_release_settles_its_holder() -
         make_claim("c2", exact(), uid="uid-c2", allocation=make_allocation("dev-0", node="node-0"))
     )
     assert heads[DEV0] == 11 and heads.unbacked == {}
+
+
+def test_a_backed_take_stays_counted_when_its_claim_is_deallocated_without_a_release() -> None:
+    """``ClaimDeallocated`` is the only message of a deallocation: once the take was backed, the
+    claim freed changes nothing here (the device is free in the objects, which decide)."""
+    heads = GuardHeads(ROOT, None)
+    heads.apply(DEV0, 7, _take("c1"), UNALLOCATED)
+    heads.claim_changed(ON_DEV0)
+    heads.claim_changed(UNALLOCATED)  # deallocated, no GuardReleased follows
+    assert heads[DEV0] == 7 and heads.unbacked == {}
+
+
+def test_a_take_whose_claim_is_deleted_counts_nothing_can_back_it() -> None:
+    heads = GuardHeads(ROOT, None)
+    heads.apply(DEV0, 7, _take("c1"), UNALLOCATED)
+    heads.apply(DEV0, 9, _take("c2"), None)
+    assert heads[DEV0] == 6
+    heads.claim_deleted("uid-c1")  # e.g. its pod deleted before the allocation landed
+    assert heads[DEV0] == 8 and heads.unbacked == {DEV0: (9,)}
+    heads.claim_deleted("uid-other")
+    assert heads[DEV0] == 8
+
+
+def test_a_take_the_caller_knows_settled_counts_at_once() -> None:
+    """What a snapshot started from an objects snapshot tells: the take's claim is gone, or its
+    log shows it allocated with the device after the take (freed since)."""
+    heads = GuardHeads(ROOT, None)
+    heads.apply(DEV0, 7, _take("c1"), UNALLOCATED, settled=True)
+    assert heads[DEV0] == 7 and heads.unbacked == {}
+    assert heads.backs(ON_DEV0, "uid-c1", DEV0) and not heads.backs(ON_DEV1, "uid-c1", DEV0)
+    assert not heads.backs(ON_DEV0, "uid-c2", DEV0)  # another claim under the name

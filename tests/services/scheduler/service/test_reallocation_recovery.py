@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from draflow.events.api.core_v1 import Pod
-from draflow.events.dra import ClaimAllocated, ClaimDeallocated, ClaimReservationsReleased, ClaimReserved
+from draflow.events.dra import ClaimAllocated, ClaimDeallocated, ClaimReserved
 from draflow.events.envelope import Envelope, Event
 from draflow.sagas.engine import SagaStatus
 from draflow.services.scheduler.sagas.reallocation import REALLOCATION, ReallocationInput
@@ -89,12 +89,13 @@ async def test_a_change_between_read_and_append_is_read_and_decided_again(
     assert injected.done
     assert state.status is SagaStatus.COMPLETED and state.outputs["deallocate"] == {"deallocated": True}
     mine = await _by(cluster, sid)
-    # one atomic append, the second attempt's (the first was refused at the version it read)
-    assert [e.type for e in mine] == ["ClaimReservationsReleased", "ClaimDeallocated"]
-    assert [e.id for e in mine] == [f"saga:{sid}:0:do:1#0", f"saga:{sid}:0:do:1#1"]
-    released, dealloc = mine[0].data, mine[1].data
-    assert isinstance(released, ClaimReservationsReleased) and released.uids == (p.metadata.uid,)
+    # one single append, the second attempt's (the first was refused at the version it read):
+    # the reservation leaves in the deallocation's own fact, no guard message
+    assert [e.type for e in mine] == ["ClaimDeallocated"]
+    assert [e.id for e in mine] == [f"saga:{sid}:0:do:1"]
+    dealloc = mine[0].data
     assert isinstance(dealloc, ClaimDeallocated) and dealloc.reason == "Reallocate"
+    assert dealloc.released == (p.metadata.uid,)
     claim = await load_claim(cluster, "c")
     assert claim.status.allocation is None and claim.status.reserved_for == ()
     assert claim.metadata.labels == {"team": "ml"}  # the other write stands
@@ -178,7 +179,7 @@ async def test_stopped_after_its_deallocation_the_next_instance_does_not_dealloc
     state = await b.engine.load(sid)
     assert state is not None and state.status is SagaStatus.COMPLETED, state
     assert state.outputs["deallocate"] == {"deallocated": True}
-    assert [e.type for e in await _by(cluster, sid)] == ["ClaimReservationsReleased", "ClaimDeallocated"]
+    assert [e.type for e in await _by(cluster, sid)] == ["ClaimDeallocated"]
     claim = await load_claim(cluster, "c")
     assert claim.status.allocation is not None
     assert [r.device for r in claim.status.allocation.devices.results] == ["dev-1"]

@@ -65,14 +65,11 @@ def _saga_event(kind: type[Event], step: str) -> Any:
     )
 
 
-# the undo of FORWARD once p is deleted before Bind: claim by claim in reverse, allocations given back
+# the undo of FORWARD once p is deleted before Bind: claim by claim in reverse, allocations given
+# back (p's reservation leaving in the same fact; the devices' guards need no message)
 UNDONE = [
-    ("p-gpu", "ClaimReservationsReleased"),
     ("p-gpu", "ClaimDeallocated"),
-    ("guard", "GuardReleased"),  # its device given back in the same batch
-    ("joint", "ClaimReservationsReleased"),
     ("joint", "ClaimDeallocated"),
-    ("guard", "GuardReleased"),  # its device given back in the same batch
     ("shared", "ClaimReservationsReleased"),
 ]
 

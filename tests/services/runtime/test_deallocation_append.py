@@ -1,6 +1,9 @@
-"""Deallocations give the claim's guards back in the same atomic batch (``draflow.infra.guard``):
-the claim controller's writes through the object cache, and a kubelet's that the apiserver
-appends after NodeRestriction admitted them."""
+"""Deallocations are one single append: ``ClaimDeallocated`` with the last reservations in its
+``released``, and no guard message (the scheduler's snapshot counts a take as given back once it
+saw the take's allocation, ``guard_heads``): the claim controller's writes through the object
+cache, and a kubelet's that the apiserver appends after NodeRestriction admitted them. Logs
+written before carried ``ClaimReservationsReleased`` + ``ClaimDeallocated`` + ``GuardReleased``
+in one atomic batch, a file store of its own on the server."""
 
 from __future__ import annotations
 
@@ -12,13 +15,15 @@ from draflow.events.api.resource_v1 import (
     Device,
     DeviceCounterConsumption,
 )
-from draflow.events.dra import ClaimDeallocated, ClaimReservationsReleased
+from draflow.events.dra import DELETE_PROTECTION_FINALIZER, ClaimDeallocated, ClaimReservationsReleased
 from draflow.events.envelope import Envelope, Event
 from draflow.events.guard import GuardReleased
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.claim_controller.service import ClaimControllerService
+from draflow.services.dra.claimactions import release_reservations
+from draflow.services.runtime.claimwrites import execute
 from draflow.services.runtime.controller import Runtime
 from tests.builders import exact, make_claim, make_class, make_node, make_pod, make_slice
 from tests.services.test_shells import kubelet_builder, register_node, template_pod_running
@@ -35,11 +40,12 @@ def _guards(log: list[Envelope[Event]], root: str) -> list[tuple[str, str, str]]
     return out
 
 
-async def test_claim_controller_deallocation_releases_device_and_counter_guards(
+async def test_object_cache_deallocation_is_one_event_and_no_guard_message(
     runtime: Runtime, apiserver: ApiServer, event_store: EventStore
 ) -> None:
-    """A partition consuming a counter set: the deallocation releases the device's guard and the
-    counter set's, in the batch of ``ClaimDeallocated`` (consecutive sequences, one message id)."""
+    """A partition consuming a counter set (two guards taken): the claim controller's actions
+    (drop the last reservation, deallocate, drop the finalizer) are one ``ClaimDeallocated``
+    naming the pod in ``released``, a single message; the guards get nothing."""
     rt, store = runtime, event_store
     part = Device(
         name="gpu-0-half",
@@ -65,35 +71,26 @@ async def test_claim_controller_deallocation_releases_device_and_counter_guards(
     await eventually(lambda: rt.get("Pod", "default", "p"), what="pod in the cache")
     await schedule(rt, "default", "p", "node-1", {"c": [("gpu", "gpu-0-half")]})
     uid = rt.get("Pod", "default", "p").metadata.uid
-    assert await rt.append(
-        "ResourceClaim",
-        "default",
-        "c",
-        [ClaimReservationsReleased(uids=(uid,)), ClaimDeallocated(reason="NoConsumers")],
-    )
+    before = _guards(await store.events(f"{store.root}.ev.>"), store.root)
+    claim = rt.get("ResourceClaim", "default", "c")
+    await execute(rt, release_reservations(claim, [uid]))
     log = await store.events(f"{store.root}.ev.>")
-    assert _guards(log, store.root) == [
-        ("counters", "gpu.example.com/node-1/gpu-0", "GuardReleased"),
-        ("device", "gpu.example.com/node-1/gpu-0-half", "GuardReleased"),
-    ]
-    dealloc = next(e for e in log if isinstance(e.data, ClaimDeallocated))
-    releases = [e for e in log if isinstance(e.data, GuardReleased)]
-    assert [e.seq for e in releases] == [dealloc.seq + 1, dealloc.seq + 2]
-    base = dealloc.id.split("#")[0]
-    assert [e.id for e in releases] == [f"{base}#g0", f"{base}#g1"]
-    holder = GuardReleased(
-        holder="ResourceClaim default/c", holder_uid=rt.get("ResourceClaim", "default", "c").metadata.uid
-    )
-    assert all(e.data == holder for e in releases)
-    assert all(e.actor == dealloc.actor for e in releases)
+    assert _guards(log, store.root) == before  # nothing on the guards
+    (dealloc,) = [e for e in log if isinstance(e.data, ClaimDeallocated)]
+    assert dealloc.data == ClaimDeallocated(reason="NoConsumers", released=(uid,))
+    assert "#" not in dealloc.id  # a single message, not one of a batch
+    assert not [e for e in log if isinstance(e.data, ClaimReservationsReleased)]
+    freed = rt.get("ResourceClaim", "default", "c")
+    assert freed.status.allocation is None and freed.status.reserved_for == ()
+    assert DELETE_PROTECTION_FINALIZER not in freed.metadata.finalizers
 
 
-async def test_kubelet_deallocation_through_the_apiserver_releases_the_guards(
+async def test_kubelet_deallocation_through_the_apiserver_is_one_single_append(
     apiserver: ApiServer, settings: Settings, event_store: EventStore
 ) -> None:
     """A pod deleted on its node: the claim's last reservation goes and the claim is deallocated
     (by the kubelet through the apiserver, or by the claim controller: whoever is first); either
-    way the device's guard is released in the same batch."""
+    way in one single ``ClaimDeallocated`` naming the pod, no guard message."""
     probe, probe_events = await start_runtime(settings, "probe")
     ctl, _ = await run(settings, "claim-controller", ClaimControllerService)
     kubelet, _ = await run(settings, "kubelet", kubelet_builder(settings, "node-1"), before=register_node)
@@ -112,7 +109,6 @@ async def test_kubelet_deallocation_through_the_apiserver_releases_the_guards(
     store = event_store
     log = await store.events(f"{store.root}.ev.>")
     (dealloc,) = [e for e in log if isinstance(e.data, ClaimDeallocated)]
-    (release,) = [e for e in log if isinstance(e.data, GuardReleased)]
-    assert _guards([release], store.root) == [("device", "gpu.example.com/node-1/gpu-1", "GuardReleased")]
-    assert release.seq == dealloc.seq + 1 and release.actor == dealloc.actor
-    assert release.id == f"{dealloc.id.split('#')[0]}#g0"
+    assert isinstance(dealloc.data, ClaimDeallocated) and len(dealloc.data.released) == 1
+    assert "#" not in dealloc.id  # a single message, not one of a batch
+    assert not [e for e in log if isinstance(e.data, ClaimReservationsReleased | GuardReleased)]
