@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import signal
 import statistics
 import sys
@@ -47,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, LogFollower, Services, machine, until
+from bench.harness import Bus, LogFollower, Services, machine, report, template_pod, until
 from bench.memtrace import top_growth
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE
@@ -142,15 +141,7 @@ class Log(LogFollower):
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-        },
-    }
+    return template_pod(name, NS, "one-gpu")
 
 
 SETUP: list[dict[str, Any]] = [
@@ -381,10 +372,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

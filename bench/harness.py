@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,29 @@ async def until(check: Callable[[], bool], changed: asyncio.Event, timeout_s: fl
             raise TimeoutError(f"timed out waiting for {what}")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(changed.wait(), min(left, 0.5))
+
+
+def template_pod(name: str, namespace: str, template: str) -> dict[str, Any]:
+    """A one-container pod whose one claim ``gpu`` comes from the ResourceClaimTemplate
+    ``template``: the pod every scheduling bench creates."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+        },
+    }
+
+
+def report(measurement: Coroutine[Any, Any, dict[str, Any]], *, as_json: bool) -> int:
+    """Run a bench's measurement; with ``--json`` its result is printed as the last line (the
+    human-readable figures went to stderr/stdout as it ran). The exit code of ``main``."""
+    result = asyncio.run(measurement)
+    if as_json:
+        print(json.dumps(result))
+    return 0
 
 
 def machine() -> dict[str, Any]:

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -58,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, service_env
+from bench.harness import ROOT, report, service_env
 from bench.lifecycles import DEFAULT_RECORDING, Message, Recording, UnitCopier, load_recording
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
@@ -403,10 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.harness import ROOT, service_env, stored_at
+from bench.harness import ROOT, report, service_env, stored_at
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
@@ -437,10 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve_watchers is not None:
         asyncio.run(serve_watchers(args.serve_watchers, args.port, args.data_dir))
         return 0
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

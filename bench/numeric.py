@@ -19,14 +19,12 @@ no CustomResourceDefinition is needed. ``python -m bench.numeric [--nodes 500]
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import os
 import sys
 import time
 from typing import Any
 
-from bench.harness import Bus, LogFollower, Services, cpu_s, pct, serving_api, stored_at, until
+from bench.harness import Bus, LogFollower, Services, cpu_s, pct, report, serving_api, stored_at, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.events.numeric import NumericClaimAllocated
@@ -216,10 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.pods > args.nodes * args.units_per_node:
         p.error("--pods: more pods than units")
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

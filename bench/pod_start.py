@@ -19,12 +19,11 @@ import asyncio
 import contextlib
 import functools
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, LogFollower, Services, pct, stored_at, until
+from bench.harness import Bus, LogFollower, Services, pct, report, stored_at, template_pod, until
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE
 from draflow.infra.eventstore import EventStore, RawRecord
@@ -67,15 +66,7 @@ class Log(LogFollower):
 
 
 def pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-        },
-    }
+    return template_pod(name, "default", "one-gpu")
 
 
 TEMPLATE = {
@@ -163,10 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 0 < args.pods <= args.gpus:
         p.error("--pods: between 1 and --gpus")
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

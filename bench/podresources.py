@@ -42,7 +42,7 @@ from typing import Any
 
 from grpc import aio
 
-from bench.harness import Bus, Services, cpu_s, pct
+from bench.harness import Bus, Services, cpu_s, pct, report
 from draflow.events.api.core_v1 import Pod
 from draflow.services.kubelet.podresources.server import default_socket_path
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
@@ -387,10 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--churn", type=int, default=10, help="pods created and deleted during each phase")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.harness import LogFollower, stored_at, until
+from bench.harness import LogFollower, stored_at, template_pod, until
 from draflow.events.codec import HDR_TYPE, decode
 from draflow.infra.eventstore import EventStore, RawRecord
 from draflow.services.runtime.client import ApiClient
@@ -57,15 +57,7 @@ def template_manifest(mode: str) -> dict[str, Any]:
 
 
 def pod_manifest(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-template"}],
-        },
-    }
+    return template_pod(name, NS, "gpu-template")
 
 
 def node_name(i: int) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from bench.harness import ROOT, Bus
+from bench.harness import ROOT, Bus, report
 from draflow.services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
 from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
@@ -152,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pace", type=float, default=0.0, help="seconds between updates (0: back to back)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    result = asyncio.run(run(args))
-    if args.json:
-        print(json.dumps(result))
-    return 0
+    return report(run(args), as_json=args.json)
 
 
 if __name__ == "__main__":
