@@ -78,6 +78,13 @@ async def http(
         return resp.status, await resp.read()
 
 
+async def list_rv(kube: Kube, path: str) -> int:
+    """The resourceVersion of a LIST of ``path``: where a watch that misses nothing starts."""
+    code, body = await http(kube, "GET", path)
+    assert code == 200
+    return int(json.loads(body)["metadata"]["resourceVersion"])
+
+
 @asynccontextmanager
 async def watching(kube: Kube, path: str) -> AsyncIterator[list[tuple[dict[str, Any], float]]]:
     """A watch (``path`` with its query) read in the background while the block runs: each

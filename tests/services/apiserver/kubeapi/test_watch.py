@@ -17,7 +17,7 @@ from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from tests.e2e.demo import EXAMPLES_DIR
 from tests.helpers import assert_eventually
-from tests.services.apiserver.kubeapi.conftest import KUBECTL, Kube, http, kubectl, watching
+from tests.services.apiserver.kubeapi.conftest import KUBECTL, Kube, kubectl, list_rv, watching
 
 TEMPLATE = EXAMPLES_DIR / "basic-resourceclaimtemplate--basic-resourceclaimtemplate.yaml"
 NS = "basic-resourceclaimtemplate"
@@ -40,12 +40,6 @@ async def _watch_lines(kube: Kube, path: str, until: Any, timeout_s: float = 15)
                 if until(events):
                     break
     return events
-
-
-async def _list_rv(kube: Kube, path: str) -> int:
-    code, body = await http(kube, "GET", path)
-    assert code == 200
-    return int(json.loads(body)["metadata"]["resourceVersion"])
 
 
 async def test_kubectl_get_watch_sees_pending_then_running(kube: Kube, api: ApiClient) -> None:
@@ -136,7 +130,7 @@ async def test_python_client_lists_and_watches_claims(kube: Kube, api: ApiClient
 
 async def test_watch_resumes_in_order_and_filters(kube: Kube, api: ApiClient) -> None:
     await kubectl(kube, "apply", "-f", str(TEMPLATE))
-    rv = await _list_rv(kube, f"/api/v1/namespaces/{NS}/pods")
+    rv = await list_rv(kube, f"/api/v1/namespaces/{NS}/pods")
     await api.update_status("Pod", "pod0", RUNNING, namespace=NS)
     await api.delete([("Pod", NS, "pod1")])
     # from the list's version: exactly what happened since, in log order
@@ -153,7 +147,7 @@ async def test_watch_resumes_in_order_and_filters(kube: Kube, api: ApiClient) ->
     await api.apply(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "l", "labels": {"a": "1"}}}]
     )
-    rv = await _list_rv(kube, "/api/v1/namespaces")
+    rv = await list_rv(kube, "/api/v1/namespaces")
     await api.apply(
         [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "l", "labels": {"a": "2"}}}]
     )
@@ -184,7 +178,7 @@ async def test_too_old_resource_version_is_gone_and_bookmarks(
         status = error["object"]
         assert (status["code"], status["reason"]) == (410, "Expired")
         assert status["message"].startswith(f"too old resource version: {start} (")
-        now = await _list_rv(tiny, "/api/v1/namespaces")
+        now = await list_rv(tiny, "/api/v1/namespaces")
         events = await _watch_lines(
             tiny, f"/api/v1/namespaces?watch=1&resourceVersion={now}&allowWatchBookmarks=true", lambda e: True
         )
@@ -216,7 +210,7 @@ async def test_a_burst_goes_out_in_one_write_and_a_change_after_quiet_at_once(
     loop = asyncio.get_running_loop()
     try:
         own = Kube(slow, kube.kubeconfig, kube.credentials)
-        rv = await _list_rv(own, "/api/v1/namespaces")
+        rv = await list_rv(own, "/api/v1/namespaces")
         async with watching(own, f"/api/v1/namespaces?watch=1&resourceVersion={rv}") as events:
             await asyncio.sleep(0.7)  # quiet for longer than the window
             sent = loop.time()
@@ -244,7 +238,7 @@ async def test_a_backed_up_connection_is_written_by_its_own_task_in_order(
     arrive once each, in order, either way."""
     from draflow.services.apiserver.kubeapi import watch
 
-    rv = await _list_rv(kube, "/api/v1/namespaces")
+    rv = await list_rv(kube, "/api/v1/namespaces")
     async with watching(kube, f"/api/v1/namespaces?watch=1&resourceVersion={rv}") as events:
 
         async def create(name: str) -> None:

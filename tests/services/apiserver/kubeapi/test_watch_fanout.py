@@ -19,7 +19,7 @@ from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from tests.helpers import assert_eventually
-from tests.services.apiserver.kubeapi.conftest import Kube, http, watching
+from tests.services.apiserver.kubeapi.conftest import Kube, http, list_rv, watching
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 PER_SHAPE = 8
@@ -115,9 +115,7 @@ async def test_the_window_grows_with_the_cost_of_the_last_wake_up_up_to_its_boun
     await server.start()
     try:
         own = Kube(server, kube.kubeconfig, kube.credentials)
-        code, body = await http(own, "GET", "/api/v1/namespaces")
-        assert code == 200
-        rv = json.loads(body)["metadata"]["resourceVersion"]
+        rv = await list_rv(own, "/api/v1/namespaces")
         async with watching(own, f"/api/v1/namespaces?watch=1&resourceVersion={rv}") as events:
             await asyncio.sleep(0.7)
             await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "w0"}}])
@@ -145,9 +143,7 @@ async def test_a_bookmark_never_claims_a_change_still_waiting_for_the_wake_up(
     await server.start()
     try:
         own = Kube(server, kube.kubeconfig, kube.credentials)
-        code, body = await http(own, "GET", "/api/v1/namespaces")
-        assert code == 200
-        rv = json.loads(body)["metadata"]["resourceVersion"]
+        rv = await list_rv(own, "/api/v1/namespaces")
         query = f"?watch=1&resourceVersion={rv}&allowWatchBookmarks=true"
         async with watching(own, "/api/v1/namespaces" + query) as received:
             await asyncio.sleep(0.9)  # quiet: the next change goes out at once
