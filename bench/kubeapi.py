@@ -22,6 +22,9 @@ API over HTTPS (``DRAFLOW_KUBE_API``); the bench is the client (aiohttp, TLS, th
   hidden: the events they received, their CPU per pod and the apiserver's CPU per pod without,
   with, and with niced watchers (``apiserver_cpu_ms_per_pod*``) are all in the JSON line.
   ``--no-scheduling`` skips both.
+* ``--kube-api-replica``: the scheduling runs serve the Kubernetes API from an apiserver replica of
+  its own (``--kube-api-only``), as a deployment that keeps kubectl off the control plane's
+  apiserver would; its CPU per pod is ``kubeapi_cpu_ms_per_pod*`` (``kube_api_in`` says which).
 
 ``python -m bench.kubeapi [--pods 5000] [--watchers 100] [--json]``; ``--json`` prints one JSON
 object as the last line.
@@ -339,11 +342,14 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, dict[str, Any]] = {}
     for name, watchers, nice in runs:
         port = _free_port()
-        os.environ["DRAFLOW_KUBE_API"] = f"127.0.0.1:{port}"  # the spawned apiserver serves it
+        address = f"127.0.0.1:{port}"
+        if not args.kube_api_replica:
+            os.environ["DRAFLOW_KUBE_API"] = address  # the spawned apiserver serves it
         fleet = Watchers(watchers, port, nice)
         print(f"-- scheduling with {watchers} watchers" + (f" (nice -n {nice})" if nice else ""))
         try:
-            results[name] = await scheduling.run(sched_args, on_ready=fleet.start)
+            replica = address if args.kube_api_replica else ""
+            results[name] = await scheduling.run(sched_args, on_ready=fleet.start, kube_replica=replica)
         finally:
             await fleet.stop()
             os.environ.pop("DRAFLOW_KUBE_API", None)
@@ -362,7 +368,10 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
         "watchers": args.watchers,
         "sched_pods_per_s": base,
         "fill_pods_per_s": fill,
+        "kube_api_in": "replica" if args.kube_api_replica else "apiserver",
         "apiserver_cpu_ms_per_pod": results["alone"]["cpu_ms_per_pod_run"].get("apiserver"),
+        "kubeapi_cpu_ms_per_pod": results["alone"]["cpu_ms_per_pod_run"].get("kubeapi"),
+        "sched_cpu_ms_per_pod_total": results["alone"]["cpu_ms_per_pod_total"],
     }
     for name, suffix in (("watchers", ""), ("niced", "_niced")):
         if name not in results:
@@ -377,6 +386,8 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
             round((fill - fill_loaded) / fill * 100, 1) if fill else 0.0
         )
         out[f"apiserver_cpu_ms_per_pod_{with_}"] = r["cpu_ms_per_pod_run"].get("apiserver")
+        out[f"kubeapi_cpu_ms_per_pod_{with_}"] = r["cpu_ms_per_pod_run"].get("kubeapi")
+        out[f"sched_cpu_ms_per_pod_total_{with_}"] = r["cpu_ms_per_pod_total"]
         out[f"watchers{suffix}_client_cpu_ms_per_pod"] = r.get("watchers_cpu_ms_per_pod")
         out[f"watchers{suffix}_events"] = r.get("watchers_events")
         out[f"watchers{suffix}_niceness"] = r.get("watchers_niceness")  # as their process saw it
@@ -429,6 +440,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sched-nodes", type=int, default=100)
     p.add_argument("--sched-pods", type=int, default=800)
     p.add_argument("--no-scheduling", action="store_true", help="skip the watchers-vs-scheduling run")
+    p.add_argument(
+        "--kube-api-replica",
+        action="store_true",
+        help="scheduling runs: the Kubernetes API served by an apiserver replica of its own",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--serve-watchers", type=int, help=argparse.SUPPRESS)  # the watchers' own process
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)

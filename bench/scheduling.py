@@ -77,10 +77,15 @@ def _mode(args: argparse.Namespace) -> str:
 
 
 async def run(
-    args: argparse.Namespace, on_ready: Callable[[Settings], Awaitable[Any]] | None = None
+    args: argparse.Namespace,
+    on_ready: Callable[[Settings], Awaitable[Any]] | None = None,
+    *,
+    kube_replica: str = "",
 ) -> dict[str, Any]:
     """``on_ready(settings)`` runs once the apiserver answers, before the cluster is set up
-    (``bench.kubeapi`` connects its watchers there)."""
+    (``bench.kubeapi`` connects its watchers there). ``kube_replica``: an address where an
+    apiserver replica of its own serves the Kubernetes API (``--kube-api-only``; the control
+    plane's apiserver then serves none), its CPU counted as ``kubeapi``."""
     mode = _mode(args)
     async with Bus("draflow-bench-") as bus:
         profile_dir = Path(args.profile_dir or bus.tmp / "profiles") if args.profile else None
@@ -90,7 +95,12 @@ async def run(
         tracker = Tracker(bus.store)
         api: ApiClient | None = None
         try:
-            await services.spawn("apiserver", "draflow.services.apiserver")
+            if kube_replica:
+                await services.spawn("apiserver", "draflow.services.apiserver", DRAFLOW_KUBE_API="off")
+                argv = ("--kube-api", kube_replica, "--kube-api-only")
+                await services.spawn("kubeapi", "draflow.services.apiserver", *argv)
+            else:
+                await services.spawn("apiserver", "draflow.services.apiserver")
             if args.claims == "controller":
                 await services.spawn("claim_controller", "draflow.services.claim_controller")
             await services.spawn("scheduler", "draflow.services.scheduler")

@@ -33,9 +33,15 @@ from draflow.infra.eventstore import EventStore
 from draflow.infra.metrics import metrics_port_from_argv, metrics_port_from_env, serve_metrics
 from draflow.infra.signals import stop_on_signals
 
-__all__ = ["EXIT_STREAM_RESET", "OnStreamReset", "ServiceContext", "run_service"]
+__all__ = ["EXIT_STREAM_RESET", "OnStreamReset", "ServiceContext", "Unusable", "run_service"]
 
 log = logging.getLogger(__name__)
+
+
+class Unusable(Exception):
+    """Raised by a service's ``main`` when what it was told to do cannot be done here (its only
+    port is taken): one error line and exit code 2, not a traceback."""
+
 
 # the exit code of a service that stopped because its stream was reset
 EXIT_STREAM_RESET: Final = 3
@@ -85,7 +91,10 @@ async def serve(
         except OSError as exc:  # a second system on this machine without a DRAFLOW_PORT_OFFSET of its own
             log.warning(
                 "%s: cannot serve metrics on port %d: %s (running without; another system on this machine? "
-                "give each system its own DRAFLOW_PORT_OFFSET)", name, metrics_port, exc.strerror or exc,
+                "give each system its own DRAFLOW_PORT_OFFSET)",
+                name,
+                metrics_port,
+                exc.strerror or exc,
             )
         else:
             log.info("%s: Prometheus metrics on http://127.0.0.1:%d/metrics", name, bound)
@@ -171,6 +180,9 @@ async def _run_main(
         # restarts a clean stop; this is a failure
         log.error("%s: stopped: its work was cancelled from inside (a CancelledError nobody asked for)", name)
         return 1, None
+    if isinstance(error, Unusable):
+        log.error("%s: %s", name, error)
+        return 2, None
     if error is not None:
         if stop.is_set():  # e.g. nats-server went down together with us: not a failure
             log.warning("%s: error while stopping: %r", name, error)

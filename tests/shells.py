@@ -47,11 +47,14 @@ class Running:
 
 
 @contextlib.asynccontextmanager
-async def apiserver_in_process(settings: Settings, actor: str = "apiserver") -> AsyncIterator[ApiServer]:
+async def apiserver_in_process(
+    settings: Settings, actor: str = "apiserver", *, requests: bool = True
+) -> AsyncIterator[ApiServer]:
     """The apiserver as an asyncio task on ``settings``' stream, with its own connection (a second
-    one with another ``actor`` is a replica: requests go to either)."""
+    one with another ``actor`` is a replica: requests go to either; ``requests=False``: one that
+    takes none, for a Kubernetes API of its own)."""
     events = await EventStore.open(settings, actor)
-    server = ApiServer(events)
+    server = ApiServer(events, requests=requests)
     await server.start()
     try:
         yield server

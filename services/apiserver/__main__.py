@@ -8,7 +8,9 @@ starts everything at once) stops it cleanly, like every other service.
 
 ``--kube-api [HOST:PORT]`` also serves the Kubernetes REST API over HTTPS for kubectl
 (``draflow.services.apiserver.kubeapi``; default ``DRAFLOW_KUBE_API``, else 127.0.0.1:8443 plus
-``DRAFLOW_PORT_OFFSET``), writing ``$DRAFLOW_DATA_DIR/kubeconfig``.
+``DRAFLOW_PORT_OFFSET``), writing ``$DRAFLOW_DATA_DIR/kubeconfig``. With ``--kube-api-only`` the
+process is a replica serving only that (no NATS API requests, no namespace controller): kubectl's
+LISTs and watchers then run on their own process, not on the control plane's apiserver.
 
 Flags (kube-apiserver's): ``--default-not-ready-toleration-seconds`` and
 ``--default-unreachable-toleration-seconds`` (300), the ``tolerationSeconds`` the
@@ -32,7 +34,7 @@ from typing import Any
 
 from draflow.infra.config import add_nats_url_arg
 from draflow.infra.metrics import add_metrics_arg
-from draflow.infra.service import ServiceContext, run_service
+from draflow.infra.service import ServiceContext, Unusable, run_service
 from draflow.services.apiserver.admission.tolerations import (
     DEFAULT_TOLERATION_SECONDS,
     DefaultTolerationSeconds,
@@ -40,7 +42,7 @@ from draflow.services.apiserver.admission.tolerations import (
 from draflow.services.apiserver.server import ApiServer
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[DefaultTolerationSeconds, str | None]:
+def parse_args(argv: list[str] | None = None) -> tuple[DefaultTolerationSeconds, str | None, bool]:
     p = argparse.ArgumentParser(prog="python -m draflow.services.apiserver", description=__doc__)
     for which in ("not-ready", "unreachable"):
         p.add_argument(
@@ -59,20 +61,27 @@ def parse_args(argv: list[str] | None = None) -> tuple[DefaultTolerationSeconds,
         help="also serve the Kubernetes API (kubectl) over HTTPS; default $DRAFLOW_KUBE_API, else "
         "127.0.0.1:8443 plus $DRAFLOW_PORT_OFFSET; 'off' turns it off",
     )
+    p.add_argument(
+        "--kube-api-only",
+        action="store_true",
+        help="serve only the Kubernetes API (a replica: no NATS API requests, no namespace controller)",
+    )
     add_metrics_arg(p)  # read by draflow.infra.service.run_service
     add_nats_url_arg(p)  # read by draflow.infra.service.run_service
     args = p.parse_args(argv)
     tolerations = DefaultTolerationSeconds(
         args.default_not_ready_toleration_seconds, args.default_unreachable_toleration_seconds
     )
-    return tolerations, args.kube_api
+    if args.kube_api_only and args.kube_api is None:
+        args.kube_api = ""  # the default address
+    return tolerations, args.kube_api, args.kube_api_only
 
 
 def make_serve(
-    tolerations: DefaultTolerationSeconds, kube_api: tuple[str, int] | None = None
+    tolerations: DefaultTolerationSeconds, kube_api: tuple[str, int] | None = None, *, only: bool = False
 ) -> Callable[[ServiceContext], Coroutine[Any, Any, None]]:
     async def serve(ctx: ServiceContext) -> None:
-        server = ApiServer(ctx.store, tolerations=tolerations)
+        server = ApiServer(ctx.store, tolerations=tolerations, requests=not only)
         kube = None
         try:
             await server.start()
@@ -83,19 +92,22 @@ def make_serve(
                     kube = await start_kube_api(server, ctx.settings, kube_api)
                 except OSError as exc:  # the port is taken: serve NATS anyway, as with metrics
                     host, port = kube_api
-                    print(
-                        f"apiserver: cannot serve the Kubernetes API on {host}:{port}: "
-                        f"{exc.strerror or exc} (another system on this machine? give each system its "
-                        "own DRAFLOW_PORT_OFFSET)",
-                        file=sys.stderr,
-                        flush=True,
+                    why = (
+                        f"cannot serve the Kubernetes API on {host}:{port}: {exc.strerror or exc} "
+                        "(another system on this machine? give each system its own DRAFLOW_PORT_OFFSET)"
                     )
+                    if only:  # a replica with nothing else to serve
+                        raise Unusable(why) from None
+                    print(f"apiserver: {why}", file=sys.stderr, flush=True)
                 else:
                     print(
                         f"apiserver: Kubernetes API on {kube.url} "
                         f"(kubeconfig: {kubeconfig_path(ctx.settings)})",
                         flush=True,
                     )
+            if only:
+                await ctx.stop.wait()
+                return
             # Tests and the demo wait for this line: the API answers from here on.
             print(f"apiserver: serving {ctx.settings.root}.api.* on {ctx.settings.nats_url}", flush=True)
             await ctx.stop.wait()
@@ -108,7 +120,7 @@ def make_serve(
 
 
 def main() -> None:
-    tolerations, kube_flag = parse_args()
+    tolerations, kube_flag, only = parse_args()
     try:
         from draflow.services.apiserver.kubeapi.run import kube_api_address
 
@@ -116,7 +128,10 @@ def main() -> None:
     except ValueError as exc:
         print(f"apiserver: {exc}", file=sys.stderr)
         sys.exit(2)
-    sys.exit(run_service("apiserver", make_serve(tolerations, kube_api)))
+    if only and kube_api is None:
+        print("apiserver: --kube-api-only with the Kubernetes API off: nothing to serve", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(run_service("apiserver", make_serve(tolerations, kube_api, only=only)))
 
 
 if __name__ == "__main__":

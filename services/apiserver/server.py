@@ -5,6 +5,11 @@ agree through the log's optimistic concurrency) and each is handled in its own t
 list) are served from memory at once; writes are serialised by one lock, so decisions within one
 process never race, and appended with the object's version as the expected last sequence. Any
 failure becomes a Status reply: a client never sees a traceback.
+
+A replica (``requests=False``) takes no NATS requests and runs no namespace controller or Event
+expiry: it is the process behind a separate Kubernetes API endpoint (``--kube-api-only``), whose
+watchers and LISTs then cost the control plane's apiserver nothing; its writes still go through
+this admission, agreeing with the other apiservers through the log.
 """
 
 from __future__ import annotations
@@ -84,11 +89,14 @@ class ApiServer:
         *,
         tolerations: DefaultTolerationSeconds | None = None,
         event_ttl_s: float | None = None,
+        requests: bool = True,
     ) -> None:
         """``event_ttl_s``: how long an Event lives after it last happened (None: the environment's
-        ``DRAFLOW_EVENT_TTL_S``, default an hour; 0: forever)."""
+        ``DRAFLOW_EVENT_TTL_S``, default an hour; 0: forever). ``requests``: False for a replica
+        (module docstring)."""
         self.events = events
-        self.store = ApiStore(events, snapshot_writer=True)
+        self.requests = requests
+        self.store = ApiStore(events, snapshot_writer=requests)
         self.event_expiry = EventExpiry(self.store, ttl_from_env() if event_ttl_s is None else event_ttl_s)
         self.quota = QuotaAdmission()
         self.store.listen(self.quota.on_change)
@@ -115,8 +123,12 @@ class ApiServer:
         }
 
     async def start(self) -> None:
-        self.store.listen(self._on_change)
+        if self.requests:
+            self.store.listen(self._on_change)
         await self.store.start()
+        if not self.requests:
+            log.info("apiserver replica ready (log at %d)", self.store.position)
+            return
         await self._bootstrap()
         self._orphaned_events()
         self._ns_task = asyncio.create_task(self._namespace_controller(), name="apiserver-namespaces")

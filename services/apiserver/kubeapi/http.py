@@ -89,6 +89,23 @@ class Handlers:
     store: ApiStore
     encodings: EncodingCache
     watches: WatchCache
+    fresh_timeout_s = 5.0  # a replica's wait to fold what the log holds before a read (then 504)
+
+    async def _fresh(self) -> None:
+        """A replica (``--kube-api-only``) reads as fresh as the log: it asks the log for its last
+        sequence and waits until it has folded that far (upstream's consistent reads from the
+        watch cache ask etcd for its revision the same way). The control plane's apiserver answers
+        from memory at once, as its NATS API does (it folds the writes it admits before replying)."""
+        if self.api.requests:
+            return
+        head = await self.api.events.stream_last_seq()
+        if head > self.store.position:
+            try:
+                await self.store.wait_position(head, self.fresh_timeout_s)
+            except TimeoutError:
+                raise ApiError(
+                    504, "Timeout", f"the log is at {head}, this apiserver at {self.store.position}"
+                ) from None
 
     def _stored(self, target: Target) -> ApiStruct:
         obj = self.store.index.get(target.res.kind, target.namespace or "", target.name)

@@ -188,6 +188,7 @@ class KubeApi(Writes):
                 return await self._delete_collection(request, target)
         else:
             if method == "GET":
+                await self._fresh()
                 return self._get(target)
             if method == "PUT":
                 return await self._update(request, target)
@@ -313,6 +314,7 @@ class KubeApi(Writes):
                 ) from None
         limit = int(q.get("limit", "0") or 0)
         after = tuple(q["continue"].split("/", 1)) if q.get("continue") else None
+        await self._fresh()
         await self.watches.consistent()  # from here on synchronous: one snapshot
         position = self.store.position
         objs: list[ApiStruct] = []

@@ -1,0 +1,126 @@
+"""An apiserver replica serving only the Kubernetes API (``--kube-api-only``): it takes no NATS
+requests, admits its writes like any apiserver, and reads as fresh as the log."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncIterator
+
+import pytest
+
+from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
+from draflow.services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
+from draflow.services.apiserver.kubeapi.server import KubeApi
+from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import StatusError
+from tests.processes import Proc
+from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl
+from tests.shells import apiserver_in_process
+
+
+def pod(name: str, image: str = "busybox") -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": image}]},
+    }
+
+
+@pytest.fixture
+async def replica(apiserver: ApiServer, settings: Settings) -> AsyncIterator[tuple[ApiServer, Kube]]:
+    """The control plane's apiserver (the ``apiserver`` fixture) and a replica beside it, with the
+    Kubernetes API served by the replica only."""
+    async with apiserver_in_process(settings, "kube-replica", requests=False) as server:
+        creds = load_or_create(settings.data_dir / "kubeapi", "127.0.0.1")
+        kube = KubeApi(server, host="127.0.0.1", port=0, credentials=creds)
+        await kube.start()
+        path = settings.data_dir / "kubeconfig"
+        write_kubeconfig(creds, kube.url, path)
+        try:
+            yield server, Kube(kube, path, creds)
+        finally:
+            await kube.stop()
+
+
+async def test_reads_what_the_control_plane_just_wrote(
+    replica: tuple[ApiServer, Kube], api: ApiClient
+) -> None:
+    _, kube = replica
+    for i in range(20):  # each read right after the write: no wait for the replica's follower
+        (result,) = await api.apply([pod(f"p{i}")])
+        assert result.error is None, result.error
+        code, body = await http(kube, "GET", f"/api/v1/namespaces/default/pods/p{i}")
+        assert code == 200, body
+        listed = json.loads((await http(kube, "GET", "/api/v1/namespaces/default/pods"))[1])
+        assert len(listed["items"]) == i + 1
+        assert int(listed["metadata"]["resourceVersion"]) >= int(result.resource_version)
+
+
+async def test_a_replica_behind_the_log_says_so_instead_of_answering_stale(
+    replica: tuple[ApiServer, Kube], api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, kube = replica
+    await server.store.stop()  # its follower stops: the replica falls behind the log
+    (result,) = await api.apply([pod("late")])
+    assert result.error is None, result.error
+    monkeypatch.setattr(KubeApi, "fresh_timeout_s", 0.2)
+    for path in ("/api/v1/namespaces/default/pods/late", "/api/v1/namespaces/default/pods"):
+        code, body = await http(kube, "GET", path)
+        assert code == 504, body
+        status = json.loads(body)
+        assert status["reason"] == "Timeout" and "the log is at" in status["message"]
+
+
+async def test_writes_go_through_admission_and_reach_the_control_plane(
+    replica: tuple[ApiServer, Kube], api: ApiClient
+) -> None:
+    server, kube = replica
+    created = await kubectl(kube, "create", "-f", "-", stdin=json.dumps(pod("web")))
+    assert "pod/web created" in created.out
+    got = await api.get("Pod", "web", namespace="default")
+    assert got["metadata"]["uid"]
+    refused = await kubectl(kube, "create", "-f", "-", stdin=json.dumps(pod("bad", image="")), check=False)
+    assert refused.rc != 0
+    assert 'The Pod "bad" is invalid' in refused.err and "spec.containers[0].image" in refused.err
+    with pytest.raises(StatusError) as missing:
+        await api.get("Pod", "bad", namespace="default")
+    assert missing.value.status.code == 404
+    assert server.events.actor == "kube-replica"
+
+
+def test_the_process_serves_only_the_kubernetes_api(settings: Settings, event_store: EventStore) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    proc = Proc(
+        settings, "draflow.services.apiserver", ["--kube-api", f"127.0.0.1:{port}", "--kube-api-only"]
+    )
+    try:
+        proc.expect(f"apiserver: Kubernetes API on https://127.0.0.1:{port}", timeout_s=60)
+        assert f"server: https://127.0.0.1:{port}" in (settings.data_dir / "kubeconfig").read_text()
+    finally:
+        assert proc.terminate() == 0
+    printed = []
+    while not proc.lines.empty():
+        printed.append(proc.lines.get())
+    assert not any(line.startswith("apiserver: serving") for line in printed), printed
+
+
+def test_a_replica_whose_port_is_taken_stops_with_one_line(
+    settings: Settings, event_store: EventStore
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = Proc(
+            settings, "draflow.services.apiserver", ["--kube-api", f"127.0.0.1:{port}", "--kube-api-only"]
+        )
+        assert proc.wait(60) == 2
+    errors = [line for line in proc.stderr if "cannot serve the Kubernetes API" in line]
+    assert len(errors) == 1, proc.stderr
+    assert not any("Traceback" in line for line in proc.stderr)
