@@ -130,8 +130,9 @@ async def kubectl(
     return result
 
 
-@pytest.fixture
-async def kube(apiserver: ApiServer, settings: Settings) -> AsyncIterator[Kube]:
+@asynccontextmanager
+async def serving(apiserver: ApiServer, settings: Settings) -> AsyncIterator[Kube]:
+    """The Kubernetes API in front of ``apiserver`` on a free port, with the admin's kubeconfig."""
     creds = load_or_create(settings.data_dir / "kubeapi", "127.0.0.1")
     server = KubeApi(apiserver, host="127.0.0.1", port=0, credentials=creds)
     await server.start()
@@ -141,3 +142,9 @@ async def kube(apiserver: ApiServer, settings: Settings) -> AsyncIterator[Kube]:
         yield Kube(server, path, creds)
     finally:
         await server.stop()
+
+
+@pytest.fixture
+async def kube(apiserver: ApiServer, settings: Settings) -> AsyncIterator[Kube]:
+    async with serving(apiserver, settings) as k:
+        yield k

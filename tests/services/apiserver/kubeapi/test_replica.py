@@ -11,13 +11,12 @@ import pytest
 
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
-from draflow.services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
 from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import StatusError
 from tests.processes import Proc
-from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl
+from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl, serving
 from tests.shells import apiserver_in_process
 
 
@@ -34,16 +33,11 @@ def pod(name: str, image: str = "busybox") -> dict[str, object]:
 async def replica(apiserver: ApiServer, settings: Settings) -> AsyncIterator[tuple[ApiServer, Kube]]:
     """The control plane's apiserver (the ``apiserver`` fixture) and a replica beside it, with the
     Kubernetes API served by the replica only."""
-    async with apiserver_in_process(settings, "kube-replica", requests=False) as server:
-        creds = load_or_create(settings.data_dir / "kubeapi", "127.0.0.1")
-        kube = KubeApi(server, host="127.0.0.1", port=0, credentials=creds)
-        await kube.start()
-        path = settings.data_dir / "kubeconfig"
-        write_kubeconfig(creds, kube.url, path)
-        try:
-            yield server, Kube(kube, path, creds)
-        finally:
-            await kube.stop()
+    async with (
+        apiserver_in_process(settings, "kube-replica", requests=False) as server,
+        serving(server, settings) as kube,
+    ):
+        yield server, kube
 
 
 async def test_reads_what_the_control_plane_just_wrote(
