@@ -118,3 +118,9 @@ def test_a_replica_whose_port_is_taken_stops_with_one_line(
     errors = [line for line in proc.stderr if "cannot serve the Kubernetes API" in line]
     assert len(errors) == 1, proc.stderr
     assert not any("Traceback" in line for line in proc.stderr)
+
+
+def test_a_replica_with_the_kubernetes_api_off_has_nothing_to_serve(settings: Settings) -> None:
+    proc = Proc(settings, "draflow.services.apiserver", ["--kube-api-only"], DRAFLOW_KUBE_API="off")
+    assert proc.wait(60) == 2
+    assert any("--kube-api-only with the Kubernetes API off: nothing to serve" in ln for ln in proc.stderr)
