@@ -15,8 +15,9 @@ from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
 from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.protocol import StatusError
+from tests.helpers import assert_eventually
 from tests.processes import Proc
-from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl, serving
+from tests.services.apiserver.kubeapi.conftest import Kube, http, kubectl, list_rv, serving, watching
 from tests.shells import apiserver_in_process
 
 
@@ -52,6 +53,22 @@ async def test_reads_what_the_control_plane_just_wrote(
         listed = json.loads((await http(kube, "GET", "/api/v1/namespaces/default/pods"))[1])
         assert len(listed["items"]) == i + 1
         assert int(listed["metadata"]["resourceVersion"]) >= int(result.resource_version)
+
+
+async def test_its_watchers_see_the_control_planes_writes_in_order(
+    replica: tuple[ApiServer, Kube], api: ApiClient
+) -> None:
+    _, kube = replica
+    rv = await list_rv(kube, "/api/v1/namespaces/default/pods")
+    async with watching(kube, f"/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}") as events:
+        for i in range(3):
+            (result,) = await api.apply([pod(f"w{i}")])
+            assert result.error is None, result.error
+        (deleted,) = await api.delete([("Pod", "default", "w1")], grace_period_seconds=0)
+        assert deleted.error is None, deleted.error
+        await assert_eventually(lambda: len(events) == 4)
+    seen = [(e["type"], e["object"]["metadata"]["name"]) for e, _ in events]
+    assert seen == [("ADDED", "w0"), ("ADDED", "w1"), ("ADDED", "w2"), ("DELETED", "w1")]
 
 
 async def test_a_replica_behind_the_log_says_so_instead_of_answering_stale(
