@@ -17,7 +17,7 @@ from draflow.events.api.classic_pod import decode_manifest
 from draflow.events.api.loader import parse_documents
 from draflow.events.api.meta import ObjectMeta
 from draflow.events.objects import object_applied, object_deleted, status_updated
-from draflow.infra.eventstore import EventStore
+from draflow.infra.eventstore import ConcurrencyError, EventStore
 from draflow.services.dra.classic import claims as cl
 from draflow.services.dra.classic.validation import admit_classic
 from draflow.services.driver_controller.service import DriverControllerService
@@ -95,7 +95,9 @@ async def test_immediate_fpga_claim_is_allocated_by_the_service(runtime: Runtime
     assert claim.status.attributes["fpga"] == "fpga-0"
 
 
-async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runtime: Runtime) -> None:
+async def acme_pod_and_its_claim(runtime: Runtime) -> tuple[AcmeGpuController, DriverControllerService]:
+    """An acme GPU node (n1; n2 has none), the KEP-3063 device-consumer Pod and the claim the
+    service creates for it."""
     acme = AcmeGpuController()
     svc = DriverControllerService(runtime, {"gpu.acme.com": acme}, retry_initial_s=0.01)
     store = runtime.events
@@ -115,6 +117,12 @@ async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runti
     await put(store, pod)
 
     await settle(runtime, svc)  # the classic claim controller creates device-consumer-gpu
+    return acme, svc
+
+
+async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runtime: Runtime) -> None:
+    acme, svc = await acme_pod_and_its_claim(runtime)
+    store = runtime.events
     claim = claim_of(runtime, "device-consumer-gpu")
     assert claim is not None and claim.metadata.owner_references[0].uid == "uid-dc"
     assert claim.spec.allocation_mode == cv.DELAYED and claim.status.user_limit == 1
@@ -149,6 +157,49 @@ async def test_kep_pod_claim_is_created_negotiated_allocated_and_torn_down(runti
     await settle(runtime, svc, passes=4)
     assert claim_of(runtime, "device-consumer-gpu") is None
     assert str(acme.free_memory("n1")["gpu-0"]) == "8Gi"
+
+
+async def test_an_answer_lost_to_a_conflict_is_given_again_by_the_next_pass(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unsuitable-nodes answer is appended at the claim's version; when another writer got
+    there first the append is refused, nothing of it is remembered, and the next pass answers
+    the same list again."""
+    _, svc = await acme_pod_and_its_claim(runtime)
+    await scheduler_writes(runtime, "device-consumer-gpu", potential=("n1", "n2"))
+    cache = runtime.cache
+    append = cache.append
+    outcomes: list[bool] = []
+
+    async def another_writer_first(kind: str, namespace: str, name: str, events: Any, **kw: Any) -> int:
+        """The service's append at the version it decided on, after the scheduler rewrote the
+        claim's status (the first time only)."""
+        version = cache.index.version(kind, namespace, name)
+        if kind == CLAIM and not outcomes:
+            current = claim_of(runtime, name)
+            assert current is not None
+            subject = runtime.events.subject(CLAIM, namespace, name)
+            await runtime.events.append(
+                subject, status_updated(CLAIM, current.status), expected_last_seq=None
+            )
+        try:
+            seq = await append(kind, namespace, name, events, **{"expected_last_seq": version, **kw})
+        except ConcurrencyError:
+            outcomes.append(False)
+            raise
+        outcomes.append(True)
+        return seq
+
+    monkeypatch.setattr(cache, "append", another_writer_first)
+    await settle(runtime, svc)
+    assert outcomes == [False]  # lost to the other write
+    claim = claim_of(runtime, "device-consumer-gpu")
+    assert claim is not None and not cl.driver_answered(claim)
+    await settle(runtime, svc)
+    assert outcomes == [False, True]
+    claim = claim_of(runtime, "device-consumer-gpu")
+    assert claim is not None and cl.driver_answered(claim)
+    assert cl.scheduling(claim).driver.unsuitable_nodes == ("n2",)
 
 
 async def test_a_claim_waiting_for_a_free_fpga_gets_it_after_the_other_is_deleted(runtime: Runtime) -> None:
