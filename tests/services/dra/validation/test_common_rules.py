@@ -170,7 +170,9 @@ def test_canonical_interface_addresses_pass(value: str) -> None:
     assert _errors(common.interface_address, value, "ips[0]") == []
 
 
-@pytest.mark.parametrize("value", ["10.9.8.7", "10.9.8.7/", "10.9.8.7/x", "10.9.8.7/33", "gpu/24", ""])
+@pytest.mark.parametrize(
+    "value", ["10.9.8.7", "10.9.8.7/", "10.9.8.7/x", "10.9.8.7/33", "10.9.8/24", "1.2.3.4.5/8", "gpu/24", ""]
+)
 def test_values_that_are_not_cidrs_are_rejected(value: str) -> None:
     shown = '""' if not value else f'"{value}"'
     assert _errors(common.interface_address, value, "ips[0]") == [
