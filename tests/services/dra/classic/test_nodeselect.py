@@ -84,6 +84,14 @@ def test_label_operators(req: NodeSelectorRequirement, matches: bool) -> None:
         (_req("gen", "Gt", "three"), LABELS, False),  # the requirement is not an integer
         (_req("gen", "Gt", "1", "2"), LABELS, False),  # Gt takes exactly one value
         (_req("gen", "Lt"), LABELS, False),
+        # Go's strconv.ParseInt(v, 10, 64), not Python's int(): a sign is fine, underscores,
+        # spaces, other scripts' digits and values past 64 bits are not integers
+        (_req("gen", "Gt", "+3"), LABELS, True),
+        (_req("gen", "Gt", "5"), {"gen": "1_0"}, False),
+        (_req("gen", "Gt", "5"), {"gen": " 7"}, False),
+        (_req("gen", "Gt", "5"), {"gen": "\u0667"}, False),  # ARABIC-INDIC DIGIT SEVEN
+        (_req("gen", "Gt", "5"), {"gen": str(2**63)}, False),
+        (_req("gen", "Lt", "9223372036854775807"), {"gen": "-9223372036854775808"}, True),
     ],
 )
 def test_gt_and_lt_compare_integers(

@@ -14,7 +14,12 @@ import msgspec
 import pytest
 
 from draflow.events.api.codec import decode_object
-from draflow.events.api.core_v1 import Pod, ResourceQuota, ScopedResourceSelectorRequirement
+from draflow.events.api.core_v1 import (
+    Pod,
+    ResourceQuota,
+    ResourceRequirements,
+    ScopedResourceSelectorRequirement,
+)
 from draflow.services.dra.quota.scopes import covers, selectors
 from tests.builders import exact, make_claim, make_container, make_pod
 
@@ -148,6 +153,24 @@ def test_best_effort_counts_init_containers_and_every_container() -> None:
     for pod in (init_limited, second_requests):
         assert not covers(_scoped("BestEffort"), pod), pod.metadata.name
         assert covers(_scoped("NotBestEffort"), pod), pod.metadata.name
+
+
+def test_a_zero_amount_does_not_count_against_best_effort() -> None:
+    """Upstream's QoS counts only cpu/memory amounts above zero."""
+    for resources in ({"requests": {"cpu": "0"}}, {"limits": {"memory": "0Mi", "cpu": "0m"}}):
+        pod = _pod(requests=resources.get("requests"), limits=resources.get("limits"))
+        assert covers(_scoped("BestEffort"), pod), resources
+        assert not covers(_scoped("NotBestEffort"), pod), resources
+
+
+def test_pod_level_resources_decide_best_effort_when_the_pod_has_them() -> None:
+    """With ``spec.resources`` set, upstream's QoS reads only the pod-level amounts."""
+    pod_level = _spec(_pod(), resources=ResourceRequirements(requests={"cpu": "1"}))
+    assert not covers(_scoped("BestEffort"), pod_level)
+    assert covers(_scoped("NotBestEffort"), pod_level)
+    # pod-level resources without cpu/memory above zero: BestEffort, whatever the containers ask
+    zero = _spec(_pod(requests={"cpu": "500m"}), resources=ResourceRequirements(limits={"memory": "0"}))
+    assert covers(_scoped("BestEffort"), zero)
 
 
 # -- PriorityClass --------------------------------------------------------------------------------
