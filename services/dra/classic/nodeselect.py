@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from draflow.events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
+from draflow.services.dra.structured.nodeselector import parse_int64
 
 __all__ = ["node_names_selector", "selector_matches"]
 
@@ -20,9 +21,8 @@ def _requirement(req: NodeSelectorRequirement, value: str | None) -> bool:
     if op == "DoesNotExist":
         return value is None
     if op in ("Gt", "Lt") and value is not None and len(req.values) == 1:
-        try:
-            have, want = int(value), int(req.values[0])
-        except ValueError:
+        have, want = parse_int64(value), parse_int64(req.values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
     return False

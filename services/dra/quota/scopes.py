@@ -3,15 +3,19 @@
 As upstream's ``generic.Matches`` with the pod and claim scope functions: every scope of the quota
 must match; the claim evaluator matches no scope at all, so a scoped quota never charges
 ResourceClaims; pods are matched by Terminating/NotTerminating (``activeDeadlineSeconds`` set),
-BestEffort/NotBestEffort (no cpu/memory requests or limits in any container), PriorityClass
+BestEffort/NotBestEffort (no cpu/memory above zero requested or limited, pod-level resources
+first), PriorityClass
 (In/NotIn/Exists/DoesNotExist on ``priorityClassName``) and CrossNamespacePodAffinity.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from draflow.events.api.base import QuantityValue
 from draflow.events.api.core_v1 import Pod, ResourceQuota, ScopedResourceSelectorRequirement
+from draflow.events.quantity import Quantity, QuantityError
 
 __all__ = ["covers", "selectors"]
 
@@ -26,11 +30,27 @@ def selectors(quota: ResourceQuota) -> list[ScopedResourceSelectorRequirement]:
     return out
 
 
+def _positive(values: Mapping[str, QuantityValue]) -> bool:
+    """A cpu or memory amount above zero (a zero one does not count, as upstream's QoS)."""
+    for name in _COMPUTE:
+        if name in values:
+            try:
+                if Quantity.parse(values[name]).sign > 0:
+                    return True
+            except QuantityError:  # admission refuses it; never crash on the log
+                continue
+    return False
+
+
 def _best_effort(pod: Pod) -> bool:
+    """Upstream's ``ComputePodQOS`` is BestEffort: no cpu or memory above zero requested or
+    limited — in the pod-level resources when the pod has them (``spec.resources``), else in any
+    container."""
+    if pod.spec.resources is not None:
+        return not (_positive(pod.spec.resources.requests) or _positive(pod.spec.resources.limits))
     for c in (*pod.spec.init_containers, *pod.spec.containers):
-        for values in (c.resources.requests, c.resources.limits):
-            if any(name in values for name in _COMPUTE):
-                return False
+        if _positive(c.resources.requests) or _positive(c.resources.limits):
+            return False
     return True
 
 

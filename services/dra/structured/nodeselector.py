@@ -14,7 +14,13 @@ from typing import Final
 
 from draflow.events.api.meta import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 
-__all__ = ["CompiledNodeSelector", "NodeSelectorParseError", "merge_result_selector", "node_name_selector"]
+__all__ = [
+    "CompiledNodeSelector",
+    "NodeSelectorParseError",
+    "merge_result_selector",
+    "node_name_selector",
+    "parse_int64",
+]
 
 _NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -52,11 +58,16 @@ def _key_error(key: str) -> str | None:
     return None
 
 
-def _parse_int(text: str) -> int | None:
-    try:
-        value = int(text, 10)
-    except ValueError:
+_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+
+
+def parse_int64(text: str) -> int | None:
+    """A Gt/Lt value as Go's ``strconv.ParseInt(v, 10, 64)`` reads it (None: not one): ASCII
+    digits with an optional sign — not Python's ``int`` (which also takes ``1_0``, spaces and
+    other scripts' digits) — within 64 bits."""
+    if not _INT_RE.match(text):
         return None
+    value = int(text)
     return value if -(2**63) <= value < 2**63 else None
 
 
@@ -79,7 +90,7 @@ def _compile_labels(reqs: tuple[NodeSelectorRequirement, ...], errors: list[str]
             elif op in (_EXISTS, _NOT_EXISTS) and r.values:
                 problem = "values: Invalid value: values set must be empty for exists and does not exist"
             elif op in (_GT, _LT):
-                parsed = _parse_int(r.values[0]) if len(r.values) == 1 else None
+                parsed = parse_int64(r.values[0]) if len(r.values) == 1 else None
                 if len(r.values) != 1:
                     problem = "values: Invalid value: for 'Gt', 'Lt' operators, exactly one value is required"
                 elif parsed is None:
@@ -128,7 +139,7 @@ def _label_matches(req: _Req, labels: Mapping[str, str]) -> bool:
         return key not in labels
     if key not in labels:
         return False
-    have = _parse_int(labels[key])
+    have = parse_int64(labels[key])
     if have is None:
         return False
     return have > bound if op == _GT else have < bound
