@@ -333,14 +333,10 @@ def node_selector(errs: Errs, sel: NodeSelector, path: str) -> None:
                         f"{r_at}.values", "must be specified single value when `operator` is 'Lt' or 'Gt'"
                     )
             else:
-                errs.not_supported(
-                    f"{r_at}.operator", req.operator, ("DoesNotExist", "Exists", "Gt", "In", "Lt", "NotIn")
-                )
+                errs.invalid(f"{r_at}.operator", req.operator, "not a valid selector operator")
             label_name(errs, req.key, f"{r_at}.key")
         for i, req in enumerate(term.match_fields):
             r_at = f"{at}.matchFields[{i}]"
-            if req.key != "metadata.name":
-                errs.not_supported(f"{r_at}.key", req.key, ("metadata.name",))
             if req.operator in ("In", "NotIn"):
                 if len(req.values) != 1:
                     errs.required(
@@ -348,6 +344,9 @@ def node_selector(errs: Errs, sel: NodeSelector, path: str) -> None:
                         "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
                     )
             else:
-                errs.not_supported(f"{r_at}.operator", req.operator, ("In", "NotIn"))
+                errs.invalid(f"{r_at}.operator", req.operator, "not a valid selector operator")
+            if req.key != "metadata.name":  # the only node field selector key; its values unchecked
+                errs.invalid(f"{r_at}.key", req.key, "not a valid field selector key")
+                continue
             for j, v in enumerate(req.values):
                 errs.messages(f"{r_at}.values[{j}]", v, names.dns1123_subdomain(v))

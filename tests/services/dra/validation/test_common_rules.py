@@ -462,6 +462,34 @@ def test_node_field_selector_takes_exactly_one_node_name() -> None:
     ]
 
 
+def test_unknown_selector_operators_and_field_keys_are_invalid_values() -> None:
+    """As upstream's ValidateNodeSelectorRequirement / ValidateNodeFieldSelectorRequirement: an
+    operator it does not know is an invalid value, a matchFields key other than metadata.name is
+    "not a valid field selector key" (after the operator) and its values are not checked."""
+    sel = _selector(
+        NodeSelectorRequirement(key="zone", operator="Has", values=("a",)),
+        fields=(
+            NodeSelectorRequirement(key="metadata.name", operator="Exists"),
+            NodeSelectorRequirement(key="metadata.namespace", operator="Gt", values=("Not_A_Name",)),
+        ),
+    )
+    at = "n.nodeSelectorTerms[0]"
+    assert _typed(common.node_selector, sel, "n") == [
+        (
+            f"{at}.matchExpressions[0].operator",
+            INVALID,
+            'Invalid value: "Has": not a valid selector operator',
+        ),
+        (f"{at}.matchFields[0].operator", INVALID, 'Invalid value: "Exists": not a valid selector operator'),
+        (f"{at}.matchFields[1].operator", INVALID, 'Invalid value: "Gt": not a valid selector operator'),
+        (
+            f"{at}.matchFields[1].key",
+            INVALID,
+            'Invalid value: "metadata.namespace": not a valid field selector key',
+        ),
+    ]
+
+
 def test_errors_name_the_object() -> None:
     errs = Errs("ResourceClaim", "default", "gpu")
     common.toleration(errs, DeviceToleration(key="k", operator="Exists", value="v"), "spec.t")
