@@ -68,6 +68,12 @@ def validate_object_meta(
         controllers += bool(ref.controller)
     if controllers > 1:
         errs.invalid_detail(f"{path}.ownerReferences", "Only one reference can have Controller set to true")
+    if "orphan" in meta.finalizers and "foregroundDeletion" in meta.finalizers:
+        errs.invalid(
+            f"{path}.finalizers",
+            list(meta.finalizers),
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        )
     for i, fin in enumerate(meta.finalizers):
         at = f"{path}.finalizers[{i}]"
         msgs = names.qualified_name(fin)

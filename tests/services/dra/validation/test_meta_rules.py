@@ -6,6 +6,7 @@ and core's ``ValidateObjectMeta`` / ``ValidateTemplateObjectMeta``.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from draflow.events.api.meta import ObjectMeta
@@ -53,9 +54,18 @@ def test_valid_metadata_passes() -> None:
         namespace="default",
         labels={"app.kubernetes.io/name": "trainer"},
         annotations={"Example.COM/Note": "free text, any characters!"},
-        finalizers=("kubernetes", "orphan", "foregroundDeletion", "example.com/cleanup"),
+        finalizers=("kubernetes", "orphan", "example.com/cleanup"),
     )
     assert _create(m) == []
+    assert _create(msgspec.structs.replace(m, finalizers=("foregroundDeletion",))) == []
+
+
+def test_orphan_and_foreground_deletion_cannot_both_be_set() -> None:
+    m = ObjectMeta(name="c", namespace="default", finalizers=("foregroundDeletion", "orphan"))
+    ((path, rule),) = _create(m)
+    assert path == "metadata.finalizers"
+    assert rule.startswith("Invalid value: ")
+    assert rule.endswith(": finalizer orphan and foregroundDeletion cannot be both set")
 
 
 def test_generate_name_may_stand_in_for_the_name() -> None:
