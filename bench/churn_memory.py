@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, LogFollower, Services, machine, report, template_pod, until
+from bench.harness import Bus, LogFollower, Services, gpu_template, machine, report, template_pod, until
 from bench.memtrace import top_growth
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE
@@ -145,16 +145,7 @@ def pod(name: str) -> dict[str, Any]:
 
 
 SETUP: list[dict[str, Any]] = [
-    {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": NS},
-        "spec": {
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
-            }
-        },
-    },
+    gpu_template("one-gpu", NS),
     {
         "apiVersion": "v1",
         "kind": "ResourceQuota",

@@ -111,6 +111,18 @@ def template_pod(name: str, namespace: str, template: str) -> dict[str, Any]:
     }
 
 
+def gpu_template(name: str, namespace: str, device_class: str = "gpu.example.com") -> dict[str, Any]:
+    """A ResourceClaimTemplate of one request ``gpu`` for exactly one device of ``device_class``:
+    what ``template_pod``'s claim comes from."""
+    request = {"name": "gpu", "exactly": {"deviceClassName": device_class}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
 def report(measurement: Coroutine[Any, Any, dict[str, Any]], *, as_json: bool) -> int:
     """Run a bench's measurement; with ``--json`` its result is printed as the last line (the
     human-readable figures went to stderr/stdout as it ran). The exit code of ``main``."""

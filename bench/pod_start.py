@@ -23,7 +23,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, LogFollower, Services, pct, report, stored_at, template_pod, until
+from bench.harness import (
+    Bus,
+    LogFollower,
+    Services,
+    gpu_template,
+    pct,
+    report,
+    stored_at,
+    template_pod,
+    until,
+)
 from bench.scheduling_cluster import apply_all
 from draflow.events.codec import HDR_TYPE
 from draflow.infra.eventstore import EventStore, RawRecord
@@ -69,16 +79,7 @@ def pod(name: str) -> dict[str, Any]:
     return template_pod(name, "default", "one-gpu")
 
 
-TEMPLATE = {
-    "apiVersion": "resource.k8s.io/v1",
-    "kind": "ResourceClaimTemplate",
-    "metadata": {"name": "one-gpu", "namespace": "default"},
-    "spec": {
-        "spec": {
-            "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
-        }
-    },
-}
+TEMPLATE = gpu_template("one-gpu", "default")
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from typing import Any
 
 from grpc import aio
 
-from bench.harness import Bus, Services, cpu_s, pct, report
+from bench.harness import Bus, Services, cpu_s, gpu_template, pct, report
 from draflow.events.api.core_v1 import Pod
 from draflow.services.kubelet.podresources.server import default_socket_path
 from draflow.services.kubelet.podresources.v1 import api_pb2 as pb
@@ -111,16 +111,7 @@ SETUP = [
         "metadata": {"name": "gpu.example.com"},
         "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]},
     },
-    {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": "one-gpu", "namespace": NS},
-        "spec": {
-            "spec": {
-                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}]}
-            }
-        },
-    },
+    gpu_template("one-gpu", NS),
 ]
 
 
