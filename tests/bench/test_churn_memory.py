@@ -5,10 +5,7 @@ the allocation site that grew."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -17,7 +14,7 @@ import pytest
 
 from bench.churn_memory import CONTROLLERS, heap_mb, parse_args, rss_mb
 from bench.memtrace import top_growth
-from tests.paths import ROOT
+from tests.bench import run_bench
 
 KEYS = {"rss_mb_fresh", "rss_mb_baseline", "rss_mb_after", "rss_ratio", "pods_churned", "stages"}
 KEYS |= {"events_in_log", "cpu_ms_per_pod", "max_rss_ratio", "date", "loadavg", "cpus"}
@@ -25,15 +22,7 @@ SHAPE = ("--stages", "6,16", "--nodes", "1", "--gpus", "4", "--in-flight", "3", 
 
 
 def _bench(*args: str) -> tuple[dict[str, Any], str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.churn_memory", *SHAPE, "--json", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stdout
+    return run_bench("bench.churn_memory", *SHAPE, *args)
 
 
 def test_rss_of_every_process_after_churn_against_the_warmed_baseline() -> None:

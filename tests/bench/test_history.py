@@ -5,38 +5,18 @@ fold; the fast copier of lifecycles makes exactly the copies the plain one does.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 from bench.history import DEFAULT_RECORDING
 from bench.lifecycles import UnitCopier, copy_unit, load_recording
-from tests.paths import ROOT
+from tests.bench import run_bench
 
 KEYS = {"max_events", "start_caught_up_s", "rss_mb", "bytes_per_event", "start_slope_us_per_event"}
 
 
 def _bench(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench.history",
-            "--sizes",
-            "5k,20k",
-            "--services",
-            "apiserver",
-            "--json",
-            *args,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    sizes = ("--sizes", "5k,20k", "--services", "apiserver")
+    return run_bench("bench.history", *sizes, *args, timeout_s=240)[0]
 
 
 def test_figures_and_snapshot_start_against_whole_log_fold() -> None:

@@ -4,10 +4,7 @@ recount of the log, so the benchmark cannot silently measure nothing."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +13,7 @@ import pytest
 from bench.harness import ProfilerMissing, Services
 from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound
 from draflow.infra.config import Settings
-from tests.paths import ROOT
+from tests.bench import run_bench
 
 KEYS = {
     "steady_state_pods_per_s",
@@ -38,15 +35,7 @@ SHAPE = ("--nodes", "3", "--devices-per-node", "10", "--in-flight", "2", "--dura
 
 
 def _bench(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.scheduling", *SHAPE, "--json", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return run_bench("bench.scheduling", *SHAPE, *args)[0]
 
 
 def _consistent(r: dict[str, Any], levels: tuple[str, ...]) -> None:
