@@ -287,7 +287,11 @@ class Services:
         self._env = dict(env or {})
         self._child: dict[str, int] = {}
 
-    async def spawn(self, name: str, module: str, *args: str, **env: str) -> asyncio.subprocess.Process:
+    async def spawn(
+        self, name: str, module: str, *args: str, nice: int = 0, **env: str
+    ) -> asyncio.subprocess.Process:
+        """``nice``: start it under ``nice -n`` (every thread from its first instruction; ``nice``
+        execs, so the process id, and with it the CPU count, stays the service's)."""
         argv = [sys.executable, "-m", module, *args]
         if self.profile_dir is not None:
             self.profile_dir.mkdir(parents=True, exist_ok=True)
@@ -305,6 +309,8 @@ class Services:
                 "--",
                 *argv,
             ]
+        if nice:
+            argv = ["nice", "-n", str(nice), *argv]
         environ = service_env(self.settings, **{**self._env, **env})
         with open(self.settings.data_dir / f"{name}.log", "wb") as log:  # noqa: ASYNC230
             proc = await asyncio.create_subprocess_exec(*argv, cwd=ROOT, env=environ, stdout=log, stderr=log)
@@ -330,6 +336,10 @@ class Services:
             else:
                 raise RuntimeError(f"{name}: py-spy started no process")
         return self._child[name]
+
+    def niceness(self, name: str) -> int:
+        """The service's niceness as the kernel holds it."""
+        return os.getpriority(os.PRIO_PROCESS, self.pid(name))
 
     def signal(self, name: str, sig: int) -> None:
         os.kill(self.pid(name), sig)
@@ -358,6 +368,19 @@ class Services:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                 await proc.wait()
+
+
+async def spawn_apiserver(services: Services, replica: str = "", *, replica_nice: int = 0) -> None:
+    """The control plane's apiserver as ``apiserver``. With ``replica`` (an address), the
+    Kubernetes API is served there by an apiserver replica of its own (``--kube-api-only``, as
+    ``kubeapi``, under ``nice -n replica_nice``) and the control plane's apiserver serves none, as
+    the Procfile deploys it; without, the apiserver serves it where ``DRAFLOW_KUBE_API`` says."""
+    if not replica:
+        await services.spawn("apiserver", "draflow.services.apiserver")
+        return
+    await services.spawn("apiserver", "draflow.services.apiserver", DRAFLOW_KUBE_API="off")
+    argv = ("--kube-api", replica, "--kube-api-only")
+    await services.spawn("kubeapi", "draflow.services.apiserver", *argv, nice=replica_nice)
 
 
 class LogFollower:

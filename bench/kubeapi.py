@@ -1,32 +1,42 @@
 """The Kubernetes API's speed: LIST of many pods (JSON and Table), WATCH delivery latency, and what
 100 concurrent watchers cost the scheduler.
 
-Real processes: a private nats-server and ``python -m draflow.services.apiserver`` serving the Kubernetes
-API over HTTPS (``DRAFLOW_KUBE_API``); the bench is the client (aiohttp, TLS, the admin token).
+Real processes: a private nats-server, the control plane's ``python -m draflow.services.apiserver``
+and, by default (``--kube-api-in replica``), an apiserver replica serving only the Kubernetes API
+over HTTPS (``--kube-api ADDR --kube-api-only``) under ``nice -n 10`` (``--replica-nice``; 0: not
+niced), the control plane's apiserver serving none (``DRAFLOW_KUBE_API=off``). That is the
+Procfile's deployment: kubectl and watch load goes to a process of its own at a lower priority, so
+it uses the CPU the control plane leaves idle instead of taking it from scheduling.
+``--kube-api-in apiserver`` has the control plane's apiserver serve it (``DRAFLOW_KUBE_API``), as
+earlier versions did. ``kube_api_in`` and ``replica_nice`` say which. The bench is the client
+(aiohttp, TLS, the admin token).
 
-* ``list_json_ms`` / ``list_table_ms``: ``GET /api/v1/pods`` of ``--pods`` pods, whole body
-  read, as JSON and as ``kubectl get``'s Table; median of ``--repeat`` requests after one warm-up
-  (``*_cold_ms``: the first request, before the encoding cache holds the pods);
+* ``list_json_ms`` / ``list_table_ms``: ``GET /api/v1/pods`` of ``--pods`` pods (created through
+  the control plane's API), whole body read, as JSON and as ``kubectl get``'s Table; median of
+  ``--repeat`` requests after one warm-up (``*_cold_ms``: the first request, before the encoding
+  cache holds the pods);
 * ``watch_p50_ms`` / ``watch_p99_ms``: a watcher's receipt of an event minus the event's storage
-  time in JetStream, over ``--watch-events`` status updates sent one at a time;
+  time in JetStream, over ``--watch-events`` status updates sent one at a time; with a replica,
+  its following of the log is part of it, as it is for that deployment's clients;
 * ``watchers_slowdown_pct`` / ``watchers_fill_slowdown_pct``: ``bench.scheduling`` (a small
   cluster) run without and with ``--watchers`` watchers of every pod (raw stream read, events
   counted, not decoded; in a process of their own, as kubectl or a controller would be), steady-state
   and fill pods/s compared (positive: slower with watchers);
 * ``watchers_niced_slowdown_pct`` / ``watchers_niced_fill_slowdown_pct``: the same with the
-  watchers' process under ``nice -n 19`` (``--watchers-nice``; 0 skips the run). In a cluster the
-  watchers run on other machines; here they share the control plane's 2 cores, and their client
-  (TLS, HTTP, 100 connections: ``watchers*_client_cpu_ms_per_pod``) takes more CPU per pod than
-  the apiserver spends sending to them. Run at the lowest priority they use what the control
-  plane leaves idle, so what remains of the slowdown is the apiserver's own fan-out. Nothing is
-  hidden: the events they received, their CPU per pod and the apiserver's CPU per pod without,
-  with, and with niced watchers (``apiserver_cpu_ms_per_pod*``) are all in the JSON line.
-  ``--no-scheduling`` skips both.
-* ``--kube-api-replica``: the scheduling runs serve the Kubernetes API from an apiserver replica of
-  its own (``--kube-api-only``), as a deployment that keeps kubectl off the control plane's
-  apiserver would; its CPU per pod is ``kubeapi_cpu_ms_per_pod*`` (``kube_api_in`` says which).
+  watchers' process under ``nice -n 19`` (``--watchers-nice``; 0 skips the run). The watchers'
+  client stands in for clients on other machines; here it shares the control plane's 2 cores,
+  and its TLS, HTTP and 100 connections (``watchers*_client_cpu_ms_per_pod``) take more CPU per
+  pod than the server spends sending to them. At the lowest priority it uses what the system
+  leaves idle, so the niced run shows the system's own cost of serving the watchers. Nothing is
+  hidden: the events they received, their CPU per pod, and the apiserver's and the replica's CPU
+  per pod without, with, and with niced watchers (``apiserver_cpu_ms_per_pod*``,
+  ``kubeapi_cpu_ms_per_pod*``) are all in the JSON line. ``--no-scheduling`` skips both.
+* ``--rounds`` N (3): the scheduling runs alone / with watchers / with niced watchers, N times
+  interleaved (one fill is a second or so, so one sample is mostly noise); every figure above
+  is the median over the rounds, each round's own values in ``rounds``, one line per round.
 
-``python -m bench.kubeapi [--pods 5000] [--watchers 100] [--json]``; ``--json`` prints one JSON
+``python -m bench.kubeapi [--pods 5000] [--watchers 100] [--rounds 3] [--kube-api-in replica]
+[--replica-nice 10] [--json]``; ``--json`` prints one JSON
 object as the last line.
 """
 
@@ -38,7 +48,6 @@ import contextlib
 import json
 import os
 import platform
-import signal
 import ssl
 import statistics
 import sys
@@ -50,7 +59,7 @@ from typing import Any
 
 import aiohttp
 
-from bench.harness import ROOT, report, service_env, stored_at
+from bench.harness import ROOT, Services, report, spawn_apiserver, stored_at
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
@@ -128,15 +137,16 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
     settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
     settings.data_dir.mkdir(parents=True)
     port = _free_port()
-    env = service_env(settings, DRAFLOW_KUBE_API=f"127.0.0.1:{port}")
-    log = (tmp / "apiserver.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "draflow.services.apiserver", cwd=ROOT, env=env, stdout=log, stderr=log
-    )
+    services = Services(settings)
     api: ApiClient | None = None
     client: Client | None = None
     store: EventStore | None = None
     try:
+        if args.kube_api_in == "replica":
+            await spawn_apiserver(services, f"127.0.0.1:{port}", replica_nice=args.replica_nice)
+        else:
+            kube_api = f"127.0.0.1:{port}"
+            await services.spawn("apiserver", "draflow.services.apiserver", DRAFLOW_KUBE_API=kube_api)
         await _wait_kube(settings.data_dir)
         api = await ApiClient.connect(settings, actor="bench", timeout_s=120.0)
         client = Client(f"https://127.0.0.1:{port}", settings.data_dir)
@@ -146,7 +156,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
             results = await api.apply([pod(j) for j in range(i, min(args.pods, i + 500))])
             assert all(r.error is None for r in results), [r.error for r in results if r.error][:1]
         print(f"setup: {args.pods} pods in {time.monotonic() - t0:.1f}s")
-        body = await client.get("/api/v1/pods")
+        body = await client.get("/api/v1/pods")  # a replica answers once it has followed the log here
         assert len(json.loads(body)["items"]) == args.pods
         out: dict[str, Any] = {"pods": args.pods, "list_bytes": len(body)}
         for name, accept in (("json", "application/json"), ("table", TABLE)):
@@ -214,13 +224,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
             await api.close()
         if store is not None:
             await store.close()
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-        log.close()
+        await services.stop()
         server.stop()
 
 
@@ -327,90 +331,166 @@ class Watchers:
         await proc.wait()
 
 
+RUN_FIGURES = (
+    "steady",
+    "fill",
+    "apiserver_cpu_ms_per_pod",
+    "kubeapi_cpu_ms_per_pod",
+    "sched_cpu_ms_per_pod_total",
+    "watchers_client_cpu_ms_per_pod",
+    "watchers_events",
+    "watchers_niceness",
+    "kubeapi_niceness",
+)
+
+
+async def _scheduling_run(
+    args: argparse.Namespace, sched_args: argparse.Namespace, watchers: int, nice: int
+) -> dict[str, Any]:
+    """One ``bench.scheduling`` run with ``watchers`` watchers (``nice``: their niceness); its
+    figures by the names of ``RUN_FIGURES``."""
+    from bench import scheduling
+
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    replica = args.kube_api_in == "replica"
+    if not replica:
+        os.environ["DRAFLOW_KUBE_API"] = address  # the spawned apiserver serves it
+    fleet = Watchers(watchers, port, nice)
+    print(f"-- scheduling with {watchers} watchers" + (f" (nice -n {nice})" if nice else ""))
+    try:
+        r = await scheduling.run(
+            sched_args,
+            on_ready=fleet.start,
+            kube_replica=address if replica else "",
+            kube_replica_nice=args.replica_nice,
+        )
+    finally:
+        await fleet.stop()
+        os.environ.pop("DRAFLOW_KUBE_API", None)
+    out = {
+        "steady": r["steady_state_pods_per_s"],
+        "fill": r["fill_pods_per_s"] or 0.0,
+        "apiserver_cpu_ms_per_pod": r["cpu_ms_per_pod_run"].get("apiserver"),
+        "kubeapi_cpu_ms_per_pod": r["cpu_ms_per_pod_run"].get("kubeapi"),
+        "sched_cpu_ms_per_pod_total": r["cpu_ms_per_pod_total"],
+        "kubeapi_niceness": r.get("kubeapi_niceness"),
+    }
+    if watchers:
+        per_pod = fleet.cpu_s * 1000 / max(1, r.get("pods_created", 1))
+        print(
+            f"the watchers received {fleet.events} events until the apiserver stopped; their "
+            f"process used {fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
+        )
+        out["watchers_client_cpu_ms_per_pod"] = round(per_pod, 2)
+        out["watchers_events"] = fleet.events
+        out["watchers_niceness"] = fleet.niceness  # as their process saw it
+    return out
+
+
+def _median(runs: list[dict[str, Any]], figure: str) -> Any:
+    """The median of one figure over the rounds (None when no round has it)."""
+    values = [r[figure] for r in runs if r.get(figure) is not None]
+    if not values:
+        return None
+    if all(isinstance(v, int) for v in values):  # a count or a niceness stays one
+        return statistics.median_low(values)
+    return round(statistics.median(values), 2)
+
+
+def _slower(base: float, loaded: float) -> float:
+    return round((base - loaded) / base * 100, 1) if base else 0.0
+
+
 async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
+    """``--rounds`` rounds of alone / with watchers / with niced watchers, interleaved so that a
+    change in the machine's load falls on every kind of run alike; figures are the medians over
+    the rounds, each round's own in ``rounds``."""
     from bench import scheduling
 
     sched_args = scheduling.parse_args(
         [
-            *("--nodes", str(args.sched_nodes), "--duration", "5", "--levels", "empty,half"),
-            *("--backlog-pods", str(args.sched_pods // 4), "--prefill", "pods"),
+            *("--nodes", str(args.sched_nodes), "--duration", str(args.sched_duration)),
+            *("--levels", "empty,half", "--backlog-pods", str(args.sched_pods // 4)),
+            *("--prefill", "pods"),
         ]
     )
     runs = [("alone", 0, 0), ("watchers", args.watchers, 0)]
     if args.watchers_nice:
         runs.append(("niced", args.watchers, args.watchers_nice))
-    results: dict[str, dict[str, Any]] = {}
-    for name, watchers, nice in runs:
-        port = _free_port()
-        address = f"127.0.0.1:{port}"
-        if not args.kube_api_replica:
-            os.environ["DRAFLOW_KUBE_API"] = address  # the spawned apiserver serves it
-        fleet = Watchers(watchers, port, nice)
-        print(f"-- scheduling with {watchers} watchers" + (f" (nice -n {nice})" if nice else ""))
-        try:
-            replica = address if args.kube_api_replica else ""
-            results[name] = await scheduling.run(sched_args, on_ready=fleet.start, kube_replica=replica)
-        finally:
-            await fleet.stop()
-            os.environ.pop("DRAFLOW_KUBE_API", None)
-        if watchers:
-            per_pod = fleet.cpu_s * 1000 / max(1, results[name].get("pods_created", 1))
-            print(
-                f"the watchers received {fleet.events} events until the apiserver stopped; their "
-                f"process used {fleet.cpu_s:.1f} s CPU ({per_pod:.2f} ms per pod)"
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for k in range(args.rounds):
+        print(f"- round {k + 1} of {args.rounds}")
+        this = {name: await _scheduling_run(args, sched_args, n, nice) for name, n, nice in runs}
+        rounds.append(this)
+        print(
+            f"round {k + 1}: "
+            + "; ".join(
+                f"{name} steady {r['steady']} fill {r['fill']} pods/s, CPU ms per pod apiserver "
+                f"{r['apiserver_cpu_ms_per_pod']}"
+                + ("" if r["kubeapi_cpu_ms_per_pod"] is None else f" replica {r['kubeapi_cpu_ms_per_pod']}")
+                for name, r in this.items()
             )
-            results[name]["watchers_cpu_ms_per_pod"] = round(per_pod, 2)
-            results[name]["watchers_events"] = fleet.events
-            results[name]["watchers_niceness"] = fleet.niceness
-    base = results["alone"]["steady_state_pods_per_s"]
-    fill = results["alone"]["fill_pods_per_s"] or 0.0
+        )
+    med = {name: {f: _median([r[name] for r in rounds], f) for f in RUN_FIGURES} for name, _, _ in runs}
+    base, fill = med["alone"]["steady"], med["alone"]["fill"]
     out: dict[str, Any] = {
         "watchers": args.watchers,
         "sched_pods_per_s": base,
         "fill_pods_per_s": fill,
-        "kube_api_in": "replica" if args.kube_api_replica else "apiserver",
-        "apiserver_cpu_ms_per_pod": results["alone"]["cpu_ms_per_pod_run"].get("apiserver"),
-        "kubeapi_cpu_ms_per_pod": results["alone"]["cpu_ms_per_pod_run"].get("kubeapi"),
-        "sched_cpu_ms_per_pod_total": results["alone"]["cpu_ms_per_pod_total"],
+        "apiserver_cpu_ms_per_pod": med["alone"]["apiserver_cpu_ms_per_pod"],
+        "kubeapi_cpu_ms_per_pod": med["alone"]["kubeapi_cpu_ms_per_pod"],
+        "sched_cpu_ms_per_pod_total": med["alone"]["sched_cpu_ms_per_pod_total"],
+        "replica_niceness": med["alone"]["kubeapi_niceness"],  # as the kernel held it
+        "rounds": rounds,
     }
     for name, suffix in (("watchers", ""), ("niced", "_niced")):
-        if name not in results:
+        if name not in med:
             continue
-        r = results[name]
-        loaded, fill_loaded = r["steady_state_pods_per_s"], r["fill_pods_per_s"] or 0.0
+        m = med[name]
         with_ = "with_niced_watchers" if suffix else "with_watchers"
-        out[f"sched_pods_per_s_{with_}"] = loaded
-        out[f"watchers{suffix}_slowdown_pct"] = round((base - loaded) / base * 100, 1) if base else 0.0
-        out[f"fill_pods_per_s_{with_}"] = fill_loaded
-        out[f"watchers{suffix}_fill_slowdown_pct"] = (
-            round((fill - fill_loaded) / fill * 100, 1) if fill else 0.0
-        )
-        out[f"apiserver_cpu_ms_per_pod_{with_}"] = r["cpu_ms_per_pod_run"].get("apiserver")
-        out[f"kubeapi_cpu_ms_per_pod_{with_}"] = r["cpu_ms_per_pod_run"].get("kubeapi")
-        out[f"sched_cpu_ms_per_pod_total_{with_}"] = r["cpu_ms_per_pod_total"]
-        out[f"watchers{suffix}_client_cpu_ms_per_pod"] = r.get("watchers_cpu_ms_per_pod")
-        out[f"watchers{suffix}_events"] = r.get("watchers_events")
-        out[f"watchers{suffix}_niceness"] = r.get("watchers_niceness")  # as their process saw it
+        out[f"sched_pods_per_s_{with_}"] = m["steady"]
+        out[f"watchers{suffix}_slowdown_pct"] = _slower(base, m["steady"])
+        out[f"fill_pods_per_s_{with_}"] = m["fill"]
+        out[f"watchers{suffix}_fill_slowdown_pct"] = _slower(fill, m["fill"])
+        out[f"apiserver_cpu_ms_per_pod_{with_}"] = m["apiserver_cpu_ms_per_pod"]
+        out[f"kubeapi_cpu_ms_per_pod_{with_}"] = m["kubeapi_cpu_ms_per_pod"]
+        out[f"sched_cpu_ms_per_pod_total_{with_}"] = m["sched_cpu_ms_per_pod_total"]
+        out[f"watchers{suffix}_client_cpu_ms_per_pod"] = m["watchers_client_cpu_ms_per_pod"]
+        out[f"watchers{suffix}_events"] = m["watchers_events"]
+        out[f"watchers{suffix}_niceness"] = m["watchers_niceness"]
     return out
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     load = os.getloadavg()
+    replica = args.kube_api_in == "replica"
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": f"{platform.machine()} {os.cpu_count()} cpus, Python {platform.python_version()}",
         "loadavg_before": [round(x, 2) for x in load],
+        "kube_api_in": args.kube_api_in,
+        "replica_nice": args.replica_nice if replica else None,
     }
     result.update(await list_and_watch(args))
     if not args.no_scheduling:
         result.update(await scheduling_with_watchers(args))
         alone, loaded = result["sched_pods_per_s"], result["sched_pods_per_s_with_watchers"]
+        where = f"a replica at nice {args.replica_nice}" if replica else "the apiserver"
+        rounds = f"{args.rounds} rounds" if args.rounds > 1 else "1 round"
         print(
-            f"scheduling: {alone} pods/s alone, {loaded} with {args.watchers} watchers "
+            f"scheduling (Kubernetes API on {where}; median of {rounds}): {alone} pods/s alone, "
+            f"{loaded} with {args.watchers} watchers "
             f"({result['watchers_slowdown_pct']} % slower); fill {result['fill_pods_per_s']} -> "
             f"{result['fill_pods_per_s_with_watchers']} pods/s ({result['watchers_fill_slowdown_pct']} % "
             f"slower); apiserver CPU {result['apiserver_cpu_ms_per_pod']} -> "
             f"{result['apiserver_cpu_ms_per_pod_with_watchers']} ms per pod"
+            + (
+                f", the replica's {result['kubeapi_cpu_ms_per_pod']} -> "
+                f"{result['kubeapi_cpu_ms_per_pod_with_watchers']}"
+                if replica
+                else ""
+            )
         )
         if "sched_pods_per_s_with_niced_watchers" in result:
             print(
@@ -440,16 +520,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sched-nodes", type=int, default=100)
     p.add_argument("--sched-pods", type=int, default=800)
     p.add_argument("--no-scheduling", action="store_true", help="skip the watchers-vs-scheduling run")
+    p.add_argument("--sched-duration", type=float, default=5.0, help="each steady-state window, seconds")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the scheduling runs")
+    p.add_argument(
+        "--kube-api-in",
+        choices=("replica", "apiserver"),
+        default="replica",
+        help="who serves the Kubernetes API: an apiserver replica of its own (the Procfile's "
+        "layout) or the control plane's apiserver",
+    )
+    p.add_argument("--replica-nice", type=int, default=10, help="the replica's niceness (0: not niced)")
+    # the flag of earlier versions, now the default
     p.add_argument(
         "--kube-api-replica",
-        action="store_true",
-        help="scheduling runs: the Kubernetes API served by an apiserver replica of its own",
+        dest="kube_api_in",
+        action="store_const",
+        const="replica",
+        help=argparse.SUPPRESS,
     )
     p.add_argument("--json", action="store_true")
     p.add_argument("--serve-watchers", type=int, help=argparse.SUPPRESS)  # the watchers' own process
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    if not 0 <= args.replica_nice <= 19:
+        p.error("--replica-nice must be 0 to 19")
     if args.serve_watchers is not None:
         asyncio.run(serve_watchers(args.serve_watchers, args.port, args.data_dir))
         return 0

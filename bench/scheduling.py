@@ -62,7 +62,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Bus, Profiler, ProfilerMissing, Services, machine, pct, serving_api
+from bench.harness import (
+    Bus,
+    Profiler,
+    ProfilerMissing,
+    Services,
+    machine,
+    pct,
+    serving_api,
+    spawn_apiserver,
+)
 from bench.scheduling_cluster import Tracker, cluster_manifests, devices_per_pod
 from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound, print_hops
 from bench.scheduling_phases import Phases, scan_log
@@ -81,11 +90,13 @@ async def run(
     on_ready: Callable[[Settings], Awaitable[Any]] | None = None,
     *,
     kube_replica: str = "",
+    kube_replica_nice: int = 0,
 ) -> dict[str, Any]:
     """``on_ready(settings)`` runs once the apiserver answers, before the cluster is set up
     (``bench.kubeapi`` connects its watchers there). ``kube_replica``: an address where an
     apiserver replica of its own serves the Kubernetes API (``--kube-api-only``; the control
-    plane's apiserver then serves none), its CPU counted as ``kubeapi``."""
+    plane's apiserver then serves none), its CPU counted as ``kubeapi``, started under ``nice -n
+    kube_replica_nice`` (the niceness it ran at: ``kubeapi_niceness``)."""
     mode = _mode(args)
     async with Bus("draflow-bench-") as bus:
         profile_dir = Path(args.profile_dir or bus.tmp / "profiles") if args.profile else None
@@ -95,12 +106,7 @@ async def run(
         tracker = Tracker(bus.store)
         api: ApiClient | None = None
         try:
-            if kube_replica:
-                await services.spawn("apiserver", "draflow.services.apiserver", DRAFLOW_KUBE_API="off")
-                argv = ("--kube-api", kube_replica, "--kube-api-only")
-                await services.spawn("kubeapi", "draflow.services.apiserver", *argv)
-            else:
-                await services.spawn("apiserver", "draflow.services.apiserver")
+            await spawn_apiserver(services, kube_replica, replica_nice=kube_replica_nice)
             if args.claims == "controller":
                 await services.spawn("claim_controller", "draflow.services.claim_controller")
             await services.spawn("scheduler", "draflow.services.scheduler")
@@ -121,6 +127,8 @@ async def run(
                     await phases.backlog(level)
             result = _result(args, mode, phases, tracker)
             result.update(await scan_log(bus.store, phases.windows))
+            if kube_replica:
+                result["kubeapi_niceness"] = services.niceness("kubeapi")
             print(
                 f"whole run: {result['pods_bound_in_log']} pods bound in the log, "
                 f"{result['guard_retries']} PreBind retries after a guard conflict, "
