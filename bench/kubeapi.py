@@ -20,8 +20,9 @@ earlier versions did. ``kube_api_in`` and ``replica_nice`` say which. The bench 
   its following of the log is part of it, as it is for that deployment's clients;
 * ``watchers_slowdown_pct`` / ``watchers_fill_slowdown_pct``: ``bench.scheduling`` (a small
   cluster) run without and with ``--watchers`` watchers of every pod (raw stream read, events
-  counted, not decoded; in a process of their own, as kubectl or a controller would be), steady-state
-  and fill pods/s compared (positive: slower with watchers);
+  counted, not decoded; in a process of their own, as kubectl or a controller would be:
+  :mod:`bench.kubeapi_watchers`), steady-state and fill pods/s compared (positive: slower with
+  watchers);
 * ``watchers_niced_slowdown_pct`` / ``watchers_niced_fill_slowdown_pct``: the same with the
   watchers' process under ``nice -n 19`` (``--watchers-nice``; 0 skips the run). The watchers'
   client stands in for clients on other machines; here it shares the control plane's 2 cores,
@@ -48,22 +49,18 @@ import contextlib
 import json
 import os
 import platform
-import ssl
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from bench.harness import ROOT, Services, report, spawn_apiserver, stored_at
+from bench.harness import Services, report, spawn_apiserver, stored_at
+from bench.kubeapi_watchers import Client, Watchers, wait_kube
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
 from draflow.infra.natsd import LocalNatsServer
-from draflow.services.apiserver.kubeapi.auth import load_or_create
 from draflow.services.runtime.client import ApiClient
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
@@ -95,35 +92,6 @@ def pod(i: int) -> dict[str, Any]:
     }
 
 
-class Client:
-    """The admin's HTTPS session to the API of a system's data dir."""
-
-    def __init__(self, url: str, data_dir: Path) -> None:
-        creds = load_or_create(data_dir / "kubeapi", "127.0.0.1")
-        self.url = url
-        self.ssl = ssl.create_default_context(cadata=creds.ca_pem.decode())
-        self.headers = {"Authorization": f"Bearer {creds.token_of('admin')}"}
-        self.session = aiohttp.ClientSession()
-
-    async def get(self, path: str, accept: str = "application/json") -> bytes:
-        async with self.session.get(
-            self.url + path, headers={**self.headers, "Accept": accept}, ssl=self.ssl
-        ) as resp:
-            assert resp.status == 200, (resp.status, await resp.text())
-            return await resp.read()
-
-    async def close(self) -> None:
-        await self.session.close()
-
-
-async def _wait_kube(data_dir: Path, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not (data_dir / "kubeconfig").exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the Kubernetes API never started")
-        await asyncio.sleep(0.1)
-
-
 async def _timed(fn: Callable[[], Awaitable[Any]]) -> float:
     t0 = time.perf_counter()
     await fn()
@@ -147,7 +115,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
         else:
             kube_api = f"127.0.0.1:{port}"
             await services.spawn("apiserver", "draflow.services.apiserver", DRAFLOW_KUBE_API=kube_api)
-        await _wait_kube(settings.data_dir)
+        await wait_kube(settings.data_dir)
         api = await ApiClient.connect(settings, actor="bench", timeout_s=120.0)
         client = Client(f"https://127.0.0.1:{port}", settings.data_dir)
         await api.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}}])
@@ -226,109 +194,6 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
             await store.close()
         await services.stop()
         server.stop()
-
-
-class Fleet:
-    """``n`` watchers of every pod, each its own HTTPS connection; events counted, not decoded."""
-
-    def __init__(self, n: int, port: int, data_dir: Path) -> None:
-        self.n, self.port, self.data_dir = n, port, data_dir
-        self.events = 0
-        self.connected = 0
-        self.all_connected = asyncio.Event()
-        self.clients: list[Client] = []
-        self.tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        for _ in range(self.n):
-            c = Client(f"https://127.0.0.1:{self.port}", self.data_dir)
-            self.clients.append(c)
-            self.tasks.append(asyncio.create_task(self._watch(c)))
-        await asyncio.wait_for(self.all_connected.wait(), 120)
-
-    async def _watch(self, c: Client) -> None:
-        timeout = aiohttp.ClientTimeout()
-        path = c.url + "/api/v1/pods?watch=1"
-        async with c.session.get(path, headers=c.headers, ssl=c.ssl, timeout=timeout) as resp:
-            self.connected += 1
-            if self.connected == self.n:
-                self.all_connected.set()
-            async for chunk in resp.content.iter_any():
-                self.events += chunk.count(b"\n")
-
-    async def stop(self) -> None:
-        for t in self.tasks:
-            t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        for c in self.clients:
-            await c.close()
-
-
-async def serve_watchers(n: int, port: int, data_dir: Path) -> None:
-    """``--serve-watchers``: a fleet in this process; "ready" once connected, then on a line on
-    stdin one JSON line with the events received, the CPU seconds this process used and its
-    niceness."""
-    fleet = Fleet(n, port, data_dir)
-    await fleet.start()
-    print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
-    # what the server sent is read to the end before counting (a loaded machine reads late)
-    deadline, seen = time.monotonic() + 30, -1
-    while fleet.events != seen and time.monotonic() < deadline:
-        seen = fleet.events
-        await asyncio.sleep(0.5)
-    await fleet.stop()
-    usage = os.times()
-    report = {"events": fleet.events, "cpu_s": usage.user + usage.system, "nice": os.nice(0)}
-    print(json.dumps(report), flush=True)
-
-
-class Watchers:
-    """``n`` watchers of every pod in a process of their own, as kubectl or a controller would
-    be: their client work does not run on the event loop that creates pods and tracks bindings."""
-
-    def __init__(self, n: int, port: int, nice: int = 0) -> None:
-        self.n, self.port, self.nice = n, port, nice
-        self.events = 0
-        self.cpu_s = 0.0
-        self.niceness = 0  # as the watchers' process reported it
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self, settings: Settings) -> None:
-        await _wait_kube(settings.data_dir)
-        if not self.n:
-            return
-        niced = ("nice", "-n", str(self.nice)) if self.nice else ()
-        self.proc = await asyncio.create_subprocess_exec(
-            *niced,
-            sys.executable,
-            "-m",
-            "bench.kubeapi",
-            "--serve-watchers",
-            str(self.n),
-            "--port",
-            str(self.port),
-            "--data-dir",
-            str(settings.data_dir),
-            cwd=ROOT,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 120)
-        assert line.strip() == b"ready", line
-
-    async def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.stdin is None or proc.stdout is None:
-            return
-        proc.stdin.write(b"\n")
-        await proc.stdin.drain()
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        if line.strip():
-            report = json.loads(line)
-            self.events, self.cpu_s, self.niceness = report["events"], report["cpu_s"], report["nice"]
-        await proc.wait()
 
 
 RUN_FIGURES = (
@@ -505,7 +370,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.kubeapi", description=__doc__.splitlines()[0])
     p.add_argument("--pods", type=int, default=5000)
     p.add_argument("--repeat", type=int, default=10)
@@ -539,17 +404,16 @@ def main(argv: list[str] | None = None) -> int:
         help=argparse.SUPPRESS,
     )
     p.add_argument("--json", action="store_true")
-    p.add_argument("--serve-watchers", type=int, help=argparse.SUPPRESS)  # the watchers' own process
-    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    p.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
     if not 0 <= args.replica_nice <= 19:
         p.error("--replica-nice must be 0 to 19")
-    if args.serve_watchers is not None:
-        asyncio.run(serve_watchers(args.serve_watchers, args.port, args.data_dir))
-        return 0
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     return report(run(args), as_json=args.json)
 
 
