@@ -44,7 +44,8 @@ STREAM_ADMIN_OPS = ("CREATE", "UPDATE", "DELETE", "PURGE", "MSG.DELETE", "SNAPSH
 class Role:
     """One credential's rights. ``appends``: the kinds whose subjects it publishes events on
     (``("*",)`` = every kind); ``api``: ``"all"`` calls the apiserver's request API,
-    ``"node"`` only its node's NodeRestriction API, ``""`` none."""
+    ``"node"`` only its node's NodeRestriction API, ``"kube"`` the Kubernetes API replica's, whose
+    requests name the user they are for (so no other credential may send there), ``""`` none."""
 
     name: str
     what: str
@@ -53,7 +54,6 @@ class Role:
     serves_api: bool = False
     dead_letters: bool = False
     admin: bool = False
-
 
 
 STATIC_ROLES: tuple[Role, ...] = (
@@ -116,6 +116,12 @@ STATIC_ROLES: tuple[Role, ...] = (
     ),
     Role("gpu-example-driver", "gpu.example.com: DeviceClass and ResourceSlices (through the API)"),
     Role("acme-gpu-driver", "gpu.acme.com: per-node GPU capacity", appends=("NodeGpuCapacity",)),
+    Role(
+        "kube-api",
+        "the Kubernetes API replica (`--kube-api-only`): reads the log, forwards kubectl's writes "
+        "to the apiserver for the user who made them",
+        api="kube",
+    ),
     Role(CLI, "the `draflow` command: the request API and reading the log, never appending"),
 )
 
@@ -202,9 +208,11 @@ def permissions(role: Role, *, root: str, stream: str, dlq_stream: str, public_k
         publish.append(f"{root}.api.*")
     elif role.api == "node" and node is not None:
         publish.append(f"{root}.node.{node}.*")
+    elif role.api == "kube":
+        publish.append(f"{root}.kapi.*")
     subscribe = [f"{inbox_prefix(public_key)}.>", f"{root}.ev.>", f"{root}.st.>"]
     if role.serves_api:
-        subscribe += [f"{root}.api.*", f"{root}.node.*.*"]
+        subscribe += [f"{root}.api.*", f"{root}.node.*.*", f"{root}.kapi.*"]
         # its answers go to the callers' inboxes. Not `allow_responses`: the server forgets those
         # grants when it reloads its configuration (a new kubelet's credential), and every reply
         # then in flight would be refused
@@ -231,9 +239,11 @@ def permission_matrix(root: str = "draflow") -> str:
         else:
             appends = "every kind" if role.appends == ("*",) else ", ".join(role.appends) or "nothing"
             if role.serves_api:
-                api = f"answers `{root}.api.*` and `{root}.node.*.*`"
+                api = f"answers `{root}.api.*`, `{root}.node.*.*` and `{root}.kapi.*`"
             elif role.api == "node":
                 api = f"`{root}.node.<node>.*` only (NodeRestriction)"
+            elif role.api == "kube":
+                api = f"`{root}.kapi.*` only (for the user it names)"
             else:
                 api = f"`{root}.api.*`"
             manages = "no"

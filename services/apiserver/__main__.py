@@ -9,8 +9,10 @@ starts everything at once) stops it cleanly, like every other service.
 ``--kube-api [HOST:PORT]`` also serves the Kubernetes REST API over HTTPS for kubectl
 (``draflow.services.apiserver.kubeapi``; default ``DRAFLOW_KUBE_API``, else 127.0.0.1:8443 plus
 ``DRAFLOW_PORT_OFFSET``), writing ``$DRAFLOW_DATA_DIR/kubeconfig``. With ``--kube-api-only`` the
-process is a replica serving only that (no NATS API requests, no namespace controller): kubectl's
-LISTs and watchers then run on their own process, not on the control plane's apiserver.
+process is a replica serving only that (no NATS API requests, no namespace controller), connecting
+as the ``kube-api`` role: kubectl's LISTs and watchers then run on their own process, not on the
+control plane's apiserver, and its writes are forwarded to that apiserver for the user who made
+them. The Procfile runs it so, at a lower CPU priority (``nice``).
 
 Flags (kube-apiserver's): ``--default-not-ready-toleration-seconds`` and
 ``--default-unreachable-toleration-seconds`` (300), the ``tolerationSeconds`` the
@@ -131,7 +133,10 @@ def main() -> None:
     if only and kube_api is None:
         print("apiserver: --kube-api-only with the Kubernetes API off: nothing to serve", file=sys.stderr)
         sys.exit(2)
-    sys.exit(run_service("apiserver", make_serve(tolerations, kube_api, only=only)))
+    serve = make_serve(tolerations, kube_api, only=only)
+    if only:  # a credential of its own: it forwards writes for users, it appends nothing itself
+        sys.exit(run_service("apiserver", serve, actor="kube-api", role="kube-api"))
+    sys.exit(run_service("apiserver", serve))
 
 
 if __name__ == "__main__":

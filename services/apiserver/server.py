@@ -30,7 +30,7 @@ from draflow.events.api.codec import decode_object, encode_object, object_meta, 
 from draflow.events.objects import EVENT_KIND, object_applied
 from draflow.infra import tracing
 from draflow.infra.auth.roles import KUBELET_PREFIX
-from draflow.infra.eventstore import ConcurrencyError, EventStore
+from draflow.infra.eventstore import ConcurrencyError, EventStore, acting_for
 from draflow.projections.objects import Change
 from draflow.services.apiserver import errors
 from draflow.services.apiserver.admission import apply_defaults
@@ -43,6 +43,7 @@ from draflow.services.apiserver.noderestriction import NodeRestriction, decode_e
 from draflow.services.apiserver.quota import QuotaAdmission
 from draflow.services.apiserver.strategy import now_rfc3339, stamp_create
 from draflow.services.runtime.protocol import (
+    ACTING_FOR_HEADER,
     REQUEST_TYPES,
     AppendEventsRequest,
     ApplyRequest,
@@ -56,6 +57,7 @@ from draflow.services.runtime.protocol import (
     StatusError,
     StatusRequest,
     api_subject,
+    kube_api_subject,
     node_api_subject,
     node_of_subject,
 )
@@ -105,6 +107,7 @@ class ApiServer:
         self._write_lock = asyncio.Lock()
         self._sub: Subscription | None = None
         self._node_sub: Subscription | None = None
+        self._kube_sub: Subscription | None = None
         self.nodes = NodeRestriction(self.store.index)
         self._tasks: set[asyncio.Task[None]] = set()
         self._terminating: set[str] = set()
@@ -138,13 +141,16 @@ class ApiServer:
         # the kubelets' requests: the subject names the node, and only its credential may send there
         nodes = node_api_subject(self.events.root, "*", "*")
         self._node_sub = await self.events.nc.subscribe(nodes, queue="apiserver", cb=self._on_request)
-        log.info("apiserver ready on %s and %s (log at %d)", subject, nodes, self.store.position)
+        # the Kubernetes API replica's writes, each for the user its header names
+        kube = kube_api_subject(self.events.root, "*")
+        self._kube_sub = await self.events.nc.subscribe(kube, queue="apiserver", cb=self._on_request)
+        log.info("apiserver ready on %s, %s and %s (log at %d)", subject, nodes, kube, self.store.position)
 
     async def stop(self) -> None:
-        for sub in (self._sub, self._node_sub):
+        for sub in (self._sub, self._node_sub, self._kube_sub):
             if sub is not None:
                 await sub.unsubscribe()
-        self._sub = self._node_sub = None
+        self._sub = self._node_sub = self._kube_sub = None
         for task in [*self._tasks, self._ns_task, self._expiry_task]:
             if task is not None:
                 task.cancel()
@@ -220,6 +226,10 @@ class ApiServer:
     async def _handle(self, msg: Msg) -> None:
         verb = msg.subject.rsplit(".", 1)[-1]
         node = node_of_subject(msg.subject) if msg.subject.startswith(self._node_prefix) else ""
+        if msg.subject.startswith(self._kube_prefix):
+            # only the replica's credential may publish here: the user it names is who writes
+            headers = msg.headers or {}
+            acting_for.set(headers.get(ACTING_FOR_HEADER) or headers.get(ACTING_FOR_HEADER.lower()) or None)
         if verb in _TRACED_VERBS:
             attrs = {"rpc.system": "nats", "rpc.method": verb, "messaging.destination.name": msg.subject}
             with tracing.server_span(f"api {verb}", msg.headers, attrs):
@@ -241,6 +251,10 @@ class ApiServer:
     @property
     def _node_prefix(self) -> str:
         return f"{self.events.root}.node."
+
+    @property
+    def _kube_prefix(self) -> str:
+        return f"{self.events.root}.kapi."
 
     async def handle(self, verb: str, data: bytes, *, node: str = "") -> Reply:
         """One request (raw JSON) to one reply; never raises. ``node``: the request came from

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import sysconfig
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from draflow.infra.ports import METRICS_SLOTS
 from draflow.services.cli.main import UserError
 
 __all__ = ["examples_dir", "procfile", "register"]
@@ -37,12 +39,26 @@ _CLASSIC_PLUGINS = (
     ("acme_plugin_node_", "gpu.acme.com/gpus=", "gpu.acme.com"),
     ("frob_plugin_node_", "frobnicator.example.com/frobnicators=", "frobnicator.example.com"),
 )
-_FIRST_KUBELET_SLOT = 11  # the Procfile's kubelets use metrics slots 11..
-_MAX_NODES = 99 - _FIRST_KUBELET_SLOT + 1
+_FIRST_KUBELET_SLOT = 11  # the Procfile's kubelets use metrics slots 11.. (past the others' slots)
+_SLOT = re.compile(r"DRAFLOW_METRICS_SLOT=(\d+)")
 
 
 def packaged_procfile() -> str:
     return resources.files("draflow.services.cli").joinpath("Procfile").read_text()
+
+
+def _kubelet_slots(entries: list[tuple[str, str]], count: int) -> list[int]:
+    """Metrics slots for ``count`` kubelets: from ``_FIRST_KUBELET_SLOT`` on, past the slots the
+    other services hold (two processes on one metrics port: the second serves none)."""
+    taken = {
+        int(m.group(1))
+        for name, cmd in entries
+        if not name.startswith(_KUBELET_PREFIX) and (m := _SLOT.search(cmd))
+    }
+    free = [s for s in range(_FIRST_KUBELET_SLOT, METRICS_SLOTS[-1] + 1) if s not in taken]
+    if count > len(free):
+        raise UserError(f"--nodes {count}: expected 0 to {len(free)} (a metrics slot per kubelet)")
+    return free[:count]
 
 
 def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[str, str]]:
@@ -55,11 +71,12 @@ def procfile(nodes: int | None = None, gpus: int | None = None) -> list[tuple[st
     labels = {n: c.split("--labels ", 1)[1] for n, c in kubelets if "--labels " in c}
     count = len(kubelets) if nodes is None else nodes
     per_node = gpus if gpus is not None else 8
+    slots = _kubelet_slots(entries, count)
     generated = []
     for i in range(1, count + 1):
         name = f"{_KUBELET_PREFIX}{i}"
         cmd = (
-            f"DRAFLOW_METRICS_SLOT={_FIRST_KUBELET_SLOT + i - 1} exec python -m draflow.services.kubelet "
+            f"DRAFLOW_METRICS_SLOT={slots[i - 1]} exec python -m draflow.services.kubelet "
             f"--node node-{i} --gpus {per_node}"
         )
         if name in labels:
@@ -135,8 +152,8 @@ def run_examples(args: argparse.Namespace) -> int:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    if args.nodes is not None and not 0 <= args.nodes <= _MAX_NODES:
-        raise UserError(f"--nodes {args.nodes}: expected 0 to {_MAX_NODES}")
+    if args.nodes is not None and args.nodes < 0:
+        raise UserError(f"--nodes {args.nodes}: expected 0 or more")
     if args.gpus is not None and args.gpus < 0:
         raise UserError(f"--gpus {args.gpus}: expected 0 or more")
     processes = procfile(args.nodes, args.gpus)

@@ -30,6 +30,7 @@ from draflow.infra.eventstore import EventStore
 from draflow.infra.nats_client import DraflowClient, connect
 from draflow.projections.objects import Change, ObjectIndex
 from draflow.services.runtime.protocol import (
+    ACTING_FOR_HEADER,
     AppendEventsRequest,
     ApplyItem,
     ApplyRequest,
@@ -44,6 +45,7 @@ from draflow.services.runtime.protocol import (
     StatusError,
     StatusRequest,
     api_subject,
+    kube_api_subject,
     node_api_subject,
 )
 from draflow.services.runtime.selectors import parse_label_selector
@@ -105,14 +107,27 @@ class ApiClient:
     async def request(self, verb: str, req: msgspec.Struct) -> ReplyIn:
         root = self.settings.root
         subject = node_api_subject(root, self.node, verb) if self.node else api_subject(root, verb)
-        data = _encoder.encode(req)
+        reply = await self._send(subject, _encoder.encode(req), tracing.inject_headers())
+        if reply.error is not None:
+            raise StatusError(reply.error)
+        return reply
+
+    async def forward(self, verb: str, data: bytes, acting_for: str | None) -> ReplyIn:
+        """The Kubernetes API replica's write, as the user ``acting_for`` (``user:alice``): the
+        request as the client sent it, to the subject only the replica's credential may publish
+        on; the reply is returned as is, a refusal included."""
+        headers = tracing.inject_headers() or {}
+        if acting_for:
+            headers[ACTING_FOR_HEADER] = acting_for
+        return await self._send(kube_api_subject(self.settings.root, verb), data, headers or None)
+
+    async def _send(self, subject: str, data: bytes, headers: dict[str, str] | None) -> ReplyIn:
         if len(data) > self.nc.max_payload:
             raise StatusError.of(
                 413, "RequestEntityTooLarge", f"request of {len(data)} bytes exceeds {self.nc.max_payload}"
             )
         deadline = time.monotonic() + self.wait_for_server_s
         pause = 0.05
-        headers = tracing.inject_headers()
         while True:
             try:
                 msg = await self.nc.request(subject, data, timeout=self.timeout_s, headers=headers)
@@ -131,10 +146,7 @@ class ApiClient:
                 raise StatusError.of(
                     504, "Timeout", f"the apiserver did not answer within {self.timeout_s}s"
                 ) from None
-        reply = _reply.decode(msg.data)
-        if reply.error is not None:
-            raise StatusError(reply.error)
-        return reply
+        return _reply.decode(msg.data)
 
     # -- writes --------------------------------------------------------------------------------
 

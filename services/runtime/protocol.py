@@ -35,6 +35,7 @@ from draflow.events.objects import EVENT_KIND
 from draflow.events.subjects import decode_token, encode_token
 
 __all__ = [
+    "ACTING_FOR_HEADER",
     "NODE_VERBS",
     "VERBS",
     "AppendEventsRequest",
@@ -53,6 +54,7 @@ __all__ = [
     "StatusError",
     "StatusRequest",
     "api_subject",
+    "kube_api_subject",
     "node_api_subject",
     "node_of_subject",
     "qualified_resource",
@@ -64,6 +66,16 @@ NODE_VERBS = (*VERBS, "append")
 
 def api_subject(root: str, verb: str) -> str:
     return f"{root}.api.{verb}"
+
+
+# the Kubernetes API replica's requests (``--kube-api-only``): only its credential may publish on
+# ``kube_api_subject``, so the apiserver trusts the header naming the user the write is for
+ACTING_FOR_HEADER = "Draflow-Acting-For"
+
+
+def kube_api_subject(root: str, verb: str) -> str:
+    """Where the Kubernetes API replica forwards a write (``*``: the server's side)."""
+    return f"{root}.kapi.{verb}"
 
 
 def node_api_subject(root: str, node: str, verb: str) -> str:

@@ -1,5 +1,5 @@
-"""The demo through the real kubectl, as on a cluster: ``honcho start`` (the Procfile's apiserver
-serves the Kubernetes API and writes ``$DRAFLOW_DATA_DIR/kubeconfig``), then kubectl applies the
+"""The demo through the real kubectl, as on a cluster: ``honcho start`` (the Procfile's ``kubeapi``
+replica serves the Kubernetes API and writes ``$DRAFLOW_DATA_DIR/kubeconfig``), then kubectl applies the
 dra-example-driver examples, watches the pods go Pending -> Running, waits for them, reads claims,
 describes, and deletes the namespaces; then the KEP-5004 manifests (server-side apply), kubectl
 scale, the special claims and the quota's usage."""

@@ -12,8 +12,9 @@ from draflow.infra.ports import Ports
 from tests.helpers import free_port_offset
 from tests.processes import HonchoSystem
 
-# the receiver, NATS, and two services that serve metrics (the full Procfile runs in test_readme)
-PROCESSES = ("nats", "apiserver", "scheduler", "otlp")
+# the receiver, NATS, two services that serve metrics and the Kubernetes API's replica (the full
+# Procfile runs in test_readme)
+PROCESSES = ("nats", "apiserver", "kubeapi", "scheduler", "otlp")
 POD = """apiVersion: v1
 kind: Pod
 metadata: {{name: {name}, namespace: default}}
@@ -74,7 +75,7 @@ def test_two_systems_share_no_port_and_no_spans(tmp_path: Path) -> None:
             assert mine and theirs["data"] == [], f"system {name}'s receiver has the other system's spans"
             metrics = _get(f"http://127.0.0.1:{ports.metrics(3)}/metrics")  # the scheduler's slot
             assert "scheduler_pending_pods" in metrics
-            kubeconfig = (tmp_path / name / "kubeconfig").read_text()  # each apiserver's own API
+            kubeconfig = (tmp_path / name / "kubeconfig").read_text()  # each system's own API
             assert f"server: https://127.0.0.1:{ports.kube_api}\n" in kubeconfig
         for name, system in systems.items():
             outputs[name] = system.ctrl_c()

@@ -103,10 +103,28 @@ async def test_a_kubelet_cannot_publish_on_the_log_or_speak_for_another_node(as_
         await kubelet.nc.request("draflow.node.node-1.status", b"{}", timeout=2)
 
 
+async def test_the_kube_api_replica_forwards_writes_and_appends_nothing(as_role) -> None:
+    """Its requests name the user they are for, so it has a subject of its own; it writes the log
+    only through the apiserver's admission."""
+    replica = await as_role("kube-api")
+    with pytest.raises(nats.errors.NoRespondersError):  # its subject is open to it
+        await replica.nc.request("draflow.kapi.apply", b"{}", timeout=2)
+    await replica.publish_refused("draflow.ev.Pod.default.p")
+    await replica.publish_refused("draflow.api.apply")
+    info = json.loads((await replica.nc.request("$JS.API.STREAM.INFO.DRAFLOW", b"", timeout=5)).data)
+    assert info["state"]["last_seq"] >= 0  # and it reads the log
+
+
+@pytest.mark.parametrize("role", [r for r in NON_ADMIN if r not in ("apiserver", "kube-api")])
+async def test_no_role_but_the_replica_speaks_for_a_kubernetes_user(as_role, role: str) -> None:
+    caller = await as_role(role)
+    await caller.publish_refused("draflow.kapi.apply", b'{"items": []}')
+
+
 @pytest.mark.parametrize("role", [r for r in NON_ADMIN if r != "apiserver"])
 async def test_no_role_answers_for_the_apiserver_or_reads_others_replies(as_role, role: str) -> None:
     caller = await as_role(role)
-    for subject in ("draflow.api.*", "draflow.node.*.*", "_INBOX.>"):
+    for subject in ("draflow.api.*", "draflow.node.*.*", "draflow.kapi.*", "_INBOX.>"):
         await caller.nc.subscribe(subject)
         await caller.nc.flush()
         message = await caller.refused(subject)

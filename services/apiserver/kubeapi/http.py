@@ -11,11 +11,13 @@ import msgspec
 from aiohttp import web
 
 from draflow.events.api.base import ApiStruct
+from draflow.infra.eventstore import acting_for
 from draflow.services.apiserver.kubeapi.encoding import EncodingCache, status_json
 from draflow.services.apiserver.kubeapi.resources import Resource
 from draflow.services.apiserver.kubeapi.watch import WatchCache
 from draflow.services.apiserver.server import ApiServer
-from draflow.services.runtime.protocol import ReplyIn, Status
+from draflow.services.runtime.client import ApiClient
+from draflow.services.runtime.protocol import ReplyIn, Status, StatusError
 from draflow.services.runtime.store import ApiStore
 
 __all__ = [
@@ -90,6 +92,9 @@ class Handlers:
     encodings: EncodingCache
     watches: WatchCache
     fresh_timeout_s = 5.0  # a replica's wait to fold what the log holds before a read (then 504)
+    # a replica's way to the control plane's apiserver: its writes are admitted there (one quota
+    # decision, one write lock), never appended by the replica itself
+    control_plane: ApiClient | None = None
 
     async def _fresh(self) -> None:
         """A replica (``--kube-api-only``) reads as fresh as the log: it asks the log for its last
@@ -121,8 +126,16 @@ class Handlers:
     async def _call(self, verb: str, req: msgspec.Struct, target: Target | None = None) -> ReplyIn:
         """One apiserver call; a refusal names ``target`` in its details (kind and name), as
         upstream's Status does (kubectl: ``The Pod "p" is invalid: ...``)."""
-        reply = await self.api.handle(verb, msgspec.json.encode(req))
-        out = msgspec.json.decode(msgspec.json.encode(reply), type=ReplyIn)
+        if self.control_plane is None:
+            reply = await self.api.handle(verb, msgspec.json.encode(req))
+            out = msgspec.json.decode(msgspec.json.encode(reply), type=ReplyIn)
+        else:
+            try:
+                out = await self.control_plane.forward(verb, msgspec.json.encode(req), acting_for.get())
+            except StatusError as exc:  # no apiserver answers, or not in time
+                raise ApiError.of(exc.status) from None
+            if out.error is None:
+                await self._fresh()  # what the handler reads next includes the write
         if out.error is not None:
             if target is not None:
                 raise ApiError.of(out.error, target.res, target.name)

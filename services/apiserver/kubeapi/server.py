@@ -3,8 +3,10 @@
 Reads (GET, LIST, WATCH) come straight from the apiserver's in-memory store (the objects folded
 from the log) and its watch cache; every write is one request to the apiserver's own handler
 (``ApiServer.handle``: the same decode, default, validate, quota and append as a request on the
-NATS API), so the two APIs cannot disagree. Errors are ``metav1.Status`` objects with the HTTP code
-the apiserver's Status carries.
+NATS API), so the two APIs cannot disagree. A replica (``--kube-api-only``) sends that request to
+the control plane's apiserver instead (``ApiClient.forward``, for the authenticated user), so quota
+and every other admission decision are still made in one place. Errors are ``metav1.Status``
+objects with the HTTP code the apiserver's Status carries.
 
 Writes are in ``kubeapi.writes``; the shared plumbing in ``kubeapi.http``.
 
@@ -47,6 +49,7 @@ from draflow.services.apiserver.kubeapi.tokens import User
 from draflow.services.apiserver.kubeapi.watch import WatchCache, serve_watch
 from draflow.services.apiserver.kubeapi.writes import Writes
 from draflow.services.apiserver.server import ApiServer
+from draflow.services.runtime.client import ApiClient
 from draflow.services.runtime.selectors import SelectorError, parse_field_selector, parse_label_selector
 
 __all__ = ["KubeApi"]
@@ -84,6 +87,11 @@ class KubeApi(Writes):
         self.credentials = credentials
         self.encodings = EncodingCache()
         self.watches = WatchCache(api.store, self.encodings, capacity=watch_capacity)
+        if not api.requests:  # a replica: writes go to the control plane's apiserver
+            events = api.events
+            self.control_plane = ApiClient(
+                events.nc, events.settings, actor=events.actor, wait_for_server_s=10.0
+            )
         self._runner: web.AppRunner | None = None
         self.app = web.Application(middlewares=[self._middleware], client_max_size=16 * 1024 * 1024)
         self.app.router.add_route("*", "/{tail:.*}", self._route)

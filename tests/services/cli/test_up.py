@@ -35,10 +35,13 @@ def test_nodes_and_gpus_replace_the_kubelets() -> None:
     ]
     cmds = dict(six)
     assert cmds["kubelet_node_1"] == default["kubelet_node_1"].replace("--gpus 8", "--gpus 2")  # labels kept
+    # kubelets 5 and 6 take the first metrics slots no other service holds (15-17 are taken)
     assert (
         cmds["kubelet_node_6"]
-        == "DRAFLOW_METRICS_SLOT=16 exec python -m draflow.services.kubelet --node node-6 --gpus 2"
+        == "DRAFLOW_METRICS_SLOT=19 exec python -m draflow.services.kubelet --node node-6 --gpus 2"
     )
+    many = [c.split("DRAFLOW_METRICS_SLOT=", 1)[1].split()[0] for _, c in procfile(nodes=80) if "SLOT=" in c]
+    assert len(many) == len(set(many)), "two processes on one metrics port"
     # each kubelet with its gpu.example.com plugin process, right after it
     assert names[names.index("kubelet_node_6") + 1] == "gpu_plugin_node_6"
     assert cmds["gpu_plugin_node_6"] == (

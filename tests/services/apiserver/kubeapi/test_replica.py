@@ -1,8 +1,10 @@
 """An apiserver replica serving only the Kubernetes API (``--kube-api-only``): it takes no NATS
-requests, admits its writes like any apiserver, and reads as fresh as the log."""
+requests, forwards its writes to the control plane's apiserver (one admission, one quota decision),
+and reads as fresh as the log."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import AsyncIterator
@@ -87,20 +89,71 @@ async def test_a_replica_behind_the_log_says_so_instead_of_answering_stale(
 
 
 async def test_writes_go_through_admission_and_reach_the_control_plane(
-    replica: tuple[ApiServer, Kube], api: ApiClient
+    replica: tuple[ApiServer, Kube], api: ApiClient, apiserver: ApiServer
 ) -> None:
-    server, kube = replica
+    _, kube = replica
     created = await kubectl(kube, "create", "-f", "-", stdin=json.dumps(pod("web")))
     assert "pod/web created" in created.out
     got = await api.get("Pod", "web", namespace="default")
     assert got["metadata"]["uid"]
+    # forwarded for the user who made it: the control plane appended it in the admin's name
+    last = await apiserver.events.last(apiserver.store.subject("Pod", "default", "web"))
+    assert last is not None and last.actor == "user:admin"
     refused = await kubectl(kube, "create", "-f", "-", stdin=json.dumps(pod("bad", image="")), check=False)
     assert refused.rc != 0
     assert 'The Pod "bad" is invalid' in refused.err and "spec.containers[0].image" in refused.err
     with pytest.raises(StatusError) as missing:
         await api.get("Pod", "bad", namespace="default")
     assert missing.value.status.code == 404
-    assert server.events.actor == "kube-replica"
+
+
+async def test_quota_is_decided_by_the_control_plane_once_for_both_apis(
+    replica: tuple[ApiServer, Kube], api: ApiClient
+) -> None:
+    """A pod through the NATS API and one through kubectl on the replica count against the same
+    ResourceQuota, decided under the control plane's one write lock."""
+    _, kube = replica
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "two", "namespace": "default"},
+        "spec": {"hard": {"pods": "2"}},
+    }
+    (result,) = await api.apply([quota])
+    assert result.error is None, result.error
+    created = await asyncio.gather(
+        api.apply([pod("nats-0")]),
+        api.apply([pod("nats-1")]),
+        kubectl(kube, "create", "-f", "-", stdin=json.dumps(pod("kube-0")), check=False),
+        kubectl(kube, "create", "-f", "-", stdin=json.dumps(pod("kube-1")), check=False),
+    )
+    admitted = [r[0].error is None for r in created[:2]] + [r.rc == 0 for r in created[2:]]
+    assert sum(admitted) == 2, created
+    listed = json.loads((await http(kube, "GET", "/api/v1/namespaces/default/pods"))[1])
+    assert len(listed["items"]) == 2
+
+
+async def test_a_replica_without_a_control_plane_refuses_writes_and_still_reads(
+    settings: Settings, event_store: EventStore
+) -> None:
+    """Nothing but the control plane's apiserver admits a write: with none answering, the
+    replica says so (503) and appends nothing; its reads go on."""
+    async with (
+        apiserver_in_process(settings, "kube-replica", requests=False) as server,
+        serving(server, settings) as kube,
+    ):
+        assert kube.server.control_plane is not None
+        kube.server.control_plane.wait_for_server_s = 0.3
+        before = await event_store.stream_last_seq()
+        code, body = await http(
+            kube, "POST", "/api/v1/namespaces/default/pods", body=json.dumps(pod("orphan")).encode()
+        )
+        assert code == 503, body
+        status = json.loads(body)
+        assert status["reason"] == "ServiceUnavailable" and "no apiserver answers" in status["message"]
+        assert await event_store.stream_last_seq() == before
+        code, body = await http(kube, "GET", "/api/v1/namespaces")
+        assert code == 200, body
 
 
 def test_the_process_serves_only_the_kubernetes_api(settings: Settings, event_store: EventStore) -> None:
