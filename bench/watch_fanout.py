@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
-import sys
 import time
 from typing import Any
 
 import msgspec
 
-from bench.harness import ROOT, Bus, report
+from bench.harness import Bus, report
+from bench.kubeapi_watchers import Watchers
 from draflow.services.apiserver.kubeapi.auth import load_or_create, write_kubeconfig
 from draflow.services.apiserver.kubeapi.server import KubeApi
 from draflow.services.apiserver.server import ApiServer
@@ -62,27 +61,12 @@ async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int,
         kube = KubeApi(api, host="127.0.0.1", port=0, credentials=creds)
         await kube.start()
         write_kubeconfig(creds, kube.url, settings.data_dir / "kubeconfig")
-        fleet: asyncio.subprocess.Process | None = None
+        fleet = Watchers(watchers, kube.port)
         try:
             ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "b"}}
             await _call(api, "apply", {"items": [{"manifest": ns}]})
             await _call(api, "apply", {"items": _pods("p", 50)})
-            if watchers:
-                fleet = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "bench.kubeapi_watchers",
-                    str(watchers),
-                    "--port",
-                    str(kube.port),
-                    "--data-dir",
-                    str(settings.data_dir),
-                    cwd=ROOT,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                )
-                assert fleet.stdout is not None
-                assert (await asyncio.wait_for(fleet.stdout.readline(), 120)).strip() == b"ready"
+            await fleet.start(settings)  # none when watchers is 0
             await asyncio.sleep(1.0)
             stats0 = dict(kube.watches.stats)
             cpu0 = time.process_time()
@@ -100,17 +84,12 @@ async def measure(watchers: int, updates: int, pace: float) -> tuple[float, int,
             await asyncio.sleep(0.5)
             cpu = time.process_time() - cpu0
             stats = {k: v - stats0.get(k, 0) for k, v in kube.watches.stats.items()}
-            delivered = 0
-            if fleet is not None and fleet.stdin is not None and fleet.stdout is not None:
-                fleet.stdin.write(b"\n")
-                await fleet.stdin.drain()
-                delivered = json.loads(await asyncio.wait_for(fleet.stdout.readline(), 120))["events"]
-                await fleet.wait()
-            return cpu, delivered, stats
+            await fleet.stop()
+            return cpu, fleet.events, stats
         finally:
-            if fleet is not None and fleet.returncode is None:
-                fleet.kill()
-                await fleet.wait()
+            if fleet.proc is not None and fleet.proc.returncode is None:
+                fleet.proc.kill()
+                await fleet.proc.wait()
             await kube.stop()
             await api.stop()
 
