@@ -205,6 +205,8 @@ RUN_FIGURES = (
     "watchers_client_cpu_ms_per_pod",
     "watchers_events",
     "watchers_niceness",
+    "watchers_watch_p50_ms",
+    "watchers_watch_p99_ms",
     "kubeapi_niceness",
 )
 
@@ -223,12 +225,18 @@ async def _scheduling_run(
         os.environ["DRAFLOW_KUBE_API"] = address  # the spawned apiserver serves it
     fleet = Watchers(watchers, port, nice)
     print(f"-- scheduling with {watchers} watchers" + (f" (nice -n {nice})" if nice else ""))
+
+    async def done(store: EventStore) -> dict[str, Any]:  # while the system still runs
+        await fleet.stop()
+        return await _probe_latency(store, fleet.probe)
+
     try:
         r = await scheduling.run(
             sched_args,
             on_ready=fleet.start,
             kube_replica=address if replica else "",
             kube_replica_nice=args.replica_nice,
+            on_done=done,
         )
     finally:
         await fleet.stop()
@@ -250,7 +258,30 @@ async def _scheduling_run(
         out["watchers_client_cpu_ms_per_pod"] = round(per_pod, 2)
         out["watchers_events"] = fleet.events
         out["watchers_niceness"] = fleet.niceness  # as their process saw it
+        out["watchers_watch_p50_ms"] = r.get("watch_p50_ms")
+        out["watchers_watch_p99_ms"] = r.get("watch_p99_ms")
     return out
+
+
+async def _probe_latency(store: EventStore, probe: list[tuple[int, float]]) -> dict[str, Any]:
+    """How long after JetStream stored them the probe watcher got the changes it sampled during
+    the scheduling run (the log is read back once for their storage times)."""
+    wanted = {rv for rv, _ in probe}
+    if not wanted:
+        return {}
+    stored: dict[int, float] = {}
+    async for records in store.read_raw(None, min(wanted), max(wanted)):
+        for rec in records:
+            if rec.seq in wanted:
+                stored[rec.seq] = stored_at(rec)
+    lat = sorted((t - stored[rv]) * 1000 for rv, t in probe if rv in stored)
+    if not lat:
+        return {}
+    return {
+        "watch_p50_ms": round(lat[len(lat) // 2], 2),
+        "watch_p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2),
+        "watch_samples": len(lat),
+    }
 
 
 def _median(runs: list[dict[str, Any]], figure: str) -> Any:
@@ -324,6 +355,9 @@ async def scheduling_with_watchers(args: argparse.Namespace) -> dict[str, Any]:
         out[f"watchers{suffix}_client_cpu_ms_per_pod"] = m["watchers_client_cpu_ms_per_pod"]
         out[f"watchers{suffix}_events"] = m["watchers_events"]
         out[f"watchers{suffix}_niceness"] = m["watchers_niceness"]
+        # a sampled watcher's delivery under that load (stored in JetStream -> received)
+        out[f"watchers{suffix}_watch_p50_ms"] = m["watchers_watch_p50_ms"]
+        out[f"watchers{suffix}_watch_p99_ms"] = m["watchers_watch_p99_ms"]
     return out
 
 

@@ -4,7 +4,12 @@ is not done on the bench's event loop and its CPU and niceness are the process's
 
 ``python -m bench.kubeapi_watchers N --port P --data-dir D``: connects N watchers to the
 Kubernetes API on 127.0.0.1:P with the admin credentials of data dir D, prints "ready" once all
-are connected, then, on a line on stdin, one JSON line (events received, CPU seconds, niceness).
+are connected, then, on a line on stdin, one JSON line (events received, CPU seconds, niceness,
+and the probe's samples).
+
+The first watcher is also a probe: for every ``PROBE_EVERY``-th event line it received it notes the
+object's resourceVersion (the stream sequence of the change) and the wall-clock time it arrived, so
+the bench can tell how long after JetStream stored a change the watchers got it, under load.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import ssl
 import sys
 import time
@@ -54,8 +60,14 @@ async def wait_kube(data_dir: Path, timeout_s: float = 60) -> None:
         await asyncio.sleep(0.1)
 
 
+PROBE_EVERY = 5  # the probe samples every 5th event line of its watch
+PROBE_MAX = 20_000
+_RV = re.compile(rb'"resourceVersion":"(\d+)"')  # the first in a line is the object's own
+
+
 class Fleet:
-    """``n`` watchers of every pod, each its own HTTPS connection; events counted, not decoded."""
+    """``n`` watchers of every pod, each its own HTTPS connection; events counted, not decoded
+    (but by the probe, the first, which samples arrival times)."""
 
     def __init__(self, n: int, port: int, data_dir: Path) -> None:
         self.n, self.port, self.data_dir = n, port, data_dir
@@ -64,23 +76,35 @@ class Fleet:
         self.all_connected = asyncio.Event()
         self.clients: list[Client] = []
         self.tasks: list[asyncio.Task[None]] = []
+        self.probe: list[tuple[int, float]] = []  # (resourceVersion, arrival time)
 
     async def start(self) -> None:
-        for _ in range(self.n):
+        for i in range(self.n):
             c = Client(f"https://127.0.0.1:{self.port}", self.data_dir)
             self.clients.append(c)
-            self.tasks.append(asyncio.create_task(self._watch(c)))
+            self.tasks.append(asyncio.create_task(self._watch(c, probe=i == 0)))
         await asyncio.wait_for(self.all_connected.wait(), 120)
 
-    async def _watch(self, c: Client) -> None:
+    async def _watch(self, c: Client, probe: bool = False) -> None:
         timeout = aiohttp.ClientTimeout()
         path = c.url + "/api/v1/pods?watch=1"
         async with c.session.get(path, headers=c.headers, ssl=c.ssl, timeout=timeout) as resp:
             self.connected += 1
             if self.connected == self.n:
                 self.all_connected.set()
+            if probe:
+                await self._probe(resp)
+                return
             async for chunk in resp.content.iter_any():
                 self.events += chunk.count(b"\n")
+
+    async def _probe(self, resp: aiohttp.ClientResponse) -> None:
+        seen = 0
+        while line := await resp.content.readline():
+            self.events += 1
+            seen += 1
+            if seen % PROBE_EVERY == 0 and len(self.probe) < PROBE_MAX and (m := _RV.search(line)):
+                self.probe.append((int(m.group(1)), time.time()))
 
     async def stop(self) -> None:
         for t in self.tasks:
@@ -105,7 +129,12 @@ async def serve_watchers(n: int, port: int, data_dir: Path) -> None:
         await asyncio.sleep(0.5)
     await fleet.stop()
     usage = os.times()
-    report = {"events": fleet.events, "cpu_s": usage.user + usage.system, "nice": os.nice(0)}
+    report = {
+        "events": fleet.events,
+        "cpu_s": usage.user + usage.system,
+        "nice": os.nice(0),
+        "probe": fleet.probe,
+    }
     print(json.dumps(report), flush=True)
 
 
@@ -118,6 +147,7 @@ class Watchers:
         self.events = 0
         self.cpu_s = 0.0
         self.niceness = 0  # as the watchers' process reported it
+        self.probe: list[tuple[int, float]] = []  # (resourceVersion, arrival time) of sampled events
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self, settings: Settings) -> None:
@@ -153,6 +183,7 @@ class Watchers:
         if line.strip():
             report = json.loads(line)
             self.events, self.cpu_s, self.niceness = report["events"], report["cpu_s"], report["nice"]
+            self.probe = [(int(rv), float(t)) for rv, t in report.get("probe", ())]
         await proc.wait()
 
 

@@ -76,6 +76,7 @@ from bench.scheduling_cluster import Tracker, cluster_manifests, devices_per_pod
 from bench.scheduling_hops import events_to_deletion, hop_breakdown, path_to_bound, print_hops
 from bench.scheduling_phases import Phases, scan_log
 from draflow.infra.config import Settings
+from draflow.infra.eventstore import EventStore
 from draflow.services.runtime.client import ApiClient
 
 LEVELS = ("empty", "half", "full")
@@ -91,12 +92,14 @@ async def run(
     *,
     kube_replica: str = "",
     kube_replica_nice: int = 0,
+    on_done: Callable[[EventStore], Awaitable[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """``on_ready(settings)`` runs once the apiserver answers, before the cluster is set up
     (``bench.kubeapi`` connects its watchers there). ``kube_replica``: an address where an
     apiserver replica of its own serves the Kubernetes API (``--kube-api-only``; the control
     plane's apiserver then serves none), its CPU counted as ``kubeapi``, started under ``nice -n
-    kube_replica_nice`` (the niceness it ran at: ``kubeapi_niceness``)."""
+    kube_replica_nice`` (the niceness it ran at: ``kubeapi_niceness``). ``on_done(store)`` runs
+    after the measurements while every process still runs; what it returns joins the result."""
     mode = _mode(args)
     async with Bus("draflow-bench-") as bus:
         profile_dir = Path(args.profile_dir or bus.tmp / "profiles") if args.profile else None
@@ -129,6 +132,8 @@ async def run(
             result.update(await scan_log(bus.store, phases.windows))
             if kube_replica:
                 result["kubeapi_niceness"] = services.niceness("kubeapi")
+            if on_done is not None:
+                result.update(await on_done(bus.store))
             print(
                 f"whole run: {result['pods_bound_in_log']} pods bound in the log, "
                 f"{result['guard_retries']} PreBind retries after a guard conflict, "

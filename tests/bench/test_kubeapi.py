@@ -50,6 +50,10 @@ async def test_niced_watchers_receive_every_event_and_report_their_cpu(
         await kube.stop()
     assert fleet.events == 3 * 6  # five ADDED and one DELETED, each to every watcher
     assert fleet.niceness == 19
+    # the probe (the first watcher) sampled every fifth event: p4's ADDED, at its resourceVersion
+    ((rv, arrived),) = fleet.probe
+    p4 = await api.get("Pod", "p4", namespace="b")
+    assert rv == int(p4["metadata"]["resourceVersion"]) and arrived > 0
     assert fleet.cpu_s > 0
 
 
@@ -73,6 +77,7 @@ KEYS = {
     "kubeapi_cpu_ms_per_pod",
     "watchers_client_cpu_ms_per_pod",
     "watchers_events",
+    "watchers_watch_p99_ms",
     "kube_api_in",
     "replica_nice",
     "rounds",
@@ -100,28 +105,30 @@ def test_by_default_the_kubernetes_api_is_a_niced_replica_as_the_procfile_runs_i
     for run in only.values():
         assert run["kubeapi_cpu_ms_per_pod"] > 0 and run["apiserver_cpu_ms_per_pod"] > 0
     assert only["watchers"]["watchers_events"] > 0 and only["niced"]["watchers_niceness"] == 19
+    # the probe's deliveries under load were matched with their storage times in the log
+    assert 0 < r["watchers_watch_p50_ms"] <= r["watchers_watch_p99_ms"]
     assert "round 1: alone steady" in out and "on a replica at nice 10; median of 1 round" in out
 
 
 def test_the_kubernetes_api_on_the_apiserver_figures_the_medians_of_the_rounds() -> None:
+    """Two rounds (the median of two is their mean; of a count, the lower)."""
     r, out = run_bench(
-        "bench.kubeapi", *SMALL, "--kube-api-in", "apiserver", "--watchers-nice", "0", "--rounds", "3"
+        "bench.kubeapi", *SMALL, "--kube-api-in", "apiserver", "--watchers-nice", "0", "--rounds", "2"
     )
     assert KEYS <= set(r), KEYS - set(r)
     assert r["kube_api_in"] == "apiserver" and r["replica_nice"] is None
     assert "sched_pods_per_s_with_niced_watchers" not in r
     assert r["kubeapi_cpu_ms_per_pod"] is None  # no replica: the apiserver served the watchers
-    assert len(r["rounds"]) == 3 and all(set(x) == {"alone", "watchers"} for x in r["rounds"])
+    assert len(r["rounds"]) == 2 and all(set(x) == {"alone", "watchers"} for x in r["rounds"])
     alone = [x["alone"]["steady"] for x in r["rounds"]]
     loaded = [x["watchers"]["fill"] for x in r["rounds"]]
-    assert r["sched_pods_per_s"] == statistics.median(alone)
-    assert r["fill_pods_per_s_with_watchers"] == statistics.median(loaded)
-    events = sorted(x["watchers"]["watchers_events"] for x in r["rounds"])
-    assert r["watchers_events"] == events[1] > 0
+    assert r["sched_pods_per_s"] == round(statistics.median(alone), 2)  # figures in hundredths
+    assert r["fill_pods_per_s_with_watchers"] == round(statistics.median(loaded), 2)
+    events = [x["watchers"]["watchers_events"] for x in r["rounds"]]
+    assert r["watchers_events"] == statistics.median_low(events) > 0  # a count stays a count
     assert [line.split(":")[0] for line in out.splitlines() if line.startswith("round ")] == [
         "round 1",
         "round 2",
-        "round 3",
     ]
 
 

@@ -114,6 +114,7 @@ class Writes(Handlers):
         """One create or update through the apiserver's handler; the reply is the stored object."""
         if req.dry_run:  # decided exactly as the real write, nothing appended
             await precheck(cel_expressions([item.manifest for item in req.items]))  # off the loop
+            await self._fresh()  # a replica decides on what the log holds now
             try:
                 plan = self.api.applier.plan(req.items[0], req, verb == "create", {})
             except StatusError as exc:
