@@ -168,6 +168,7 @@ class Watchers:
             cwd=ROOT,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            limit=64 * 1024 * 1024,  # its report line carries the probe's samples
         )
         assert self.proc.stdout is not None
         line = await asyncio.wait_for(self.proc.stdout.readline(), 120)
