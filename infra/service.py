@@ -68,6 +68,24 @@ def configure_logging() -> None:
     )
 
 
+def quiet_when_stopping(
+    stop: asyncio.Event,
+) -> Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]:
+    """The event loop's handler of errors no task awaited: a connection nats-server reset while
+    the service stops (honcho stops nats-server with everything else; the NATS client's own read
+    task then fails closing a socket already gone) is one line, not a traceback. Anything else,
+    or the same while running, goes to asyncio's default handler."""
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        if stop.is_set() and isinstance(exc, (ConnectionResetError, BrokenPipeError)):
+            log.info("connection closed by the server while stopping: %s", exc)
+            return
+        loop.default_exception_handler(context)
+
+    return handle
+
+
 async def serve(
     name: str,
     main: Callable[[ServiceContext], Coroutine[Any, Any, None]],
@@ -81,6 +99,7 @@ async def serve(
     if not settings.role:  # the service's name is its role (its credential, its permissions)
         settings = msgspec.structs.replace(settings, role=name)
     stop = stop_on_signals()
+    asyncio.get_running_loop().set_exception_handler(quiet_when_stopping(stop))
     stopping = asyncio.create_task(stop.wait())
     store: EventStore | None = None
     code = 0

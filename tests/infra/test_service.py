@@ -17,7 +17,7 @@ from draflow.infra.config import Settings
 from draflow.infra.errors import ConcurrencyError
 from draflow.infra.eventstore import AppendRequest, EventStore
 from draflow.infra.natsd import LocalNatsServer, free_port
-from draflow.infra.service import ServiceContext, serve
+from draflow.infra.service import ServiceContext, quiet_when_stopping, serve
 from tests.conftest import settings_for
 from tests.paths import ROOT
 from tests.processes import Proc
@@ -119,3 +119,37 @@ async def test_work_cancelled_from_inside_is_a_failure_not_a_clean_stop(
     caplog.set_level(logging.ERROR, logger="draflow.infra.service")
     assert await serve("selfcancel", main, settings) == 1
     assert "selfcancel: stopped: its work was cancelled from inside" in caplog.text
+
+
+async def test_a_connection_reset_while_stopping_is_one_line_not_a_traceback(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """honcho stops nats-server with everything else; the NATS client's read task then fails
+    closing a socket the server already reset, an error no task awaits. While stopping that is
+    expected and said in one line; while running, and for any other error, asyncio reports it."""
+    installed = []
+
+    async def main(ctx: ServiceContext) -> None:
+        installed.append(asyncio.get_running_loop().get_exception_handler())
+
+    assert await serve("quiet", main, settings) == 0
+    (handle,) = installed
+    assert handle is not None and "quiet_when_stopping" in handle.__qualname__
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handle = quiet_when_stopping(stop)
+    reset = {
+        "message": "Task exception was never retrieved",
+        "exception": ConnectionResetError(104, "Connection reset by peer"),
+    }
+    caplog.set_level(logging.INFO)
+    handle(loop, reset)  # running: asyncio's own report
+    assert "Task exception was never retrieved" in caplog.text
+    caplog.clear()
+    stop.set()
+    handle(loop, reset)
+    assert "Task exception was never retrieved" not in caplog.text
+    assert "connection closed by the server while stopping: [Errno 104]" in caplog.text
+    handle(loop, {"message": "something else broke", "exception": ValueError("x")})
+    assert "something else broke" in caplog.text
