@@ -56,22 +56,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Services, report, spawn_apiserver, stored_at
+from bench.harness import Services, pct, report, spawn_apiserver, stored_at
 from bench.kubeapi_watchers import Client, Watchers, wait_kube
 from draflow.infra.config import Settings
 from draflow.infra.eventstore import EventStore
-from draflow.infra.natsd import LocalNatsServer
+from draflow.infra.natsd import LocalNatsServer, free_port
 from draflow.services.runtime.client import ApiClient
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pod(i: int) -> dict[str, Any]:
@@ -104,7 +96,7 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
     server.start()
     settings = Settings(nats_url=server.url, data_dir=tmp / "data", stream="BENCH", root="bench")
     settings.data_dir.mkdir(parents=True)
-    port = _free_port()
+    port = free_port()
     services = Services(settings)
     api: ApiClient | None = None
     client: Client | None = None
@@ -168,20 +160,9 @@ async def list_and_watch(args: argparse.Namespace) -> dict[str, Any]:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-        stored: dict[int, float] = {}
-        first = min(received)
-        async for records in store.read_raw(f"{settings.root}.ev.>", first):
-            for rec in records:
-                if rec.seq in received:
-                    stored[rec.seq] = stored_at(rec)
-            if len(stored) == len(received) or records[-1].seq >= max(received):
-                break
-        lat = sorted((received[s] - stored[s]) * 1000 for s in stored)
-        out["watch_events"] = len(lat)
-        out["watch_p50_ms"] = round(lat[len(lat) // 2], 2)
-        out["watch_p99_ms"] = round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2)
+        out.update(await _delivery(store, list(received.items())))
         print(
-            f"WATCH: {len(lat)} events, stored -> received p50 {out['watch_p50_ms']} ms, "
+            f"WATCH: {out['watch_events']} events, stored -> received p50 {out['watch_p50_ms']} ms, "
             f"p99 {out['watch_p99_ms']} ms"
         )
         return out
@@ -218,7 +199,7 @@ async def _scheduling_run(
     figures by the names of ``RUN_FIGURES``."""
     from bench import scheduling
 
-    port = _free_port()
+    port = free_port()
     address = f"127.0.0.1:{port}"
     replica = args.kube_api_in == "replica"
     if not replica:
@@ -228,7 +209,7 @@ async def _scheduling_run(
 
     async def done(store: EventStore) -> dict[str, Any]:  # while the system still runs
         await fleet.stop()
-        return await _probe_latency(store, fleet.probe)
+        return await _delivery(store, fleet.probe)
 
     try:
         r = await scheduling.run(
@@ -263,10 +244,11 @@ async def _scheduling_run(
     return out
 
 
-async def _probe_latency(store: EventStore, probe: list[tuple[int, float]]) -> dict[str, Any]:
-    """How long after JetStream stored them the probe watcher got the changes it sampled during
-    the scheduling run (the log is read back once for their storage times)."""
-    wanted = {rv for rv, _ in probe}
+async def _delivery(store: EventStore, arrivals: list[tuple[int, float]]) -> dict[str, Any]:
+    """How long after JetStream stored them watchers received changes: ``arrivals`` are
+    (resourceVersion, time received); the log is read back once, over their range, for the
+    storage times."""
+    wanted = {rv for rv, _ in arrivals}
     if not wanted:
         return {}
     stored: dict[int, float] = {}
@@ -274,13 +256,13 @@ async def _probe_latency(store: EventStore, probe: list[tuple[int, float]]) -> d
         for rec in records:
             if rec.seq in wanted:
                 stored[rec.seq] = stored_at(rec)
-    lat = sorted((t - stored[rv]) * 1000 for rv, t in probe if rv in stored)
+    lat = [(t - stored[rv]) * 1000 for rv, t in arrivals if rv in stored]
     if not lat:
         return {}
     return {
-        "watch_p50_ms": round(lat[len(lat) // 2], 2),
-        "watch_p99_ms": round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 2),
-        "watch_samples": len(lat),
+        "watch_events": len(lat),
+        "watch_p50_ms": round(pct(lat, 0.5), 2),
+        "watch_p99_ms": round(pct(lat, 0.99), 2),
     }
 
 

@@ -228,8 +228,7 @@ class ApiServer:
         node = node_of_subject(msg.subject) if msg.subject.startswith(self._node_prefix) else ""
         if msg.subject.startswith(self._kube_prefix):
             # only the replica's credential may publish here: the user it names is who writes
-            headers = msg.headers or {}
-            acting_for.set(headers.get(ACTING_FOR_HEADER) or headers.get(ACTING_FOR_HEADER.lower()) or None)
+            acting_for.set((msg.headers or {}).get(ACTING_FOR_HEADER) or None)
         if verb in _TRACED_VERBS:
             attrs = {"rpc.system": "nats", "rpc.method": verb, "messaging.destination.name": msg.subject}
             with tracing.server_span(f"api {verb}", msg.headers, attrs):
